@@ -1,0 +1,33 @@
+"""A computed figure: what calculators return and what the gate, reports and exporters consume."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Status = Literal["ok", "insufficient", "not_computable"]
+OVERALL = "all"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One metric value for one arm (or arm pair) and one scenario.
+
+    `status` says whether `value` can be trusted: "insufficient" when there were fewer
+    samples than the minimum, "not_computable" when the definition does not apply
+    (e.g. cache-hit delta with a baseline hit rate of 0); `reason` says why in words.
+    `noise_floor` is the same figure for baseline2 against baseline, when there is one.
+    """
+
+    name: str
+    value: float | None
+    arm: str = "candidate"
+    scenario: str = OVERALL
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int = 0
+    status: Status = "ok"
+    reason: str = ""
+    noise_floor: float | None = None
+    unit: str = ""
+    detail: dict[str, Any] = field(default_factory=dict)

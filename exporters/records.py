@@ -1,0 +1,61 @@
+"""The record every calculator takes: one replayed request on one arm.
+
+The replayer writes these to the run's results store; calculators never see HTTP or files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+ARMS = ("baseline", "baseline2", "candidate")
+
+
+@dataclass(frozen=True)
+class ArmResult:
+    """What one arm answered to one request.
+
+    Times are seconds, measured from the *intended* send time (open loop, no coordinated
+    omission). `itl_s` are the gaps between streamed chunks after the first.
+    `token_ids` come from the engine's `layergate` extension when the arm is the reference
+    engine; otherwise None and consistency falls back to the text.
+    """
+
+    request_id: str
+    arm: str
+    scenario: str
+    ok: bool
+    error: str | None = None
+    http_status: int | None = None
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    itl_s: tuple[float, ...] = ()
+    output_text: str = ""
+    output_tokens: int = 0
+    prompt_tokens: int = 0
+    finish_reason: str | None = None
+    max_tokens: int | None = None
+    token_ids: tuple[int, ...] | None = None
+    # per output token: logprob of the chosen token and {token: logprob} of the top ones
+    logprobs: tuple[float, ...] | None = None
+    top_logprobs: tuple[dict[str, float], ...] | None = None
+    # the engine's `layergate` response extension, as returned (see docs/CONTRACTS.md)
+    extension: dict[str, Any] = field(default_factory=dict)
+    repeat: int = 0  # repeat index in a determinism run; 0 in a shadow replay
+    concurrency: int = 1  # concurrency level in a determinism run
+
+    @property
+    def tpot_s(self) -> float | None:
+        """(E2E - TTFT) / (output tokens - 1), per DESIGN.md; None when undefined."""
+        if self.e2e_s is None or self.ttft_s is None or self.output_tokens < 2:
+            return None
+        return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
+
+
+@dataclass(frozen=True)
+class MetricsScrape:
+    """One arm's `/metrics` text, scraped before or after a run."""
+
+    arm: str
+    when: str  # "before" | "after"
+    text: str

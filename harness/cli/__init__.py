@@ -1,0 +1,43 @@
+"""The `layergate` click group. Each command lives in its own module and is loaded lazily,
+so `layergate --help` stays fast and only `serve` / `calibrate` ever reach torch."""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+# command name -> module under harness.cli exposing `command`
+COMMANDS: dict[str, str] = {
+    "serve": "serve",
+    "calibrate": "calibrate",
+    "capture": "capture",
+    "replay": "replay",
+    "determinism": "determinism",
+    "metrics": "metrics",
+    "gate": "gate",
+    "dashboards": "dashboards",
+    "demo": "demo",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        module = COMMANDS.get(name)
+        if module is None:
+            return None
+        return importlib.import_module(f"harness.cli.{module}").command
+
+
+@click.group(cls=LazyGroup, context_settings={"auto_envvar_prefix": "LAYERGATE",
+                                               "help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="layergate")
+def main() -> None:
+    """layergate: A/B evaluation and release gating for LLM inference that runs fewer layers.
+
+    Typical loop: `serve` a baseline and a candidate, `replay` traffic through both,
+    read the figures with `metrics`, and let `gate` decide in CI.
+    """

@@ -1,0 +1,41 @@
+"""Shared fixtures. One real-model engine per session, shared by every test that needs a
+full-depth baseline over HTTP; tests that need other policies start their own."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.processes import EngineProcess, start_engine
+
+
+@pytest.fixture(scope="session")
+def full_engine() -> Iterator[EngineProcess]:
+    """A real SmolLM2 engine, policy full, fp32, 1 thread, on 127.0.0.1."""
+    proc = start_engine("--policy", "full")
+    yield proc
+    proc.stop()
+
+
+def _binary(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(f"{name} is not installed: run `make install` (it installs the Debian package)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def prometheus_bin() -> str:
+    return _binary("prometheus")
+
+
+@pytest.fixture(scope="session")
+def promtool_bin() -> str:
+    return _binary("promtool")
+
+
+@pytest.fixture(scope="session")
+def chromium_bin() -> str:
+    return _binary("chromium")
