@@ -1,0 +1,117 @@
+"""A trivial OpenAI-compatible server for measuring the replayer itself: it echoes the
+prompt's words back as tokens (up to max_tokens), streamed or not, with no model and no
+delay unless `--token-delay` asks for one. Raw ASGI on uvicorn, so its own cost is small.
+
+    python benchmarks/echo_server.py --port 8011 [--token-delay 0.0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from typing import Any
+
+import uvicorn
+
+COUNTER = {"requests": 0}
+
+
+def _words(body: dict[str, Any]) -> list[str]:
+    if "messages" in body:
+        text = " ".join(str(m.get("content", "")) for m in body["messages"])
+    else:
+        text = str(body.get("prompt", ""))
+    return text.split() or ["echo"]
+
+
+def _chunk(chat: bool, text: str | None, finish: str | None, **extra: Any) -> bytes:
+    choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
+    if chat:
+        choice["delta"] = {"content": text} if text else {}
+    else:
+        choice["text"] = text or ""
+    payload = {"id": "echo", "object": "chat.completion.chunk" if chat else "text_completion",
+               "model": "echo", "choices": [choice], **extra}
+    return f"data: {json.dumps(payload)}\n\n".encode()
+
+
+def _answer(body: dict[str, Any]) -> tuple[list[str], str, dict[str, Any], dict[str, Any]]:
+    words = _words(body)
+    max_tokens = int(body.get("max_tokens") or 16)
+    out = [w + " " for w in (words * (max_tokens // len(words) + 1))[:max_tokens]]
+    finish = "length"
+    usage = {"prompt_tokens": len(words), "completion_tokens": len(out),
+             "total_tokens": len(words) + len(out)}
+    ext = {"policy": "echo", "token_ids": [hash(w) % 50000 for w in out],
+           "peak_memory_bytes": 0}
+    return out, finish, usage, ext
+
+
+async def _read_body(receive) -> bytes:
+    body, more = b"", True
+    while more:
+        message = await receive()
+        body += message.get("body", b"")
+        more = message.get("more_body", False)
+    return body
+
+
+async def _send_json(send, status: int, obj: Any, content_type: str = "application/json") -> None:
+    data = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", content_type.encode())]})
+    await send({"type": "http.response.body", "body": data})
+
+
+def make_app(token_delay: float = 0.0):
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        path = scope["path"]
+        if scope["method"] == "GET":
+            if path == "/metrics":
+                text = f"echo_requests_total {COUNTER['requests']}\n".encode()
+                return await _send_json(send, 200, text, "text/plain; version=0.0.4")
+            return await _send_json(send, 200, {"status": "ok", "data": [{"id": "echo"}]})
+        if path not in ("/v1/chat/completions", "/v1/completions"):
+            return await _send_json(send, 404, {"error": {"message": f"no route {path}"}})
+        body = json.loads(await _read_body(receive) or b"{}")
+        COUNTER["requests"] += 1
+        chat = path.endswith("chat/completions")
+        out, finish, usage, ext = _answer(body)
+        if not body.get("stream"):
+            choice = {"index": 0, "finish_reason": finish}
+            text = "".join(out)
+            choice.update({"message": {"role": "assistant", "content": text}} if chat
+                          else {"text": text})
+            return await _send_json(send, 200, {"id": "echo", "model": "echo",
+                                                "created": int(time.time()),
+                                                "choices": [choice], "usage": usage,
+                                                "layergate": ext})
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream")]})
+        for i, word in enumerate(out):
+            if token_delay:
+                await asyncio.sleep(token_delay)
+            last = i == len(out) - 1
+            chunk = _chunk(chat, word, finish if last else None,
+                           **({"usage": usage, "layergate": ext} if last else {}))
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+    return app
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--token-delay", type=float, default=0.0, help="seconds per token")
+    args = parser.parse_args()
+    uvicorn.run(make_app(args.token_delay), host=args.host, port=args.port, log_level="warning",
+                access_log=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,272 @@
+"""Is the gate's verdict trustworthy? Real engines, real replays, the shipped policies.
+
+Experiments (each repeated `--repeats K` times, a fresh replay every time):
+
+  aa           full vs full vs full (baseline, baseline2, candidate): a false alarm is a
+               run that does not pass `no-regression.yaml`; `default.yaml` must fail it on
+               RER alone (no benefit, no release).
+  static       candidate `--policy static` skipping 10 layers: power = share of runs that
+               fail `no-regression.yaml`.
+  slow         candidate = a full engine behind a proxy that stretches every response's
+               timeline by +20 % (TTFT and each chunk): power against a latency regression.
+  speculative  candidate `--policy speculative` (lossless): must pass `no-regression.yaml`
+               on consistency (exact match within the noise floor) whatever its speed.
+  cache        chat-multiturn; baselines with `--prefix-cache off --padding max`, candidate
+               with the prefix cache on and bucketed padding: the gate under `default.yaml`
+               and the RER it measured.
+
+Prints, per experiment, the verdicts under each policy and the key figures of every run,
+then the rates; writes everything to OUT/validity.json. Expensive on CPU: every run replays
+the mix through three engines.
+
+    .venv/bin/python benchmarks/gate_validity.py --repeats 20
+    .venv/bin/python benchmarks/gate_validity.py --repeats 2 --experiments aa,static --rate 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script from anywhere: tests.support is the launcher
+
+from harness.gate import GateResult, evaluate  # noqa: E402
+from harness.gate.policy import default_policy_dir  # noqa: E402
+from harness.replay import ReplayConfig, run_replay  # noqa: E402
+from tests.support.processes import EngineProcess, free_port, start_engine  # noqa: E402
+
+EXPERIMENTS = ("aa", "static", "slow", "speculative", "cache")
+POLICIES = ("no-regression", "default")
+SKIPPED_LAYERS = ",".join(str(i) for i in range(10, 20))  # 10 of SmolLM2's 30 layers
+SLOWDOWN = 0.20
+
+
+@dataclass
+class Outcome:
+    experiment: str
+    repeat: int
+    run_dir: str
+    verdicts: dict[str, str]
+    failing: dict[str, list[str]]  # policy -> gating checks that failed
+    figures: dict[str, list[float | None]] = field(default_factory=dict)
+
+
+# --- a proxy that makes an arm slower by a fixed share, chunk by chunk -----------------
+
+class DelayProxy:
+    """Forwards to `upstream`, delivering every byte at start + (1 + extra) x its upstream
+    arrival time, so TTFT, ITL and E2E all stretch by `extra` (streamed or not)."""
+
+    def __init__(self, upstream: str, extra: float) -> None:
+        import uvicorn
+        from starlette.applications import Starlette
+        from starlette.routing import Route
+
+        self.upstream, self.extra = upstream, extra
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        app = Starlette(routes=[Route("/{path:path}", self.handle, methods=["GET", "POST"])])
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port,
+                                                    log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> DelayProxy:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+    async def handle(self, request):
+        from starlette.responses import Response, StreamingResponse
+
+        start = time.perf_counter()
+        url = self.upstream + request.url.path + (f"?{request.url.query}"
+                                                  if request.url.query else "")
+        client = httpx.AsyncClient(timeout=None)
+        headers = {k: v for k, v in request.headers.items()
+                   if k.lower() in ("content-type", "authorization", "accept")}
+        upstream = await client.send(client.build_request(
+            request.method, url, content=await request.body(), headers=headers), stream=True)
+        if not request.url.path.startswith("/v1/"):  # health, metrics: as they are
+            body = await upstream.aread()
+            await client.aclose()
+            return Response(body, upstream.status_code,
+                            media_type=upstream.headers.get("content-type"))
+        chunks: asyncio.Queue = asyncio.Queue()
+
+        async def pump() -> None:
+            try:
+                async for chunk in upstream.aiter_raw():
+                    await chunks.put((time.perf_counter(), chunk))
+            finally:
+                await chunks.put(None)
+                await upstream.aclose()
+                await client.aclose()
+
+        task = asyncio.create_task(pump())
+
+        async def delayed():
+            while (item := await chunks.get()) is not None:
+                arrived, chunk = item
+                due = start + (1 + self.extra) * (arrived - start)
+                await asyncio.sleep(max(0.0, due - time.perf_counter()))
+                yield chunk
+            await task
+
+        return StreamingResponse(delayed(), upstream.status_code,
+                                 media_type=upstream.headers.get("content-type"))
+
+
+# --- engines ----------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def engines(**arms: tuple[str, ...]) -> Iterator[dict[str, EngineProcess]]:
+    """One `layergate serve` per arm, 1 torch thread each; stopped on exit."""
+    env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    started: dict[str, EngineProcess] = {}
+    try:
+        for arm, args in arms.items():
+            started[arm] = start_engine(*args, threads=1, env=env, timeout=600)
+            print(f"  {arm}: {' '.join(args)} at {started[arm].url}", flush=True)
+        yield started
+    finally:
+        for proc in started.values():
+            proc.stop()
+
+
+# --- one replay, judged under every policy -----------------------------------------------
+
+def replay_and_judge(experiment: str, repeat: int, arms: dict[str, str], args) -> Outcome:
+    out = Path(args.out) / f"{experiment}-{repeat:02d}"
+    scenario = "chat-multiturn" if experiment == "cache" else args.scenario
+    config = ReplayConfig(out=out, arms=arms, scenario=scenario, rate=args.rate,
+                          requests=args.requests, seed=repeat, progress=False)
+    t0 = time.monotonic()
+    run_dir = run_replay(config)
+    results: dict[str, GateResult] = {
+        policy: evaluate(run_dir, default_policy_dir() / f"{policy}.yaml") for policy in POLICIES}
+    outcome = Outcome(experiment, repeat, str(run_dir),
+                      {p: r.verdict for p, r in results.items()},
+                      {p: [f"{c.name}[{c.arm}]" for c in r.checks if c.gating
+                           and c.status == "fail"] for p, r in results.items()})
+    checks = {c.name: c for c in results["default"].overall}
+    for name in ("rer", "latency_ratio", "exact_match", "termination_accuracy",
+                 "cache_hit_delta"):
+        c = checks.get(name)
+        if c is not None:
+            outcome.figures[name] = [c.compared if c.compared is not None else c.value,
+                                     c.compared_low, c.compared_high]
+    print(f"  [{experiment} #{repeat}] {time.monotonic() - t0:.0f}s  "
+          + "  ".join(f"{p}: {v}" for p, v in outcome.verdicts.items())
+          + "  | " + "  ".join(f"{k} {_fmt(v)}" for k, v in outcome.figures.items())
+          + (f"  | failing(no-regression): {outcome.failing['no-regression']}"
+             if outcome.failing["no-regression"] else ""), flush=True)
+    return outcome
+
+
+def _fmt(v: list[float | None]) -> str:
+    def f(x: float | None) -> str:
+        return "—" if x is None else f"{x:.3f}"
+    return f"{f(v[0])} [{f(v[1])}, {f(v[2])}]"
+
+
+def run_experiment(name: str, base: dict[str, EngineProcess], args) -> list[Outcome]:
+    arms = {"baseline": base["baseline"].url, "baseline2": base["baseline2"].url}
+    candidates = {"aa": ("--policy", "full"),
+                  "static": ("--policy", "static", "--skip-layers", SKIPPED_LAYERS),
+                  "slow": ("--policy", "full"),
+                  "speculative": ("--policy", "speculative")}
+    with engines(candidate=candidates[name]) as cand:
+        url = cand["candidate"].url
+        with contextlib.ExitStack() as stack:
+            if name == "slow":
+                url = stack.enter_context(DelayProxy(url, SLOWDOWN)).url
+            return [replay_and_judge(name, k, {**arms, "candidate": url}, args)
+                    for k in range(args.repeats)]
+
+
+def summarise(outcomes: list[Outcome]) -> dict[str, dict]:
+    summary: dict[str, dict] = {}
+    for name in EXPERIMENTS:
+        runs = [o for o in outcomes if o.experiment == name]
+        if not runs:
+            continue
+        n = len(runs)
+        row: dict = {"runs": n}
+        for policy in POLICIES:
+            for verdict in ("pass", "fail", "inconclusive"):
+                row[f"{policy}:{verdict}"] = sum(o.verdicts[policy] == verdict for o in runs) / n
+        row["default fails on rer alone"] = sum(
+            o.failing["default"] == ["rer[candidate]"] for o in runs) / n
+        rers = [o.figures["rer"][0] for o in runs if o.figures.get("rer", [None])[0] is not None]
+        row["mean rer"] = sum(rers) / len(rers) if rers else None
+        summary[name] = row
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=20, help="replays per experiment")
+    parser.add_argument("--experiments", default=",".join(EXPERIMENTS),
+                        help=f"comma-separated subset of {','.join(EXPERIMENTS)}")
+    parser.add_argument("--scenario", default="saas-mix", help="mix for all but `cache`")
+    parser.add_argument("--requests", type=int, default=None,
+                        help="requests per replay (default: the mix's, 60 for saas-mix as "
+                             "in the demo)")
+    parser.add_argument("--rate", type=float, default=None,
+                        help="arrivals per second (default: the mix's schedule)")
+    parser.add_argument("--out", default=f"runs/gate-validity-{time.strftime('%Y%m%dT%H%M%S')}",
+                        help="directory for the runs and validity.json")
+    args = parser.parse_args()
+    chosen = [e.strip() for e in args.experiments.split(",") if e.strip()]
+    unknown = set(chosen) - set(EXPERIMENTS)
+    if unknown:
+        parser.error(f"unknown experiment(s) {sorted(unknown)}; choose from {EXPERIMENTS}")
+    os.makedirs(args.out, exist_ok=True)
+    outcomes: list[Outcome] = []
+    t0 = time.monotonic()
+    shared = [e for e in chosen if e != "cache"]
+    if shared:
+        print("baselines: full depth, defaults (prefix cache on, bucketed padding)", flush=True)
+        with engines(baseline=("--policy", "full"), baseline2=("--policy", "full")) as base:
+            for name in shared:
+                print(f"experiment {name}", flush=True)
+                outcomes += run_experiment(name, base, args)
+    if "cache" in chosen:
+        print("experiment cache: baselines with prefix cache off and max padding", flush=True)
+        plain = ("--policy", "full", "--prefix-cache", "off", "--padding", "max")
+        with engines(baseline=plain, baseline2=plain,
+                     candidate=("--policy", "full", "--prefix-cache", "on",
+                                "--padding", "bucketed")) as procs:
+            arms = {arm: p.url for arm, p in procs.items()}
+            outcomes += [replay_and_judge("cache", k, arms, args) for k in range(args.repeats)]
+    summary = summarise(outcomes)
+    print(f"\nsummary ({time.monotonic() - t0:.0f}s, {args.repeats} repeat(s) each):")
+    for name, row in summary.items():
+        print(f"  {name}: " + ", ".join(
+            f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
+    path = Path(args.out) / "validity.json"
+    path.write_text(json.dumps({"args": vars(args), "summary": summary,
+                                "runs": [o.__dict__ for o in outcomes]}, indent=2))
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""Replay results laid out as numpy columns, one row per request, one block per arm.
+
+Rows are sorted by (scenario, request id) so every figure is independent of the order the
+records came in, and each scenario is a contiguous block (the bootstrap's strata).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from exporters.records import ArmResult
+
+BASELINE, BASELINE2, CANDIDATE = "baseline", "baseline2", "candidate"
+RECORDED = "recorded"  # the response recorded in production, when the traffic carries one
+
+
+@dataclass(frozen=True)
+class ArmColumns:
+    """One arm's answers, aligned to `Aligned.request_ids`; NaN / False where absent."""
+
+    rows: tuple[ArmResult | None, ...]
+    present: np.ndarray  # bool
+    ok: np.ndarray  # bool
+    e2e: np.ndarray
+    ttft: np.ndarray
+    tokens: np.ndarray  # float, output tokens
+    length_stop: np.ndarray  # bool: finish_reason == "length"
+    theoretical: np.ndarray  # extension theoretical_saving
+    computed_tokens: np.ndarray  # extension computed_tokens
+    peak_memory: np.ndarray  # extension peak_memory_bytes
+    cache_hits: np.ndarray  # extension prefix_cache_hit_tokens
+    cache_queries: np.ndarray  # extension prefix_cache_query_tokens
+
+
+@dataclass(frozen=True)
+class Aligned:
+    request_ids: tuple[str, ...]
+    scenario_names: tuple[str, ...]  # sorted
+    strata: np.ndarray  # int index into scenario_names, non-decreasing
+    arms: dict[str, ArmColumns]
+
+    @property
+    def n(self) -> int:
+        return len(self.request_ids)
+
+    def block(self, scenario: str) -> slice:
+        """The contiguous rows of one scenario."""
+        s = self.scenario_names.index(scenario)
+        lo, hi = np.searchsorted(self.strata, [s, s + 1])
+        return slice(int(lo), int(hi))
+
+
+_EXT_KEYS = ("theoretical_saving", "computed_tokens", "peak_memory_bytes",
+             "prefix_cache_hit_tokens", "prefix_cache_query_tokens")
+_MISSING = (np.nan,) * (3 + len(_EXT_KEYS))
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+        else np.nan
+
+
+def _values(r: ArmResult | None) -> tuple[float, ...]:
+    """The numeric columns of one row, in `ArmColumns` order after `ok`."""
+    if r is None:
+        return _MISSING
+    ext = r.extension or {}
+    return (_number(r.e2e_s), _number(r.ttft_s), float(r.output_tokens),
+            *(_number(ext.get(k)) for k in _EXT_KEYS))
+
+
+def _arm_columns(rows: list[ArmResult | None]) -> ArmColumns:
+    values = np.array([_values(r) for r in rows], dtype=float).reshape(len(rows), -1)
+    return ArmColumns(
+        tuple(rows),
+        np.array([r is not None for r in rows], dtype=bool),
+        np.array([r is not None and r.ok for r in rows], dtype=bool),
+        *values[:, :3].T,
+        np.array([r is not None and r.finish_reason == "length" for r in rows], dtype=bool),
+        *values[:, 3:].T,
+    )
+
+
+def align(results: Iterable[ArmResult]) -> Aligned:
+    """Shadow-replay rows (repeat 0) by request; a duplicate (request, arm) is an error."""
+    by_arm: dict[str, dict[str, ArmResult]] = {}
+    scenario_of: dict[str, str] = {}
+    for r in results:
+        if r.repeat != 0:
+            continue
+        arm_rows = by_arm.setdefault(r.arm, {})
+        if r.request_id in arm_rows:
+            raise ValueError(f"duplicate result for request {r.request_id!r} on arm {r.arm!r}")
+        arm_rows[r.request_id] = r
+        if r.arm == BASELINE or r.request_id not in scenario_of:
+            scenario_of[r.request_id] = r.scenario
+    order = sorted(scenario_of, key=lambda rid: (scenario_of[rid], rid))
+    names = tuple(sorted(set(scenario_of.values())))
+    code = {s: i for i, s in enumerate(names)}
+    strata = np.array([code[scenario_of[rid]] for rid in order], dtype=np.int64)
+    arms = {arm: _arm_columns([rows.get(rid) for rid in order])
+            for arm, rows in sorted(by_arm.items())}
+    return Aligned(tuple(order), names, strata, arms)
+
+
+def compared_arms(al: Aligned) -> tuple[str, ...]:
+    """Arms compared against the baseline: the candidate, and baseline2 (the noise floor)."""
+    if BASELINE not in al.arms:
+        return ()
+    return tuple(a for a in (CANDIDATE, BASELINE2) if a in al.arms)

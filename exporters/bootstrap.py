@@ -1,0 +1,100 @@
+"""Paired bootstrap, stratified by scenario, computed as resampled *sums*.
+
+Every bootstrapped figure here is a function of per-request sums (ratios of sums, means,
+BLEU / chrF sufficient statistics), so a resample never materialises records: each
+resample is a vector of multinomial counts per stratum, and its sums are one matrix
+product `counts @ columns`. All columns share the same resamples, which is what makes the
+comparisons paired (B vs A and A' vs A see the same requests in every resample).
+Rows must be grouped by stratum (see `exporters.aligned`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+_CELLS_PER_CHUNK = 2_000_000  # resamples x rows drawn at once: bounds memory to ~16 MB
+
+
+@dataclass(frozen=True)
+class SumTable:
+    """Column sums per stratum: on the sample (`point`, S x k) and on each resample
+    (`boot`, S x B x k)."""
+
+    names: tuple[str, ...]
+    point: np.ndarray
+    boot: np.ndarray
+
+    def sums(self, name: str, strata: slice | int | None = None) -> tuple[float, np.ndarray]:
+        """(sample sum, resampled sums) of a column over one stratum or all (None)."""
+        j = self.names.index(name)
+        if strata is None:
+            return float(self.point[:, j].sum()), self.boot[:, :, j].sum(axis=0)
+        return float(self.point[strata, j]), self.boot[strata, :, j]
+
+    def evaluate(self, fn: Callable[..., np.ndarray | float], names: tuple[str, ...],
+                 stratum: int | None = None) -> tuple[float, np.ndarray]:
+        """`fn(*sums)` on the sample and, vectorised, on every resample; NaN where undefined."""
+        pairs = [self.sums(n, stratum) for n in names]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            point = float(fn(*[np.float64(p) for p, _ in pairs]))
+            boot = np.asarray(fn(*[b for _, b in pairs]), dtype=float)
+        return point, boot
+
+
+def _split(columns: Mapping[str, np.ndarray], n: int) -> tuple[list[str], list[str]]:
+    """Columns that are mostly zero (e.g. text statistics on a sample) take a cheaper path."""
+    dense, sparse = [], []
+    for name, col in columns.items():
+        (sparse if np.count_nonzero(col) * 4 < n else dense).append(name)
+    return dense, sparse
+
+
+def resample_sums(columns: Mapping[str, np.ndarray], strata: np.ndarray, n_strata: int,
+                  n_resamples: int, seed: int) -> SumTable:
+    """Sums of `columns` per stratum on the sample and on `n_resamples` stratified resamples.
+
+    Deterministic for a given seed and row order.
+    """
+    names = tuple(columns)
+    n = len(strata)
+    for name, col in columns.items():
+        if col.shape != (n,):
+            raise ValueError(f"column {name!r} has shape {col.shape}, expected ({n},)")
+    dense, sparse = _split(columns, n)
+    xd = np.column_stack([columns[c] for c in dense]) if dense else np.zeros((n, 0))
+    xs = np.column_stack([columns[c] for c in sparse]) if sparse else np.zeros((n, 0))
+    sparse_rows = np.flatnonzero(np.any(xs != 0, axis=1)) if sparse else np.zeros(0, int)
+    bounds = np.searchsorted(strata, np.arange(n_strata + 1))
+    point = np.zeros((n_strata, len(names)))
+    boot = np.zeros((n_strata, n_resamples, len(names)))
+    order = [names.index(c) for c in dense] + [names.index(c) for c in sparse]
+    rng = np.random.default_rng(seed)
+    for s in range(n_strata):
+        lo, hi = int(bounds[s]), int(bounds[s + 1])
+        ns = hi - lo
+        rows = sparse_rows[(sparse_rows >= lo) & (sparse_rows < hi)]
+        point[s, order] = np.concatenate([xd[lo:hi].sum(axis=0), xs[rows].sum(axis=0)])
+        if ns == 0:
+            continue
+        chunk = max(1, min(n_resamples, _CELLS_PER_CHUNK // ns))
+        for start in range(0, n_resamples, chunk):
+            b = min(chunk, n_resamples - start)
+            draws = rng.integers(0, ns, size=(b, ns)) + np.arange(b)[:, None] * ns
+            counts = np.bincount(draws.ravel(), minlength=b * ns).reshape(b, ns)
+            counts = counts.astype(float)
+            out = np.concatenate([counts @ xd[lo:hi], counts[:, rows - lo] @ xs[rows]], axis=1)
+            boot[s, start:start + b][:, order] = out
+    return SumTable(names, point, boot)
+
+
+def percentile_ci(boot: np.ndarray, confidence: float) -> tuple[float | None, float | None]:
+    """Percentile interval of resampled values; None when most resamples are undefined."""
+    finite = boot[np.isfinite(boot)]
+    if finite.size == 0 or finite.size * 2 < boot.size:
+        return None, None
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(finite, [alpha, 1 - alpha])
+    return float(low), float(high)

@@ -1,0 +1,44 @@
+"""All figures of a run: every calculator, overall and per scenario, from one shared
+set of bootstrap resamples (so paired comparisons and noise floors line up)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from exporters import cache_hit, consistency, determinism, latency, rer, rollout, termination
+from exporters.aligned import align
+from exporters.bootstrap import resample_sums
+from exporters.config import MetricsConfig
+from exporters.figures import Figure
+from exporters.records import ArmResult, MetricsScrape
+
+_SUM_CALCULATORS = (rer, termination, consistency, latency)
+
+
+def compute_figures(results: Iterable[ArmResult], scrapes: Sequence[MetricsScrape] = (),
+                    determinism: Iterable[ArmResult] | None = None,
+                    config: MetricsConfig = MetricsConfig()) -> list[Figure]:
+    """Figures of a shadow replay (`repeat` 0 rows; arm `recorded` = the traffic's recorded
+    responses, the termination oracle) and of its repeat suite (`determinism`, or the
+    rows of `results` that belong to repeated prompts when None)."""
+    results = list(results)
+    al = align(results)
+    columns = {}
+    for calc in (*_SUM_CALCULATORS, cache_hit):
+        columns |= calc.columns(al, config)
+    table = resample_sums(columns, al.strata, len(al.scenario_names), config.n_resamples,
+                          config.seed)
+    figures: list[Figure] = []
+    for calc in _SUM_CALCULATORS:
+        figures += calc.figures(table, al, config)
+    figures += cache_hit.figures(table, al, scrapes, config)
+    figures += rollout.figures([f for f in figures if f.name == "rer"], config)
+    if determinism is None:
+        repeated = {(r.arm, r.request_id, r.concurrency) for r in results if r.repeat > 0}
+        determinism = [r for r in results if (r.arm, r.request_id, r.concurrency) in repeated]
+    figures += determinism_figures(determinism, config)
+    return figures
+
+
+def determinism_figures(results: Iterable[ArmResult], config: MetricsConfig) -> list[Figure]:
+    return determinism.figures(results, config)

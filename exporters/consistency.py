@@ -1,0 +1,126 @@
+"""Consistency of an arm's outputs against the baseline's, beside A' vs A (noise floor).
+
+exact_match      share of paired requests with identical output (token ids when both
+                 arms returned them, else the text)
+first_divergence mean length of the common prefix (tokens; whitespace words without ids):
+                 the position of the first differing token, the full length when identical
+bleu, chrf       sacreBLEU corpus scores of the arm's texts against the baseline's, on at
+                 most `text_sample` pairs (a seeded sample, proportional per scenario)
+token_kl         mean per-token KL (see exporters.token_kl) when top_logprobs are present
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from exporters.aligned import BASELINE, BASELINE2, CANDIDATE, Aligned, compared_arms
+from exporters.bootstrap import SumTable
+from exporters.config import MetricsConfig
+from exporters.estimate import SumStat, estimate
+from exporters.figures import Figure
+from exporters.records import ArmResult
+from exporters.textstats import BLEU_ORDER, CHRF_ORDER, bleu_score, bleu_stats, chrf_score, \
+    chrf_stats
+from exporters.token_kl import request_kl
+
+BLEU_COLS = 2 + 2 * BLEU_ORDER
+CHRF_COLS = 3 * CHRF_ORDER
+
+
+def compare(a: ArmResult, x: ArmResult) -> tuple[bool, int]:
+    """(identical, common prefix length) of two answers."""
+    if a.token_ids is not None and x.token_ids is not None:
+        sa, sx = a.token_ids, x.token_ids
+    else:
+        sa, sx = a.output_text.split(), x.output_text.split()
+        if a.output_text == x.output_text:
+            return True, len(sa)
+    if sa == sx:
+        return True, len(sa)
+    n = min(len(sa), len(sx))
+    prefix = next((i for i in range(n) if sa[i] != sx[i]), n)
+    return False, prefix
+
+
+def text_sample(al: Aligned, eligible: np.ndarray, size: int, seed: int) -> np.ndarray:
+    """Row indices: all eligible rows, or a seeded sample proportional per scenario."""
+    rows = np.flatnonzero(eligible)
+    if rows.size <= size:
+        return rows
+    rng = np.random.default_rng(seed + 1)
+    picked = []
+    for i, _ in enumerate(al.scenario_names):
+        in_s = rows[al.strata[rows] == i]
+        k = int(round(size * in_s.size / rows.size))
+        picked.append(np.sort(rng.choice(in_s, size=min(k, in_s.size), replace=False)))
+    return np.concatenate(picked)
+
+
+def _arm_columns(al: Aligned, arm: str, sample: np.ndarray) -> dict[str, np.ndarray]:
+    a, x = al.arms[BASELINE], al.arms[arm]
+    valid = a.ok & x.ok
+    exact, prefix = np.zeros(al.n), np.zeros(al.n)
+    kl_sum, kl_pos = np.zeros(al.n), np.zeros(al.n)
+    for i in np.flatnonzero(valid):
+        ra, rx = a.rows[i], x.rows[i]
+        same, pre = compare(ra, rx)
+        exact[i], prefix[i] = same, pre
+        kl_sum[i], kl_pos[i] = request_kl(ra.top_logprobs, rx.top_logprobs, pre)
+    rows = sample[valid[sample]]
+    hyps = [x.rows[i].output_text for i in rows]
+    refs = [a.rows[i].output_text for i in rows]
+    p = f"cons.{arm}."
+    out = {p + "n": valid.astype(float), p + "exact": exact, p + "prefix": prefix,
+           p + "kl_sum": kl_sum, p + "kl_pos": kl_pos}
+    text_n = np.zeros(al.n)
+    text_n[rows] = 1
+    out[p + "text_n"] = text_n
+    for name, stats, width in (("bleu", bleu_stats, BLEU_COLS), ("chrf", chrf_stats, CHRF_COLS)):
+        full = np.zeros((al.n, width))
+        full[rows] = stats(hyps, refs)
+        out |= {f"{p}{name}{j}": full[:, j] for j in range(width)}
+    return out
+
+
+def columns(al: Aligned, config: MetricsConfig) -> dict[str, np.ndarray]:
+    arms = compared_arms(al)
+    if not arms:
+        return {}
+    sample = text_sample(al, al.arms[BASELINE].ok, config.text_sample, config.seed)
+    out: dict[str, np.ndarray] = {}
+    for arm in arms:
+        out |= _arm_columns(al, arm, sample)
+    return out
+
+
+def stats(arm: str) -> dict[str, SumStat]:
+    p = f"cons.{arm}."
+    none = "no request succeeded on both arms"
+    return {
+        "exact_match": SumStat(lambda e, n: e / n, (p + "exact", p + "n"), p + "n", none),
+        "first_divergence": SumStat(lambda f, n: f / n, (p + "prefix", p + "n"), p + "n", none),
+        "bleu": SumStat(bleu_score, tuple(f"{p}bleu{j}" for j in range(BLEU_COLS)),
+                        p + "text_n", none),
+        "chrf": SumStat(chrf_score, tuple(f"{p}chrf{j}" for j in range(CHRF_COLS)),
+                        p + "text_n", none),
+        "token_kl": SumStat(lambda s, n: s / n, (p + "kl_sum", p + "kl_pos"), p + "kl_pos",
+                            "no top_logprobs returned by both arms"),
+    }
+
+
+def figures(table: SumTable, al: Aligned, config: MetricsConfig) -> list[Figure]:
+    arms = compared_arms(al)
+    out: list[Figure] = []
+    units = {"first_divergence": "tokens", "bleu": "score", "chrf": "score", "token_kl": "nats"}
+    for arm in arms:
+        floor = stats(BASELINE2) if arm == CANDIDATE and BASELINE2 in arms else None
+        for name, stat in stats(arm).items():
+            def detail(s, name=name, arm=arm):
+                if name not in ("bleu", "chrf"):
+                    return {}
+                return {"pairs": int(table.sums(f"cons.{arm}.n", s)[0]),
+                        "sampled": config.text_sample}
+            out += estimate(table, stat, al.scenario_names, config, name, arm,
+                            unit=units.get(name, ""), noise=floor[name] if floor else None,
+                            excess=True, detail=detail)
+    return out

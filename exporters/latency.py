@@ -1,0 +1,130 @@
+"""Latency and cost per arm: TTFT / TPOT / ITL / E2E percentiles, jitter, goodput under an
+SLO, token efficiency, error rate; and the paired per-token latency ratio against the
+baseline with a Wilcoxon signed-rank test.
+
+Percentile CIs come from order statistics; e2e_jitter = p99 - p50 with the conservative
+interval [p99_low - p50_high, p99_high - p50_low]. goodput = share of the arm's requests
+that succeeded within the SLO (TTFT, or E2E when TTFT was not measured, and TPOT).
+latency_ratio = geometric mean over paired requests of (E2E_X/tokens_X) / (E2E_A/tokens_A).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from exporters.aligned import BASELINE, BASELINE2, CANDIDATE, RECORDED, Aligned, ArmColumns, \
+    compared_arms
+from exporters.bootstrap import SumTable
+from exporters.config import MetricsConfig
+from exporters.estimate import SumStat, estimate, scenarios, status_for
+from exporters.figures import Figure
+from exporters.stats import quantile_ci, wilcoxon
+
+QUANTILES = {"p50": 0.50, "p90": 0.90, "p99": 0.99}
+
+
+def measured_arms(al: Aligned) -> tuple[str, ...]:
+    return tuple(a for a in al.arms if a != RECORDED)
+
+
+def tpot(x: ArmColumns) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(x.ok & (x.tokens >= 2), (x.e2e - x.ttft) / (x.tokens - 1), np.nan)
+
+
+def _itl(x: ArmColumns) -> tuple[np.ndarray, np.ndarray]:
+    """All inter-token gaps of ok requests, and the row each came from."""
+    gaps = [r.itl_s if r is not None and r.ok else () for r in x.rows]
+    lengths = np.fromiter((len(g) for g in gaps), dtype=np.int64, count=len(gaps))
+    values = np.fromiter((v for g in gaps for v in g), dtype=float, count=int(lengths.sum()))
+    return values, np.repeat(np.arange(len(gaps)), lengths)
+
+
+def columns(al: Aligned, config: MetricsConfig) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for arm in measured_arms(al):
+        x = al.arms[arm]
+        first = np.where(np.isfinite(x.ttft), x.ttft, x.e2e)
+        t = tpot(x)
+        good = x.ok & (first <= config.slo_ttft_s) & (~np.isfinite(t) | (t <= config.slo_tpot_s))
+        eff = x.ok & np.isfinite(x.computed_tokens) & (x.computed_tokens > 0)
+        p = f"lat.{arm}."
+        out |= {p + "n": x.present.astype(float), p + "good": good.astype(float),
+                p + "error": (x.present & ~x.ok).astype(float), p + "eff_n": eff.astype(float),
+                p + "useful": np.where(eff, x.tokens, 0.0),
+                p + "computed": np.where(eff, x.computed_tokens, 0.0)}
+    a = al.arms.get(BASELINE)
+    for arm in compared_arms(al):
+        x = al.arms[arm]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            logr = np.log((x.e2e / x.tokens) / (a.e2e / a.tokens))
+        valid = a.ok & x.ok & np.isfinite(logr)
+        out[f"lat.{arm}.lr_n"] = valid.astype(float)
+        out[f"lat.{arm}.logr"] = np.where(valid, logr, 0.0)
+    return out
+
+
+def _quantile_figures(al: Aligned, arm: str, config: MetricsConfig) -> list[Figure]:
+    x = al.arms[arm]
+    itl_values, itl_rows = _itl(x)
+    series = {"ttft": (np.where(x.ok, x.ttft, np.nan), al.strata),
+              "tpot": (tpot(x), al.strata), "itl": (itl_values, al.strata[itl_rows]),
+              "e2e": (np.where(x.ok, x.e2e, np.nan), al.strata)}
+    out = []
+    for label, stratum in scenarios(al.scenario_names):
+        for kind, (values, strata) in series.items():
+            v = values if stratum is None else values[strata == stratum]
+            n = int(np.isfinite(v).sum())
+            got = {}
+            for qname, q in QUANTILES.items():
+                point, low, high = quantile_ci(v, q, config.confidence)
+                got[qname] = (point, low, high)
+                status, reason = status_for(point, n, config.min_samples,
+                                            f"no {kind.upper()} measured")
+                out.append(Figure(f"{kind}_{qname}", point, arm, label, low, high, n, status,
+                                  reason, unit="s"))
+            if kind == "e2e":
+                (p50, l50, h50), (p99, l99, h99) = got["p50"], got["p99"]
+                jitter = p99 - p50 if p50 is not None else None
+                low = l99 - h50 if l99 is not None and h50 is not None else None
+                high = h99 - l50 if h99 is not None and l50 is not None else None
+                status, reason = status_for(jitter, n, config.min_samples, "no E2E measured")
+                out.append(Figure("e2e_jitter", jitter, arm, label, low, high, n, status,
+                                  reason, unit="s"))
+    return out
+
+
+def _paired_test(al: Aligned, table: SumTable, arm: str, stratum: int | None) -> dict:
+    a, x = al.arms[BASELINE], al.arms[arm]
+    rows = slice(None) if stratum is None else al.block(al.scenario_names[stratum])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logr = np.log((x.e2e[rows] / x.tokens[rows]) / (a.e2e[rows] / a.tokens[rows]))
+    test = wilcoxon(logr[a.ok[rows] & x.ok[rows]])
+    if test is None:
+        return {"test": "wilcoxon signed-rank", "p_value": None}
+    return {"test": "wilcoxon signed-rank", "p_value": test.p_value,
+            "effect_size": test.effect_size, "effect_size_kind": "rank-biserial",
+            "statistic": test.statistic, "method": test.method, "n_nonzero": test.n}
+
+
+def figures(table: SumTable, al: Aligned, config: MetricsConfig) -> list[Figure]:
+    out: list[Figure] = []
+    for arm in measured_arms(al):
+        out += _quantile_figures(al, arm, config)
+        p = f"lat.{arm}."
+        for name, stat, unit in (
+            ("goodput", SumStat(lambda g, n: g / n, (p + "good", p + "n"), p + "n"), ""),
+            ("error_rate", SumStat(lambda e, n: e / n, (p + "error", p + "n"), p + "n"), ""),
+            ("token_efficiency", SumStat(lambda u, c: u / c, (p + "useful", p + "computed"),
+                                         p + "eff_n", "the arm reported no computed_tokens"),
+             "")):
+            out += estimate(table, stat, al.scenario_names, config, name, arm, unit)
+    arms = compared_arms(al)
+    for arm in arms:
+        def ratio(name: str) -> SumStat:
+            return SumStat(lambda s, n: np.exp(s / n), (f"lat.{name}.logr", f"lat.{name}.lr_n"),
+                           f"lat.{name}.lr_n", "no request succeeded on both arms")
+        noise = ratio(BASELINE2) if arm == CANDIDATE and BASELINE2 in arms else None
+        out += estimate(table, ratio(arm), al.scenario_names, config, "latency_ratio", arm,
+                        noise=noise, detail=lambda s, arm=arm: _paired_test(al, table, arm, s))
+    return out

@@ -1,0 +1,31 @@
+"""The response recorded in production (traffic `response`), as the termination oracle."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from exporters.aligned import RECORDED
+from exporters.records import ArmResult
+
+
+def recorded_result(request_id: str, scenario: str, response: dict[str, Any]) -> ArmResult:
+    """An `ArmResult` on arm `recorded` from an OpenAI response body; ValueError names what
+    is missing."""
+    choices = response.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise ValueError(f"request {request_id!r}: recorded response has no choices[0]")
+    choice = choices[0]
+    message = choice.get("message") or {}
+    text = message.get("content") if isinstance(message, dict) else None
+    text = text if isinstance(text, str) else choice.get("text") or ""
+    usage = response.get("usage") or {}
+    tokens = usage.get("completion_tokens")
+    if not isinstance(tokens, int):
+        raise ValueError(f"request {request_id!r}: recorded response has no "
+                         "usage.completion_tokens")
+    ext = response.get("layergate") or {}
+    ids = ext.get("token_ids") if isinstance(ext, dict) else None
+    return ArmResult(request_id=request_id, arm=RECORDED, scenario=scenario, ok=True,
+                     output_text=text, output_tokens=tokens,
+                     finish_reason=choice.get("finish_reason"),
+                     token_ids=tuple(ids) if isinstance(ids, list) else None)

@@ -1,0 +1,117 @@
+"""Turn a forwarded request + the upstream's answer into a traffic record and append it.
+
+Only the request *body* is written (never headers, so never Authorization). `offset_s` is
+relative to the first captured request of this session; the scenario is the prompt's
+length class (DESIGN.md: short < 10, medium 10-50, long > 50 prompt tokens), from the
+upstream's `usage.prompt_tokens`, or about 4 characters per token when it sends none.
+A failed write is logged and counted; it never reaches the client.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter
+
+from harness.capture.redact import redact
+from harness.replay.sse import StreamAccumulator, StreamError, sse_payloads
+from harness.scenarios import length_class
+from harness.traffic import (
+    ENDPOINTS,
+    TrafficError,
+    TrafficRecord,
+    body_prompt_text,
+    dumps_record,
+    parse_record,
+)
+
+log = logging.getLogger(__name__)
+
+
+class CaptureStats:
+    """The proxy's own counters, on an injected registry (served at /-/capture/metrics)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.forwarded = Counter("layergate_capture_forwarded_total",
+                                 "Requests forwarded upstream", ("status",), registry=registry)
+        self.records = Counter("layergate_capture_records_total",
+                               "Traffic records written", registry=registry)
+        self.write_errors = Counter("layergate_capture_write_errors_total",
+                                    "Records that could not be written", registry=registry)
+        self.skipped = Counter("layergate_capture_skipped_total",
+                               "Sampled requests not recordable (bad body or answer)",
+                               registry=registry)
+
+
+def rebuild_response(raw: bytes, streamed: bool, endpoint: str) -> dict[str, Any]:
+    """The upstream's answer as a non-streamed response object."""
+    text = raw.decode("utf-8")
+    if not streamed:
+        return json.loads(text)
+    acc = StreamAccumulator()
+    for line in text.splitlines():
+        payload = sse_payloads(line)
+        if payload is not None:
+            acc.feed_payload(payload, 0.0)
+    return acc.to_response(endpoint)
+
+
+class Recorder:
+    def __init__(self, out: Path, stats: CaptureStats, sample: float = 1.0,
+                 do_redact: bool = False, seed: int | None = None) -> None:
+        self.out, self.stats, self.sample, self.do_redact = out, stats, sample, do_redact
+        self.rng = random.Random(seed)
+        self.session = time.strftime("%Y%m%d%H%M%S")
+        self.count = 0
+        self.first: float | None = None
+
+    def wants(self, method: str, path: str) -> bool:
+        """Decide before forwarding, so unsampled answers are not even buffered."""
+        return method == "POST" and path in ENDPOINTS and self.rng.random() < self.sample
+
+    def record(self, path: str, body: bytes, status: int, raw: bytes, streamed: bool,
+               arrived: float) -> None:
+        if status != 200:
+            return
+        try:
+            request = json.loads(body)
+            response = rebuild_response(raw, streamed, path)
+            record = self._make(path, request, response, arrived)
+        except (ValueError, StreamError, TrafficError) as exc:
+            self.stats.skipped.inc()
+            log.warning("capture: not recording a %s request: %s", path, exc)
+            return
+        self._append(record)
+
+    def _make(self, path: str, request: dict[str, Any], response: dict[str, Any],
+              arrived: float) -> TrafficRecord:
+        if self.first is None:
+            self.first = arrived
+        self.count += 1
+        prompt_tokens = (response.get("usage") or {}).get("prompt_tokens")
+        if not isinstance(prompt_tokens, int):
+            prompt_tokens = len(body_prompt_text(path, request)) // 4
+        if self.do_redact:
+            request, response = redact(request), redact(response)
+        obj = {"id": f"cap-{self.session}-{self.count:06d}",
+               "offset_s": round(arrived - self.first, 6), "scenario": length_class(prompt_tokens),
+               "endpoint": path, "body": request, "response": response}
+        return parse_record(obj, self.out, self.count)
+
+    def _append(self, record: TrafficRecord) -> None:
+        try:
+            with self.out.open("a", encoding="utf-8") as fh:
+                fh.write(dumps_record(record) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            self.stats.write_errors.inc()
+            log.error("capture: could not write record %s to %s: %s", record.id, self.out, exc)
+            return
+        self.stats.records.inc()

@@ -1,0 +1,97 @@
+"""`layergate gate RUN_DIR`: the release verdict, for people and for CI.
+
+Exit codes (DESIGN.md): 0 pass, 1 fail, 2 usage error (bad policy or arguments),
+3 inconclusive, 4 infrastructure error (run directory missing or unreadable).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from harness.gate import GateResult
+
+INFRASTRUCTURE_ERROR = 4
+
+
+@click.command("gate")
+@click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--policy", "policy_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Gate policy YAML. Default: scenarios/policies/default.yaml (no regression "
+                   "and RER >= 0.20). Also shipped: no-regression.yaml, strict.yaml.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the verdict and every metric (value, CI, threshold, noise floor, "
+                   "status) as JSON.")
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write JUnit XML: one test case per metric x scenario.")
+@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write a Markdown summary (e.g. to $GITHUB_STEP_SUMMARY).")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write one self-contained HTML report with tables, plots and the worst "
+                   "diverging requests.")
+def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
+            junit_path: Path | None, markdown_path: Path | None,
+            html_path: Path | None) -> None:
+    """Decide whether the candidate in RUN_DIR may ship, under a gate policy.
+
+    Each policy metric passes when its confidence interval lies wholly on the good side of
+    its threshold, fails when wholly on the bad side, and is inconclusive otherwise (or with
+    too few samples, or when it cannot be computed). Any critical failure fails the run;
+    otherwise any critical inconclusive makes it inconclusive. Fail-closed: a run that is
+    not marked complete, or an arm whose error rate is over the policy's limit, fails.
+
+    Policy keys: threshold, direction (>= or <=), critical, min_samples, required,
+    subtract_noise_floor (consistency figures: compare B-vs-A minus A'-vs-A), arm;
+    top level: extends, target_rer, max_error_rate, require_complete, gate_scenarios,
+    scenarios (per-scenario overrides), rollout (RRR bounds for vip / public_5pct / full).
+
+    Exit codes: 0 pass, 1 fail, 2 usage error, 3 inconclusive, 4 run directory unreadable.
+    """
+    from rich.console import Console
+
+    from harness.gate import PolicyError, evaluate_run, load_policy
+    from harness.rundir import RunDirError, load_run
+
+    try:
+        policy = load_policy(policy_path)
+    except PolicyError as exc:
+        raise click.BadParameter(str(exc), param_hint="--policy") from exc
+    err = Console(stderr=True)
+    try:
+        with err.status(f"reading {run_dir}"):
+            run = load_run(run_dir)
+    except RunDirError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        raise SystemExit(INFRASTRUCTURE_ERROR) from exc
+    with err.status(f"computing figures for {len(run.results)} results (bootstrap CIs)"):
+        result = evaluate_run(run, policy)
+    _write_reports(result, json_path, junit_path, markdown_path, html_path, err)
+    from harness.report import print_summary
+
+    print_summary(result)
+    raise SystemExit(result.exit_code)
+
+
+def _write_reports(result: GateResult, json_path: Path | None, junit_path: Path | None,
+                   markdown_path: Path | None, html_path: Path | None, err: Console) -> None:
+    from harness import report
+
+    writers = (("--json", json_path, report.write_json),
+               ("--junit", junit_path, report.write_junit),
+               ("--markdown", markdown_path, report.write_markdown),
+               ("--html", html_path, report.write_html))
+    for option, path, write in writers:
+        if path is None:
+            continue
+        try:
+            with err.status(f"writing {path}"):
+                write(result, path)
+        except OSError as exc:  # a path the user gave that cannot be written: usage error
+            raise click.BadParameter(f"cannot write {path}: {exc.strerror or exc}",
+                                     param_hint=option) from exc
+        err.print(f"wrote {path}", highlight=False)

@@ -1,0 +1,120 @@
+"""One rule against one figure: pass, fail or inconclusive, and why.
+
+A metric passes only when its whole confidence interval is on the good side of the
+threshold and fails only when it is wholly on the bad side; anything in between, too few
+samples, or a figure that could not be computed is inconclusive (never a pass).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from exporters.figures import Figure
+from harness.gate.policy import MetricRule
+
+CheckStatus = Literal["pass", "fail", "inconclusive", "skipped", "info"]
+# worst first, for tables and exit codes
+STATUS_ORDER: dict[str, int] = {"fail": 0, "inconclusive": 1, "pass": 2, "skipped": 3, "info": 4}
+
+
+@dataclass(frozen=True)
+class Check:
+    """The gate's judgement of one figure.
+
+    `value` / `ci_low` / `ci_high` are the figure as computed; `compared*` are what met
+    the threshold (the excess over the noise floor when the rule subtracts it).
+    `counts` says whether this row can change the verdict.
+    """
+
+    name: str
+    scenario: str
+    arm: str
+    status: CheckStatus
+    reason: str
+    counts: bool
+    critical: bool = False
+    threshold: float | None = None
+    direction: str | None = None
+    value: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    noise_floor: float | None = None
+    compared: float | None = None
+    compared_low: float | None = None
+    compared_high: float | None = None
+    subtract_noise_floor: bool = False
+    n: int = 0
+    unit: str = ""
+
+    @property
+    def gating(self) -> bool:
+        return self.counts and self.critical
+
+    @property
+    def sort_key(self) -> tuple[int, int, str, str]:
+        return (0 if self.gating else 1, STATUS_ORDER[self.status], self.scenario, self.name)
+
+
+def judge(rule: MetricRule, figure: Figure | None, scenario: str, counts: bool) -> Check:
+    """Apply `rule` to `figure` (None when the figure was not computed at all)."""
+    base = dict(name=rule.name, scenario=scenario, arm=rule.arm, counts=counts,
+                critical=rule.critical, threshold=rule.threshold, direction=rule.direction,
+                subtract_noise_floor=rule.subtract_noise_floor)
+    if figure is None:
+        if not rule.required:
+            return Check(status="skipped", reason="figure not computed for this run "
+                         "(not required)", **base)
+        return Check(status="inconclusive", reason="required figure missing from the run",
+                     **base)
+    base.update(value=figure.value, ci_low=figure.ci_low, ci_high=figure.ci_high,
+                noise_floor=figure.noise_floor, n=figure.n, unit=figure.unit)
+    if figure.status != "ok" or figure.value is None:
+        why = figure.reason or ("no value" if figure.value is None else figure.status)
+        status = "skipped" if not rule.required else "inconclusive"
+        return Check(status=status, reason=f"{figure.status}: {why}", **base)
+    point, low, high = _compared(rule, figure)
+    base.update(compared=point, compared_low=low, compared_high=high)
+    if point is None:
+        return Check(status="inconclusive", reason="no noise floor to subtract (run has no "
+                     "baseline2 arm, or the figure lacks detail['excess'])", **base)
+    if figure.n < rule.min_samples:
+        return Check(status="inconclusive", reason=f"{figure.n} samples, policy needs "
+                     f"{rule.min_samples}", **base)
+    return Check(status=_side(rule, low, high), reason=_reason(rule, low, high), **base)
+
+
+def _compared(rule: MetricRule, figure: Figure) -> tuple[float | None, float, float]:
+    """The point and interval compared to the threshold; an interval-less figure (e.g. a
+    cache-hit delta from counters) is its own interval."""
+    if rule.subtract_noise_floor:
+        excess = figure.detail.get("excess")
+        if excess is None:
+            return None, float("nan"), float("nan")
+        low, high = figure.detail.get("excess_ci") or (excess, excess)
+        return float(excess), _num(low, excess), _num(high, excess)
+    value = float(figure.value)
+    return value, _num(figure.ci_low, value), _num(figure.ci_high, value)
+
+
+def _num(x: float | None, default: float) -> float:
+    return float(default if x is None else x)
+
+
+def _side(rule: MetricRule, low: float, high: float) -> CheckStatus:
+    good_low, good_high = (low >= rule.threshold, high >= rule.threshold)
+    if rule.direction == "<=":
+        good_low, good_high = (high <= rule.threshold, low <= rule.threshold)
+    if good_low:  # whole interval on the good side
+        return "pass"
+    if not good_high:  # whole interval on the bad side
+        return "fail"
+    return "inconclusive"
+
+
+def _reason(rule: MetricRule, low: float, high: float) -> str:
+    what = "excess over noise floor" if rule.subtract_noise_floor else "CI"
+    status = _side(rule, low, high)
+    words = {"pass": "wholly on the good side of", "fail": "wholly on the bad side of",
+             "inconclusive": "straddles"}[status]
+    return f"{what} [{low:.4g}, {high:.4g}] {words} {rule.direction} {rule.threshold:g}"

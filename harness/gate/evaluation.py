@@ -1,0 +1,31 @@
+"""`evaluate(run_dir, policy)`: read a run, compute its figures, apply the policy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from exporters.compute import compute_figures
+from exporters.config import MetricsConfig
+from harness.gate.policy import Policy, load_policy
+from harness.gate.result import GateResult
+from harness.gate.verdict import apply_policy
+from harness.rundir import Run, load_run
+
+
+def evaluate(run_dir: str | Path, policy_path: str | Path | Policy | None = None) -> GateResult:
+    """The gate's verdict on `run_dir`.
+
+    Raises `PolicyError` for a bad policy (a usage error) and `RunDirError` for a run
+    directory that cannot be read (an infrastructure error). The policy is read first,
+    so a typo in it is reported even when the run is also broken.
+    """
+    policy = policy_path if isinstance(policy_path, Policy) else load_policy(policy_path)
+    run = load_run(run_dir)
+    return evaluate_run(run, policy)
+
+
+def evaluate_run(run: Run, policy: Policy) -> GateResult:
+    determinism = run.determinism.results if run.determinism is not None else None
+    config = MetricsConfig(target_rer=policy.target_rer)
+    figures = compute_figures(run.results, run.scrapes, determinism=determinism, config=config)
+    return apply_policy(policy, figures, run.manifest.to_json(), run.results, run.path)

@@ -1,0 +1,58 @@
+"""What the gate decided, with everything the reports need to show why."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from exporters.figures import OVERALL, Figure
+from exporters.records import ArmResult
+from harness.gate.checks import Check
+from harness.gate.policy import Policy
+from harness.gate.rollout import Rollout
+
+EXIT_CODES = {"pass": 0, "fail": 1, "inconclusive": 3}
+
+
+@dataclass(frozen=True)
+class GateResult:
+    verdict: str  # "pass" | "fail" | "inconclusive"
+    reasons: tuple[str, ...]  # the gating checks that decided it, in words
+    checks: tuple[Check, ...]
+    figures: tuple[Figure, ...]
+    policy: Policy
+    rollout: Rollout
+    run_id: str
+    manifest: dict[str, Any] = field(default_factory=dict)
+    results: tuple[ArmResult, ...] = ()
+    run_dir: Path | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.verdict]
+
+    @property
+    def overall(self) -> list[Check]:
+        """Run-wide checks, worst first."""
+        return sorted((c for c in self.checks if c.scenario == OVERALL), key=lambda c: c.sort_key)
+
+    @property
+    def scenarios(self) -> dict[str, list[Check]]:
+        out: dict[str, list[Check]] = {}
+        for check in sorted(self.checks, key=lambda c: c.sort_key):
+            if check.scenario != OVERALL:
+                out.setdefault(check.scenario, []).append(check)
+        return dict(sorted(out.items()))
+
+    @property
+    def arms(self) -> list[str]:
+        arms = self.manifest.get("arms") or {}
+        return list(arms) or sorted({r.arm for r in self.results})
+
+    def request_counts(self) -> dict[str, dict[str, int]]:
+        counts: dict[str, dict[str, int]] = {
+            arm: {"ok": 0, "error": 0} for arm in self.arms}
+        for r in self.results:
+            counts.setdefault(r.arm, {"ok": 0, "error": 0})["ok" if r.ok else "error"] += 1
+        return counts

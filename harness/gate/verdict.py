@@ -1,0 +1,106 @@
+"""A policy applied to a run's figures: every check, then one verdict.
+
+Any gating failure fails the run; otherwise any gating inconclusive makes it inconclusive;
+only then does it pass. The fail-closed checks (run complete, each arm's error rate) are
+checks like any other, always critical.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from exporters.figures import OVERALL, Figure
+from exporters.records import ArmResult
+from harness.gate.checks import Check, judge
+from harness.gate.policy import Policy
+from harness.gate.result import GateResult
+from harness.gate.rollout import recommend
+
+
+def apply_policy(policy: Policy, figures: Sequence[Figure], manifest: dict[str, Any],
+                 results: Sequence[ArmResult], run_dir: Path | None = None) -> GateResult:
+    checks = [*_run_checks(policy, manifest, results), *_figure_checks(policy, figures, results)]
+    verdict, reasons = decide(checks)
+    return GateResult(
+        verdict=verdict, reasons=tuple(reasons), checks=tuple(checks), figures=tuple(figures),
+        policy=policy, rollout=recommend(verdict, list(figures), policy),
+        run_id=str(manifest.get("id") or (run_dir.name if run_dir else "run")),
+        manifest=manifest, results=tuple(results), run_dir=run_dir)
+
+
+def decide(checks: Iterable[Check]) -> tuple[str, list[str]]:
+    gating = [c for c in checks if c.gating]
+    failed = [c for c in gating if c.status == "fail"]
+    if failed:
+        return "fail", [_words(c) for c in failed]
+    unsure = [c for c in gating if c.status == "inconclusive"]
+    if unsure:
+        return "inconclusive", [_words(c) for c in unsure]
+    return "pass", []
+
+
+def _words(check: Check) -> str:
+    where = "" if check.scenario == OVERALL else f" [{check.scenario}]"
+    arm = "" if check.arm == "candidate" else f" ({check.arm})"
+    return f"{check.name}{arm}{where}: {check.reason}"
+
+
+def _run_checks(policy: Policy, manifest: dict[str, Any],
+                results: Sequence[ArmResult]) -> list[Check]:
+    status = manifest.get("status")
+    complete = status == "complete"
+    checks = []
+    if policy.require_complete:
+        # an interrupted run fails rather than waits: its missing requests are not random
+        checks.append(Check(
+            name="run_complete", scenario=OVERALL, arm="all", critical=True, counts=True,
+            status="pass" if complete else "fail",
+            reason="run marked complete" if complete else
+            f"run status is {status!r}, not 'complete' (interrupted or still running)"))
+    arms = list(manifest.get("arms") or {}) or sorted({r.arm for r in results})
+    for arm in arms:
+        rows = [r for r in results if r.arm == arm]
+        limit = policy.error_limit(arm)
+        if not rows:
+            checks.append(Check(name="error_rate", scenario=OVERALL, arm=arm, critical=True,
+                                counts=True, status="fail", threshold=limit, direction="<=",
+                                reason="no results recorded for this arm"))
+            continue
+        rate = sum(not r.ok for r in rows) / len(rows)
+        checks.append(Check(
+            name="error_rate", scenario=OVERALL, arm=arm, critical=True, counts=True,
+            status="pass" if rate <= limit else "fail", threshold=limit, direction="<=",
+            value=rate, compared=rate, compared_low=rate, compared_high=rate, n=len(rows),
+            reason=f"{sum(not r.ok for r in rows)} of {len(rows)} requests failed "
+                   f"({rate:.2%}; limit {limit:.2%})"))
+    return checks
+
+
+def _figure_checks(policy: Policy, figures: Sequence[Figure],
+                   results: Sequence[ArmResult]) -> list[Check]:
+    index: dict[tuple[str, str, str], Figure] = {}
+    for fig in figures:
+        index.setdefault((fig.name, fig.arm, fig.scenario), fig)
+    scenarios = sorted(({r.scenario for r in results} | {f.scenario for f in figures}) - {OVERALL})
+    checks = []
+    for scenario in [OVERALL, *scenarios]:
+        rules = policy.rules if scenario == OVERALL else policy.rules_for(scenario)
+        counts = scenario == OVERALL or policy.gate_scenarios
+        gated = {("error_rate", arm) for arm in {r.arm for r in results}}  # run checks
+        for rule in rules:
+            gated.add((rule.name, rule.arm))
+            checks.append(judge(rule, index.get((rule.name, rule.arm, scenario)), scenario,
+                                counts))
+        checks += [_info(f) for f in figures
+                   if f.scenario == scenario and f.arm == "candidate"
+                   and (f.name, f.arm) not in gated]
+    return checks
+
+
+def _info(fig: Figure) -> Check:
+    return Check(name=fig.name, scenario=fig.scenario, arm=fig.arm, status="info",
+                 reason=fig.reason or "reported, not gated", counts=False, value=fig.value,
+                 ci_low=fig.ci_low, ci_high=fig.ci_high, noise_floor=fig.noise_floor,
+                 n=fig.n, unit=fig.unit)

@@ -1,0 +1,59 @@
+"""What a replay sends and when: the records (from a traffic file or a scenario mix), their
+intended offsets (timestamp replay at `speed`, or Poisson at `rate`), and — for a fresh run
+or `--resume` — the (record, arms) pairs still missing from the store."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+
+from harness import scenarios
+from harness.replay.config import ConfigError, ReplayConfig
+from harness.traffic import TrafficRecord, read_traffic
+
+log = logging.getLogger(__name__)
+
+
+def load_records(path: Path | None, skip_invalid: bool = False,
+                 config: ReplayConfig | None = None) -> list[TrafficRecord]:
+    """Records of a run. With `config`, builds them from its traffic or scenario and
+    rewrites `offset_s` to the intended schedule, so the run's traffic.jsonl says exactly
+    what was sent when."""
+    if config is None:
+        return list(read_traffic(path, skip_invalid=skip_invalid).records)
+    if config.scenario is not None:
+        # the mix sets the send times (its arrival process, or --rate); --speed still applies
+        records = scenarios.build_traffic(config.scenario, requests=config.requests,
+                                          rate=config.rate)
+        return _rescale(records, [r.offset_s for r in records], config.speed)
+    traffic = read_traffic(config.traffic, skip_invalid=config.skip_invalid)
+    for skipped in traffic.skipped:
+        log.warning("skipped %s", skipped.reason)
+    records = list(traffic.records[: config.requests])
+    if not records:
+        raise ConfigError(f"{config.traffic}: no valid request to replay")
+    if config.rate is not None:
+        return _rescale(records, scenarios.poisson_offsets(len(records), config.rate,
+                                                           config.seed), 1.0)
+    records.sort(key=lambda r: r.offset_s)
+    start = records[0].offset_s if records else 0.0
+    return _rescale(records, [r.offset_s - start for r in records], config.speed)
+
+
+def _rescale(records: list[TrafficRecord], offsets: list[float],
+             speed: float) -> list[TrafficRecord]:
+    return [dataclasses.replace(r, offset_s=round(o / speed, 6))
+            for r, o in zip(records, offsets, strict=True)]
+
+
+def pending_items(records: list[TrafficRecord], arms: dict[str, str],
+                  done: set[tuple[str, str]]) -> list[tuple[str, tuple[str, ...], float]]:
+    """(request_id, arms still missing, offset) in time order, offsets shifted to start at 0."""
+    items = []
+    for record in sorted(records, key=lambda r: r.offset_s):
+        missing = tuple(arm for arm in arms if (record.id, arm) not in done)
+        if missing:
+            items.append((record.id, missing, record.offset_s))
+    start = items[0][2] if items else 0.0
+    return [(rid, missing, offset - start) for rid, missing, offset in items]

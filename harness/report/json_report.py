@@ -1,0 +1,67 @@
+"""The gate's `--json` report (top level per DESIGN.md: verdict, run, metrics, scenarios)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from harness.gate.checks import Check
+from harness.gate.result import GateResult
+
+
+def metric_key(check: Check) -> str:
+    """`name` for the candidate (B against A), `name.arm` for a per-arm row."""
+    return check.name if check.arm == "candidate" else f"{check.name}.{check.arm}"
+
+
+def check_dict(check: Check) -> dict[str, Any]:
+    return {
+        "value": _num(check.value), "ci_low": _num(check.ci_low), "ci_high": _num(check.ci_high),
+        "threshold": check.threshold, "direction": check.direction, "status": check.status,
+        "noise_floor": _num(check.noise_floor),
+        # what met the threshold: the excess over the noise floor when the policy subtracts it
+        "compared": {"value": _num(check.compared), "ci_low": _num(check.compared_low),
+                     "ci_high": _num(check.compared_high),
+                     "subtract_noise_floor": check.subtract_noise_floor},
+        "arm": check.arm, "critical": check.critical, "gating": check.gating, "n": check.n,
+        "unit": check.unit, "reason": check.reason,
+    }
+
+
+def to_dict(result: GateResult) -> dict[str, Any]:
+    rollout = result.rollout
+    return {
+        "verdict": result.verdict,
+        "run": {
+            "id": result.run_id,
+            "path": str(result.run_dir) if result.run_dir else None,
+            "status": result.manifest.get("status"),
+            "kind": result.manifest.get("kind"),
+            "arms": result.manifest.get("arms") or {a: None for a in result.arms},
+            "requests": result.request_counts(),
+            "policy": {"name": result.policy.name,
+                       "path": str(result.policy.path) if result.policy.path else None,
+                       "target_rer": result.policy.target_rer},
+            "exit_code": result.exit_code,
+            "reasons": list(result.reasons),
+            "rollout": {"stage": rollout.stage, "label": rollout.label,
+                        "rrr": _num(rollout.rrr), "rrr_ci_low": _num(rollout.rrr_low),
+                        "rrr_ci_high": _num(rollout.rrr_high), "reason": rollout.reason},
+        },
+        "metrics": {metric_key(c): check_dict(c) for c in result.overall},
+        "scenarios": {scenario: {metric_key(c): check_dict(c) for c in checks}
+                      for scenario, checks in result.scenarios.items()},
+    }
+
+
+def write_json(result: GateResult, path: str | Path) -> Path:
+    path = Path(path)
+    path.write_text(json.dumps(to_dict(result), indent=2, ensure_ascii=False) + "\n")
+    return path
+
+
+def _num(x: float | None) -> float | None:
+    # JSON has no NaN / Infinity; an undefined number is null
+    return None if x is None or not math.isfinite(x) else float(x)

@@ -1,0 +1,58 @@
+"""`--junit`: one test case per metric × scenario, so CI shows each check as a test.
+
+A failed gating check is a <failure>, an inconclusive one an <error> (the evidence, not
+the candidate, is lacking); skipped, report-only and non-gating rows are <skipped>, so
+the test results agree with the verdict. Written with the
+standard library; tests read it back with junitparser.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from harness.gate.result import GateResult
+from harness.report import wording
+
+
+def render_junit(result: GateResult) -> ET.ElementTree:
+    checks = result.overall + [c for cs in result.scenarios.values() for c in cs]
+    suites = ET.Element("testsuites", name="layergate gate")
+    suite = ET.SubElement(suites, "testsuite", name=f"layergate gate {result.run_id}",
+                          tests=str(len(checks)))
+    props = ET.SubElement(suite, "properties")
+    for name, value in (("verdict", result.verdict), ("policy", result.policy.name),
+                        ("rollout", result.rollout.stage), ("run", result.run_id)):
+        ET.SubElement(props, "property", name=name, value=value)
+    tally = {"failures": 0, "errors": 0, "skipped": 0}
+    for c in checks:
+        case = ET.SubElement(suite, "testcase", classname=f"layergate.gate.{c.scenario}",
+                             name=wording.label(c))
+        message = wording.summary_line(c)
+        if not c.gating and c.status in ("fail", "inconclusive"):
+            # shown, but it cannot fail the build: the verdict does not depend on it
+            tally["skipped"] += 1
+            ET.SubElement(case, "skipped", message=f"not gating: {message}")
+        elif c.status == "fail":
+            tally["failures"] += 1
+            ET.SubElement(case, "failure", message=message, type="GateFailure").text = message
+        elif c.status == "inconclusive":
+            tally["errors"] += 1
+            ET.SubElement(case, "error", message=message,
+                          type="GateInconclusive").text = message
+        elif c.status in ("skipped", "info"):
+            tally["skipped"] += 1
+            ET.SubElement(case, "skipped", message=message)
+        else:
+            ET.SubElement(case, "system-out").text = message
+    for key, value in tally.items():
+        suite.set(key, str(value))
+    return ET.ElementTree(suites)
+
+
+def write_junit(result: GateResult, path: str | Path) -> Path:
+    path = Path(path)
+    tree = render_junit(result)
+    ET.indent(tree)
+    tree.write(path, encoding="utf-8", xml_declaration=True)
+    return path

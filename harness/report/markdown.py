@@ -1,0 +1,56 @@
+"""`--markdown`: a CI job summary (GitHub's $GITHUB_STEP_SUMMARY renders it as is)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.gate.checks import Check
+from harness.gate.result import GateResult
+from harness.report import wording
+
+
+def render_markdown(result: GateResult) -> str:
+    r = result.rollout
+    out = [f"## {wording.ICONS[result.verdict]} layergate gate: "
+           f"**{wording.VERDICT_WORDS[result.verdict]}**", "",
+           f"Run `{result.run_id}` · policy `{result.policy.name}` · exit code "
+           f"{result.exit_code} · rollout recommendation: **{r.label}**", ""]
+    if result.reasons:
+        out += ["**Why:**", ""] + [f"- {_escape(reason)}" for reason in result.reasons] + [""]
+    out += [f"_Rollout:_ {_escape(r.reason)}", "", _counts(result), "",
+            "### Run-wide", "", *_table(result.overall)]
+    for scenario, checks in result.scenarios.items():
+        gated = [c for c in checks if c.status != "info"]
+        if gated:
+            note = "" if result.policy.gate_scenarios else " (reported, not gating)"
+            out += ["", f"### Scenario `{scenario}`{note}", "", *_table(gated)]
+    return "\n".join(out) + "\n"
+
+
+def write_markdown(result: GateResult, path: str | Path) -> Path:
+    path = Path(path)
+    path.write_text(render_markdown(result))
+    return path
+
+
+def _counts(result: GateResult) -> str:
+    cells = ", ".join(f"{arm}: {c['ok']} ok, {c['error']} errors"
+                      for arm, c in result.request_counts().items())
+    return f"Requests — {cells}"
+
+
+def _table(checks: list[Check]) -> list[str]:
+    rows = ["| | metric | value | CI | noise floor | compared | threshold | n | why |",
+            "|---|---|---:|---|---:|---|---|---:|---|"]
+    for c in checks:
+        critical = "" if c.gating or c.status == "info" else " *(not critical)*"
+        compared = wording.ci(c.compared_low, c.compared_high) if c.subtract_noise_floor else ""
+        rows.append(f"| {wording.ICONS[c.status]} | {wording.label(c)}{critical} | "
+                    f"{wording.num(c.value)} | {wording.ci(c.ci_low, c.ci_high)} | "
+                    f"{wording.num(c.noise_floor)} | {compared} | "
+                    f"{_escape(wording.threshold(c))} | {c.n or ''} | {_escape(c.reason)} |")
+    return rows
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")

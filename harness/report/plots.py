@@ -1,0 +1,175 @@
+"""The HTML report's plots, each a PNG (bytes) drawn with matplotlib's object API (no
+pyplot global state, no GUI backend). Every plot always renders: with no data it says so."""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from matplotlib.figure import Figure as Canvas
+
+from exporters.figures import OVERALL, Figure
+from exporters.records import ArmResult
+from harness.report.pairs import pair_arms
+
+ARM_COLOURS = {"baseline": "#3b6fb6", "baseline2": "#9aa5b1", "candidate": "#e07b39"}
+TERMINATION = (("termination_accuracy", "correct", "#4caf50"),
+               ("termination_truncated", "truncated", "#ffb300"),
+               ("termination_premature", "premature", "#e53935"),
+               ("termination_overrun", "overrun", "#8e24aa"))
+
+
+def _png(draw: Callable[[Canvas], bool], size: tuple[float, float] = (7.0, 3.6)) -> bytes:
+    fig = Canvas(figsize=size, dpi=110, layout="constrained")
+    ax = fig.add_subplot()
+    if not draw(fig):
+        ax.clear()
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, "no data in this run", ha="center", va="center", color="#777")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def _arms(results: Sequence[ArmResult]) -> list[str]:
+    present = {r.arm for r in results}
+    return [a for a in ARM_COLOURS if a in present] + sorted(present - set(ARM_COLOURS))
+
+
+def latency_cdf(results: Sequence[ArmResult]) -> bytes:
+    def draw(fig: Canvas) -> bool:
+        ax = fig.axes[0]
+        drawn = False
+        for arm in _arms(results):
+            colour = ARM_COLOURS.get(arm)
+            for attr, style in (("e2e_s", "-"), ("ttft_s", ":")):
+                xs = np.sort([getattr(r, attr) for r in results
+                              if r.arm == arm and r.ok and getattr(r, attr) is not None])
+                if xs.size:
+                    ys = np.arange(1, xs.size + 1) / xs.size
+                    ax.step(xs, ys, style, where="post", color=colour,
+                            label=f"{arm} {'E2E' if attr == 'e2e_s' else 'TTFT'}")
+                    drawn = True
+        ax.set(xlabel="seconds", ylabel="share of requests ≤ x",
+               title="Latency CDF per arm (solid E2E, dotted TTFT)", ylim=(0, 1.02))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right")
+        return drawn
+    return _png(draw)
+
+
+def rer_by_scenario(figures: Sequence[Figure], target: float | None) -> bytes:
+    def draw(fig: Canvas) -> bool:
+        ax = fig.axes[0]
+        rows = [f for f in figures if f.name == "rer" and f.value is not None]
+        scenarios = _scenario_order({f.scenario for f in rows})
+        if not scenarios:
+            return False
+        x = np.arange(len(scenarios))
+        arms = [a for a in ("candidate", "baseline2") if any(f.arm == a for f in rows)]
+        width = 0.8 / max(len(arms), 1)
+        for i, arm in enumerate(arms):
+            by = {f.scenario: f for f in rows if f.arm == arm}
+            vals = [by[s].value if s in by else np.nan for s in scenarios]
+            err = [[_gap(by.get(s), low=True) for s in scenarios],
+                   [_gap(by.get(s), low=False) for s in scenarios]]
+            label = "candidate vs baseline" if arm == "candidate" else "baseline2 vs baseline"
+            ax.bar(x + (i - (len(arms) - 1) / 2) * width, vals, width, yerr=err, capsize=4,
+                   color=ARM_COLOURS[arm], label=label)
+        if target is not None:
+            ax.axhline(target, color="#c62828", ls="--", lw=1, label=f"target {target:g}")
+        ax.axhline(0, color="#333", lw=0.6)
+        ax.set_xticks(x, scenarios)
+        ax.set(ylabel="RER", title="RER per scenario (95 % CI)")
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=8)
+        return True
+    return _png(draw)
+
+
+def termination_breakdown(figures: Sequence[Figure]) -> bytes:
+    def draw(fig: Canvas) -> bool:
+        ax = fig.axes[0]
+        rows = {(f.name, f.scenario): f.value for f in figures
+                if f.arm == "candidate" and f.value is not None
+                and f.name in {n for n, _, _ in TERMINATION}}
+        scenarios = _scenario_order({s for _, s in rows})
+        if not scenarios:
+            return False
+        left = np.zeros(len(scenarios))
+        for name, label, colour in TERMINATION:
+            vals = np.array([rows.get((name, s), 0.0) for s in scenarios])
+            ax.barh(scenarios, vals, left=left, color=colour, label=label)
+            left += vals
+        ax.set(xlabel="share of requests", xlim=(0, 1),
+               title="How the candidate's requests ended, against the baseline")
+        ax.invert_yaxis()
+        fig.legend(fontsize=8, ncols=4, loc="outside lower center")
+        return True
+    return _png(draw)
+
+
+def consistency_by_position(results: Sequence[ArmResult]) -> bytes:
+    def draw(fig: Canvas) -> bool:
+        ax = fig.axes[0]
+        drawn = False
+        for arm in ("candidate", "baseline2"):
+            pairs = pair_arms(results, arm)
+            if not pairs:
+                continue
+            longest = max(max(len(p.tokens[0]), len(p.tokens[1])) for p in pairs)
+            cut = [p.divergence if p.divergence is not None else longest + 1 for p in pairs]
+            positions = np.arange(0, longest + 1)
+            # share of pairs still identical through position k
+            alive = [(np.array(cut) > k).mean() for k in positions]
+            ax.step(positions, alive, where="post", color=ARM_COLOURS[arm],
+                    label=f"{arm} vs baseline (n={len(pairs)})")
+            drawn = True
+        ax.set(xlabel="output position (tokens)", ylabel="share still identical",
+               title="Consistency against output position", ylim=(-0.03, 1.06))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        return drawn
+    return _png(draw)
+
+
+def layers_histogram(results: Sequence[ArmResult]) -> bytes:
+    def draw(fig: Canvas) -> bool:
+        ax = fig.axes[0]
+        drawn = False
+        total = None
+        arms = _arms(results)
+        width = 0.8 / max(len(arms), 1)
+        for i, arm in enumerate(arms):
+            counts: Counter[int] = Counter()
+            for r in results:
+                if r.arm == arm and r.ok:
+                    counts.update(r.extension.get("layers_executed_per_token") or [])
+                    total = r.extension.get("layers_total") or total
+            if counts:
+                xs = np.array(sorted(counts))
+                n = sum(counts.values())
+                ax.bar(xs + (i - (len(arms) - 1) / 2) * width, [counts[x] / n for x in xs],
+                       width, color=ARM_COLOURS.get(arm), label=f"{arm} ({n} tokens)")
+                drawn = True
+        if total:
+            ax.axvline(total, color="#333", ls=":", lw=1, label=f"model depth {total}")
+        ax.set(xlabel="layers executed for a token", ylabel="share of output tokens",
+               title="Layers executed per output token")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        return drawn
+    return _png(draw)
+
+
+def _gap(fig: Figure | None, low: bool) -> float:
+    if fig is None or fig.value is None:
+        return 0.0
+    bound = fig.ci_low if low else fig.ci_high
+    return 0.0 if bound is None else abs(fig.value - bound)
+
+
+def _scenario_order(names: set[str]) -> list[str]:
+    return ([OVERALL] if OVERALL in names else []) + sorted(names - {OVERALL})

@@ -1,0 +1,56 @@
+"""How a check reads in words: the same phrasing in the terminal, Markdown and JUnit."""
+
+from __future__ import annotations
+
+import math
+
+from exporters.figures import OVERALL
+from harness.gate.checks import Check
+from harness.gate.result import GateResult
+
+ICONS = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️", "skipped": "➖", "info": "ℹ️"}
+VERDICT_WORDS = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE"}
+
+
+def num(x: float | None) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    return f"{x:.4g}"
+
+
+def ci(low: float | None, high: float | None) -> str:
+    return "—" if low is None and high is None else f"[{num(low)}, {num(high)}]"
+
+
+def threshold(check: Check) -> str:
+    if check.threshold is None:
+        return "—"
+    base = f"{check.direction} {num(check.threshold)}"
+    return f"excess {base}" if check.subtract_noise_floor else base
+
+
+def label(check: Check) -> str:
+    arm = "" if check.arm in ("candidate", "all") else f" ({check.arm})"
+    return f"{check.name}{arm}"
+
+
+def summary_line(check: Check) -> str:
+    """One line with value, CI, threshold and noise floor, as a failure message reads."""
+    where = "" if check.scenario == OVERALL else f" [{check.scenario}]"
+    parts = [f"{label(check)}{where}: {check.status}", f"value {num(check.value)}",
+             f"CI {ci(check.ci_low, check.ci_high)}"]
+    if check.subtract_noise_floor:
+        parts.append(f"noise floor {num(check.noise_floor)}")
+        parts.append(f"excess {num(check.compared)} CI "
+                     f"{ci(check.compared_low, check.compared_high)}")
+    elif check.noise_floor is not None:
+        parts.append(f"noise floor {num(check.noise_floor)}")
+    parts.append(f"threshold {threshold(check)}")
+    parts.append(f"n {check.n}")
+    return "; ".join(parts) + f" — {check.reason}"
+
+
+def headline(result: GateResult) -> str:
+    r = result.rollout
+    return (f"{VERDICT_WORDS[result.verdict]} — run {result.run_id}, policy "
+            f"{result.policy.name} (exit {result.exit_code}); rollout: {r.label}")

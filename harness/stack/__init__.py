@@ -1,0 +1,23 @@
+"""The native stack: real engines, a real Prometheus and the harness's metric endpoints as
+subprocesses on 127.0.0.1, for machines without Docker (`layergate demo`, the tests).
+
+Everything started here is tracked by a `ProcessSet` and stopped on exit, on Ctrl-C and on
+SIGTERM, process group by process group.
+"""
+
+from harness.stack.engines import EngineSpec
+from harness.stack.native import NativeStack, StackConfig
+from harness.stack.processes import ManagedProcess, ProcessSet
+from harness.stack.prometheus import PrometheusServer
+from harness.stack.prometheus_config import ScrapeTargets, render_prometheus_config
+
+__all__ = [
+    "EngineSpec",
+    "ManagedProcess",
+    "NativeStack",
+    "ProcessSet",
+    "PrometheusServer",
+    "ScrapeTargets",
+    "StackConfig",
+    "render_prometheus_config",
+]

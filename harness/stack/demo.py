@@ -1,0 +1,174 @@
+"""`layergate demo` end to end on one machine without Docker: three engines, a real
+Prometheus, the bundled mix replayed through Locust, the repeat suite on a sample, the
+gate and its reports, and the finished-run exporter — then where to look.
+
+Every process it starts is stopped on the way out (Ctrl-C included): `NativeStack`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.panel import Panel
+
+from harness.stack.demo_config import DemoConfig
+from harness.stack.demo_traffic import demo_traffic, determinism_sample
+from harness.stack.demo_words import plain_words
+from harness.stack.native import NativeStack, RunningStack, StackConfig
+
+SCRAPE_S = 2.0
+DETERMINISM_MAX_TOKENS = 24
+
+LINKS = {
+    "finished-run figures (RER, termination, consistency)":
+        '{__name__=~"layergate_run_(rer|rer_theoretical|termination_accuracy|exact_match)"}',
+    "client TPOT p50 per arm": "histogram_quantile(0.5, sum by (arm, le) "
+                               "(rate(layergate_replay_tpot_seconds_bucket[30s])))",
+    "engine tokens/s per arm": "sum by (arm) (rate(layergate_generation_tokens_total[30s]))",
+    "skip rate per arm": "sum by (arm) (rate(layergate_layers_skipped_total[30s])) / "
+                         "(sum by (arm) (rate(layergate_layers_executed_total[30s])) + "
+                         "sum by (arm) (rate(layergate_layers_skipped_total[30s])))",
+}
+
+
+class DemoError(RuntimeError):
+    """The demo could not produce a verdict (a part failed to start or to run)."""
+
+
+@dataclass(frozen=True)
+class DemoOutcome:
+    run_dir: Path
+    verdict: str
+    rollout: str
+    reports: dict[str, Path]
+    links: dict[str, str]
+    timings: dict[str, float] = field(default_factory=dict)
+    words: tuple[str, ...] = ()
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+        self._start = time.monotonic()
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.timings[name] = round(now - self._start, 1)
+        self._start = now
+
+
+def _replay(config: DemoConfig, stack: RunningStack, run_dir: Path, console: Console) -> None:
+    from harness.manifest import read_manifest
+    from harness.replay import ReplayConfig, run_replay
+
+    traffic = demo_traffic(config.scenario, run_dir / "stack" / "demo-traffic.jsonl",
+                           config.requests, config.max_tokens, config.rate)
+    console.rule(f"replay of {config.scenario} to baseline, baseline2 and candidate")
+    run_replay(ReplayConfig(out=run_dir, arms=stack.arms, traffic=traffic,
+                            metrics_port=stack.replayer_metrics_port, progress=True))
+    manifest = read_manifest(run_dir)
+    if manifest.status != "complete":
+        raise DemoError(f"the replay ended {manifest.status}: {'; '.join(manifest.notes)}")
+
+
+def _determinism(config: DemoConfig, stack: RunningStack, run_dir: Path,
+                 console: Console) -> None:
+    from harness.determinism import DeterminismConfig, run_determinism
+
+    sample = determinism_sample(run_dir / "traffic.jsonl", run_dir / "stack" / "repeat.jsonl",
+                                config.determinism_prompts,
+                                min(config.max_tokens or DETERMINISM_MAX_TOKENS,
+                                    DETERMINISM_MAX_TOKENS))
+    console.rule(f"determinism: {config.determinism_prompts} prompts x {config.repeats} "
+                 "repeats on baseline and candidate")
+    targets = {arm: stack.arms[arm] for arm in ("baseline", "candidate")}
+    run_determinism(DeterminismConfig(targets=targets, traffic=sample,
+                                      out=run_dir / "determinism", repeats=config.repeats))
+
+
+def _gate_and_reports(config: DemoConfig, run_dir: Path, console: Console):
+    from harness.gate import evaluate
+    from harness.report import print_summary, write_html, write_json, write_junit, write_markdown
+
+    with console.status("computing figures (bootstrap CIs) and the gate's verdict"):
+        result = evaluate(run_dir, config.gate_policy)
+        reports = {"html": write_html(result, run_dir / "report.html"),
+                   "json": write_json(result, run_dir / "gate.json"),
+                   "junit": write_junit(result, run_dir / "junit.xml"),
+                   "markdown": write_markdown(result, run_dir / "report.md")}
+    print_summary(result, console)
+    return result, reports
+
+
+def _export(stack: RunningStack, run_dir: Path, config: DemoConfig,
+            console: Console) -> dict[str, str]:
+    from harness.gate.policy import default_policy_dir
+
+    policy = config.gate_policy or default_policy_dir() / "default.yaml"
+    with console.status("serving the run's figures to Prometheus"):
+        stack.start_exporter(run_dir, ("--policy", str(policy)))
+        if not stack.prometheus.wait_for("layergate_run_rer", timeout=10 * SCRAPE_S):
+            console.print("[yellow]Prometheus has not scraped the run's figures yet[/]")
+    return {name: stack.prometheus.graph_link(expr) for name, expr in LINKS.items()}
+
+
+def run_demo(config: DemoConfig, console: Console | None = None) -> DemoOutcome:
+    console = console or Console()
+    clock = _Clock()
+    run_dir = config.out / f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{config.candidate_policy}"
+    (run_dir / "stack").mkdir(parents=True)
+    (run_dir / "stack" / "demo-config.json").write_text(json.dumps(config.to_json(), indent=2))
+    console.print(Panel(f"candidate: [bold]{config.candidate_policy}[/] — {config.description}"
+                        f"\nrun directory: {run_dir}", title="layergate demo"))
+    stack_config = StackConfig(engines=config.engines(), workdir=run_dir / "stack",
+                               scrape_interval_s=SCRAPE_S)
+    with ExitStack() as exits:
+        with console.status("starting 3 engines (the first start converts the model) and "
+                            "Prometheus") as status:
+            stack = exits.enter_context(NativeStack(stack_config, progress=status.update))
+        clock.lap("start")
+        console.print("engines: " + ", ".join(f"{a} {u}" for a, u in stack.arms.items()))
+        console.print(f"Prometheus: {stack.prometheus.url}")
+        _replay(config, stack, run_dir, console)
+        clock.lap("replay")
+        _determinism(config, stack, run_dir, console)
+        clock.lap("determinism")
+        result, reports = _gate_and_reports(config, run_dir, console)
+        clock.lap("gate")
+        links = _export(stack, run_dir, config, console)
+        outcome = DemoOutcome(run_dir, result.verdict, result.rollout.label, reports, links,
+                              clock.timings, tuple(plain_words(result)))
+        _where_to_look(outcome, result.rollout.reason, config.hold, console)
+        if config.hold:
+            _hold(console)
+    return outcome
+
+
+def _where_to_look(outcome: DemoOutcome, rollout_reason: str, hold: bool,
+                   console: Console) -> None:
+    style = {"pass": "green", "fail": "red"}.get(outcome.verdict, "yellow")
+    lines = [f"verdict: [bold {style}]{outcome.verdict.upper()}[/]",
+             f"rollout stage: [bold]{outcome.rollout}[/] — {rollout_reason}", ""]
+    lines += list(outcome.words) + [""]
+    lines += [f"{kind:9s} {path}" for kind, path in outcome.reports.items()]
+    lines.append(f"{'locust':9s} {outcome.run_dir / 'locust_stats.csv'}")
+    lines.append("")
+    lines += [f"{name}:\n  {url}" for name, url in outcome.links.items()]
+    if not hold:
+        lines.append("(Prometheus stops with the demo: pass --hold to keep the stack up)")
+    timing = ", ".join(f"{k} {v:.0f}s" for k, v in outcome.timings.items())
+    console.print(Panel("\n".join(lines), title="where to look", subtitle=timing))
+
+
+def _hold(console: Console) -> None:
+    console.print("the stack stays up: Ctrl-C stops every process the demo started")
+    try:
+        while True:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        console.print("stopping")

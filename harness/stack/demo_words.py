@@ -1,0 +1,63 @@
+"""The demo's verdict in plain words: what the candidate saved, what it changed, and, when
+skipping does not pay on this model, why — read from the gate's own figures."""
+
+from __future__ import annotations
+
+from exporters.figures import OVERALL, Figure
+from harness.gate import GateResult
+
+
+def _figure(result: GateResult, name: str, arm: str = "candidate") -> Figure | None:
+    for f in result.figures:
+        if f.name == name and f.arm == arm and f.scenario == OVERALL and f.value is not None:
+            return f
+    return None
+
+
+def _ci(f: Figure) -> str:
+    if f.ci_low is None or f.ci_high is None:
+        return ""
+    return f" (95 % CI {f.ci_low:+.1%} to {f.ci_high:+.1%})"
+
+
+def plain_words(result: GateResult) -> list[str]:
+    lines: list[str] = []
+    rer, theo = _figure(result, "rer"), _figure(result, "rer_theoretical")
+    exact = _figure(result, "exact_match")
+    target = result.policy.target_rer
+    if theo is not None:
+        lines.append(f"The candidate skipped {theo.value:.1%} of the layer compute "
+                     "(theoretical saving).")
+    if rer is not None:
+        lines.append(f"It spent {-rer.value:+.1%} time per output token against the baseline: "
+                     f"RER {rer.value:+.1%}{_ci(rer)}; the release target is {target:.0%}.")
+        if theo is not None and theo.value > 0:
+            lines.append(f"Realised {rer.value / theo.value:.0%} of the theoretical saving.")
+    if exact is not None:
+        floor = "" if exact.noise_floor is None else (
+            f"; two full-depth baselines agree on {exact.noise_floor:.0%} (the noise floor)")
+        lines.append(f"Its outputs were token-identical to the baseline on {exact.value:.0%} "
+                     f"of requests{floor}.")
+    lines += _why(rer, theo, exact, target)
+    return lines
+
+
+def _why(rer: Figure | None, theo: Figure | None, exact: Figure | None,
+         target: float) -> list[str]:
+    if rer is None:
+        return ["RER could not be computed, so the benefit is unknown: no release on faith."]
+    if rer.value >= target:
+        return []
+    why = [f"Skipping does not pay here: RER {rer.value:+.1%} is below the {target:.0%} target."]
+    if theo is not None and theo.value > 0 and rer.value < 0.5 * theo.value:
+        why.append("Less than half of the skipped compute turned into time: on a 135M model "
+                   "the LM head, the embedding, the policy and the batching overheads weigh "
+                   "about as much as the layers skipped.")
+    if theo is not None and theo.value == 0:
+        why.append("The candidate skipped no layer compute at all on this traffic, so any "
+                   "gain comes from elsewhere (cache, padding) or is noise.")
+    if exact is not None and exact.noise_floor is not None \
+            and exact.value < exact.noise_floor - 0.05:
+        why.append("And it changes outputs well beyond the noise floor: a 30-layer, 135M "
+                   "model has little depth redundancy to give away.")
+    return why

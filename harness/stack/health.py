@@ -1,0 +1,29 @@
+"""Wait for a started process to answer on HTTP, failing fast when it dies."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import httpx
+
+from harness.stack.processes import ManagedProcess
+
+
+class StackError(RuntimeError):
+    """A process of the stack did not start or did not become healthy."""
+
+
+def wait_healthy(proc: ManagedProcess, url: str, timeout: float) -> None:
+    """Return once GET `url` answers 200; raise StackError (with the log) otherwise."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not proc.running():
+            raise StackError(f"{proc.name} exited with code {proc.popen.returncode} before "
+                             f"{url} answered; log {proc.log_path}:\n{proc.log_tail()}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        time.sleep(0.3)
+    raise StackError(f"{proc.name} did not answer 200 on {url} within {timeout:.0f}s; "
+                     f"log {proc.log_path}:\n{proc.log_tail()}")

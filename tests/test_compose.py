@@ -1,0 +1,159 @@
+"""docker-compose.yml by structure (no Docker engine runs here): every mounted path exists,
+every Prometheus target is a service and port of the file, every command is a real
+`layergate` command that the click group parses, and the dependency graph is sound."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+import pytest
+import yaml
+
+from harness.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+SERVICES = COMPOSE["services"]
+PROMETHEUS = yaml.safe_load((ROOT / "dashboards" / "prometheus.yml").read_text())
+LAYERGATE = sorted(n for n, s in SERVICES.items()
+                   if s.get("image") == "layergate:local" or s.get("build"))
+
+
+def _interpolate(value: str) -> str:
+    """Compose's ${VAR:-default} / ${VAR:?error}, with the defaults (env not consulted)."""
+    def sub(m: re.Match) -> str:
+        if m.group(2) == ":?":
+            return "set-by-user"
+        return m.group(3) or ""
+    return re.sub(r"\$\{(\w+)(:-|:\?)?([^}]*)\}", sub, value)
+
+
+def _command(service: str) -> list[str]:
+    return [_interpolate(a) for a in SERVICES[service]["command"]]
+
+
+def _listen_ports(service: str) -> set[int]:
+    args = _command(service) if "command" in SERVICES[service] else []
+    ports = {int(args[i + 1]) for i, a in enumerate(args)
+             if a in ("--port", "--metrics-port", "--serve", "--web-port")}
+    for published in SERVICES[service].get("ports", []):
+        ports.add(int(str(published).rsplit(":", 1)[-1]))
+    return ports
+
+
+def test_services() -> None:
+    assert {"baseline", "baseline2", "candidate", "replayer", "exporter", "prometheus",
+            "grafana", "jaeger"} <= set(SERVICES)
+
+
+def test_mounted_paths_exist() -> None:
+    named = set(COMPOSE.get("volumes", {}))
+    for name, service in SERVICES.items():
+        for mount in service.get("volumes", []):
+            source = mount.split(":")[0]
+            if source.startswith((".", "/")):
+                assert (ROOT / source).exists(), f"{name} mounts missing {source}"
+            else:
+                assert source in named, f"{name} mounts undeclared volume {source}"
+
+
+def test_dockerfile_copies_what_exists() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    for line in text.splitlines():
+        if line.startswith("COPY "):
+            for src in line.split()[1:-1]:
+                if src != "README.md":  # written by the foundation part
+                    assert (ROOT / src).exists(), f"Dockerfile copies missing {src}"
+    assert "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in text
+
+
+def test_prometheus_targets_are_services_and_ports() -> None:
+    assert PROMETHEUS["rule_files"] == ["/etc/prometheus/rules.yml"]
+    mounts = SERVICES["prometheus"]["volumes"]
+    assert "./dashboards/rules.yml:/etc/prometheus/rules.yml:ro" in mounts
+    assert "./dashboards/prometheus.yml:/etc/prometheus/prometheus.yml:ro" in mounts
+    for job in PROMETHEUS["scrape_configs"]:
+        for static in job["static_configs"]:
+            for target in static["targets"]:
+                host, port = target.rsplit(":", 1)
+                if host == "localhost":
+                    assert job["job_name"] == "prometheus"
+                    continue
+                assert host in SERVICES, f"target {target} is not a service"
+                assert int(port) in _listen_ports(host), f"{host} does not listen on {port}"
+
+
+def test_engine_arm_labels_come_from_the_scrape_config() -> None:
+    engines = next(j for j in PROMETHEUS["scrape_configs"]
+                   if j["job_name"] == "layergate-engine")
+    by_target = {s["targets"][0].split(":")[0]: s["labels"]["arm"]
+                 for s in engines["static_configs"]}
+    assert by_target == {"baseline": "baseline", "baseline2": "baseline2",
+                         "candidate": "candidate"}
+
+
+def _resolve(args: list[str]) -> click.Context:
+    """Parse `layergate ...` through the real click group, as the container would."""
+    assert args[0] == "layergate"
+    command: click.Command = main
+    name, rest, parent = "layergate", args[1:], None
+    while isinstance(command, click.Group):
+        ctx = click.Context(command, info_name=name, parent=parent)
+        sub_name, sub, rest = command.resolve_command(ctx, rest)
+        assert sub is not None, f"`{name} {sub_name}` is not a command"
+        command, name, parent = sub, sub_name, ctx
+    return command.make_context(name, rest, parent=parent)
+
+
+@pytest.mark.parametrize("service", LAYERGATE)
+def test_command_is_a_real_layergate_command(service: str, tmp_path: Path) -> None:
+    args = _command(service)
+    # paths inside volumes exist at run time; stand them up so path checks can pass
+    mounts = [m.split(":")[1] for m in SERVICES[service].get("volumes", [])]
+    for i, arg in enumerate(args):
+        for mount in mounts:
+            if arg.startswith(mount + "/"):
+                local = tmp_path / arg.lstrip("/")
+                local.mkdir(parents=True, exist_ok=True)
+                args[i] = str(local)
+    ctx = _resolve(args)
+    assert ctx.command.name in {"serve", "replay", "metrics"}
+
+
+def test_candidate_policy_from_the_environment() -> None:
+    raw = SERVICES["candidate"]["command"]
+    assert "${CANDIDATE_POLICY:-dynamic}" in raw
+    assert _command("baseline")[_command("baseline").index("--policy") + 1] == "full"
+    assert _command("baseline2")[_command("baseline2").index("--policy") + 1] == "full"
+
+
+def test_engines_trace_to_the_backend_and_cache_on_a_volume() -> None:
+    for name in ("baseline", "baseline2", "candidate"):
+        svc = SERVICES[name]
+        endpoint = svc["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"]
+        assert endpoint.startswith("http://jaeger:") and endpoint.endswith(":4318")
+        assert any(v.startswith("model-cache:") for v in svc["volumes"])
+        assert "healthcheck" in svc and ":8000/health" in " ".join(svc["healthcheck"]["test"])
+    assert SERVICES["jaeger"]["environment"]["COLLECTOR_OTLP_ENABLED"] == "true"
+
+
+def test_depends_on_conditions_are_sound() -> None:
+    for name, svc in SERVICES.items():
+        for dep, cond in svc.get("depends_on", {}).items():
+            assert dep in SERVICES, f"{name} depends on unknown {dep}"
+            if cond["condition"] == "service_healthy":
+                assert "healthcheck" in SERVICES[dep], f"{dep} has no healthcheck"
+    assert SERVICES["replayer"]["depends_on"]["candidate"]["condition"] == "service_healthy"
+    assert SERVICES["exporter"]["depends_on"]["replayer"]["condition"] == \
+        "service_completed_successfully"
+
+
+def test_grafana_anonymous_viewer_admin_password_from_env() -> None:
+    env = SERVICES["grafana"]["environment"]
+    assert env["GF_AUTH_ANONYMOUS_ENABLED"] == "true"
+    assert env["GF_AUTH_ANONYMOUS_ORG_ROLE"] == "Viewer"
+    assert env["GF_SECURITY_ADMIN_PASSWORD"].startswith("${GRAFANA_ADMIN_PASSWORD")
+    assert "./dashboards/provisioning:/etc/grafana/provisioning:ro" in \
+        SERVICES["grafana"]["volumes"]

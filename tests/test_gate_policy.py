@@ -1,0 +1,91 @@
+"""Gate policies: the shipped files load, and every mistake names the file and the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.gate import PolicyError, load_policy
+from harness.gate.policy import default_policy_dir
+
+
+def _write(tmp_path: Path, text: str, name: str = "p.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_shipped_policies_load_and_default_adds_rer_to_no_regression():
+    no_reg = load_policy(default_policy_dir() / "no-regression.yaml")
+    default = load_policy()
+    strict = load_policy(default_policy_dir() / "strict.yaml")
+    assert default.name == "default" and default.target_rer == pytest.approx(0.20)
+    no_reg_names = {r.name for r in no_reg.rules}
+    assert "rer" not in no_reg_names
+    assert {r.name for r in default.rules} == no_reg_names | {"rer"}
+    rules = {r.name: r for r in no_reg.rules}
+    assert rules["termination_accuracy"].threshold == pytest.approx(0.925)
+    assert rules["cache_hit_delta"].threshold == pytest.approx(0.05)
+    assert rules["cache_hit_delta"].direction == "<="
+    assert rules["exact_match"].subtract_noise_floor
+    # a tolerance, so that two identical arms (ratio CI around 1) can pass
+    assert rules["latency_ratio"].direction == "<=" and rules["latency_ratio"].threshold > 1
+    assert {r.name: r for r in default.rules}["rer"].threshold == pytest.approx(0.20)
+    assert strict.gate_scenarios and strict.default_max_error_rate == 0.0
+    assert "long" in strict.scenario_rules
+
+
+@pytest.mark.parametrize(("text", "key", "hint"), [
+    ("metrics: {exact_match: {direction: '>', threshold: 0}}", "metrics.exact_match.direction",
+     "'>=' or '<='"),
+    ("metrics: {exact_macth: {direction: '>=', threshold: 0}}", "metrics.exact_macth",
+     "did you mean 'exact_match'"),
+    ("metrics: {latency_ratio: {direction: '<='}}", "metrics.latency_ratio.threshold",
+     "missing"),
+    ("metrics: {latency_ratio: {direction: '<=', threshold: high}}",
+     "metrics.latency_ratio.threshold", "expected a number"),
+    ("metrics: {latency_ratio: {direction: '<=', threshold: 1.1, critcal: true}}",
+     "metrics.latency_ratio.critcal", "did you mean 'critical'"),
+    ("metrics: {latency_ratio: {direction: '<=', threshold: 1.1, "
+     "subtract_noise_floor: true}}", "metrics.latency_ratio.subtract_noise_floor",
+     "noise floor"),
+    ("max_error_rate: 2\nmetrics: {rer: {direction: '>='}}", "max_error_rate", "[0, 1]"),
+    ("max_error_rate: {candiate: 0.1}\nmetrics: {rer: {direction: '>='}}",
+     "max_error_rate.candiate", "did you mean 'candidate'"),
+    ("min_sample: 3\nmetrics: {rer: {direction: '>='}}", "min_sample", "did you mean"),
+    ("metrics: {}", "metrics", "non-empty"),
+    ("scenarios: {long: {rer: {direction: sideways}}}\nmetrics: {rer: {direction: '>='}}",
+     "scenarios.long.rer.direction", "'>=' or '<='"),
+    ("rollout: {vip: 0.5, full: 0.1}\nmetrics: {rer: {direction: '>='}}", "rollout",
+     "must not decrease"),
+])
+def test_bad_policy_names_file_and_key(tmp_path, text, key, hint):
+    path = _write(tmp_path, text)
+    with pytest.raises(PolicyError) as info:
+        load_policy(path)
+    message = str(info.value)
+    assert str(path) in message and f"{key}:" in message and hint in message, message
+
+
+def test_unreadable_and_invalid_yaml_and_circular_extends(tmp_path):
+    with pytest.raises(PolicyError, match="cannot read policy file"):
+        load_policy(tmp_path / "absent.yaml")
+    with pytest.raises(PolicyError, match="not valid YAML"):
+        load_policy(_write(tmp_path, "metrics: [unclosed"))
+    _write(tmp_path, "extends: b.yaml\nmetrics: {rer: {direction: '>='}}", "a.yaml")
+    _write(tmp_path, "extends: a.yaml", "b.yaml")
+    with pytest.raises(PolicyError, match="circular"):
+        load_policy(tmp_path / "a.yaml")
+
+
+def test_extends_merges_rules_key_by_key(tmp_path):
+    base = default_policy_dir() / "no-regression.yaml"
+    path = _write(tmp_path, f"extends: {base}\nname: mine\ntarget_rer: 0.3\n"
+                            "metrics: {exact_match: {threshold: -0.01}, rer: {direction: '>='}}")
+    policy = load_policy(path)
+    rules = {r.name: r for r in policy.rules}
+    assert policy.name == "mine"
+    assert rules["exact_match"].threshold == pytest.approx(-0.01)
+    assert rules["exact_match"].subtract_noise_floor  # inherited
+    assert rules["rer"].threshold == pytest.approx(0.3)  # defaults to target_rer

@@ -1,0 +1,194 @@
+"""Shadow replay through Locust against real reference engines: full vs full, live metrics,
+`--processes 2`, a candidate killed mid-run then `--resume`, and Ctrl-C."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import subprocess
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client import CollectorRegistry
+
+from harness.replay import ReplayConfig, run_replay
+from harness.replay.live import ReplayMetrics
+from harness.rundir import load_run
+from harness.scenarios import SCENARIOS_DIR
+from harness.store import ResultStore
+from harness.traffic import TrafficRecord, read_traffic, traffic_sha256, write_traffic
+from tests.support.processes import EngineProcess, free_port, layergate_cmd, start_engine
+
+pytestmark = [pytest.mark.model, pytest.mark.slow]
+
+
+def small_traffic(path: Path, n: int, max_tokens: int = 8) -> Path:
+    """The first n short / medium bundled eval requests, capped at max_tokens."""
+    records = [r for r in read_traffic(SCENARIOS_DIR / "traffic" / "eval.jsonl").records
+               if r.scenario != "long"][:n]
+    return write_traffic(path, [TrafficRecord(r.id, r.offset_s, r.scenario, r.endpoint,
+                                              {**r.body, "max_tokens": max_tokens})
+                                for r in records])
+
+
+@pytest.fixture(scope="module")
+def candidate() -> Iterator[EngineProcess]:
+    proc = start_engine("--policy", "full")
+    yield proc
+    proc.stop()
+
+
+def _wait_for_rows(path: Path, arm: str, n: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists():
+            with contextlib.suppress(Exception), ResultStore(path) as store:
+                if store.counts_by_arm().get(arm, {}).get("ok", 0) >= n:
+                    return
+        time.sleep(0.1)
+    raise AssertionError(f"no {n} {arm} results in {path} after {timeout}s")
+
+
+def test_full_vs_full_writes_a_complete_run(tmp_path: Path, full_engine: EngineProcess,
+                                            candidate: EngineProcess) -> None:
+    traffic = small_traffic(tmp_path / "t.jsonl", 6)
+    arms = {"baseline": full_engine.url, "baseline2": full_engine.url,
+            "candidate": candidate.url}
+    port = free_port()
+    config = ReplayConfig(out=tmp_path / "run", arms=arms, traffic=traffic, rate=4.0,
+                          metrics_port=port, progress=False)
+    seen: list[str] = []
+    thread = threading.Thread(target=lambda: seen.append(str(run_replay(config))))
+    thread.start()
+    live = ""
+    while thread.is_alive() and "layergate_replay_requests_total{" not in live:
+        with contextlib.suppress(httpx.HTTPError):
+            live = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+        time.sleep(0.2)
+    thread.join(300)
+    assert seen, "run_replay raised; see the test log"
+    assert 'layergate_replay_requests_total{arm="' in live
+
+    run = load_run(seen[0])
+    assert run.manifest.status == "complete" and run.manifest.kind == "replay"
+    assert run.manifest.arms == arms
+    assert run.manifest.traffic["sha256"] == traffic_sha256(run.path / "traffic.jsonl")
+    assert run.manifest.counts == {arm: {"ok": 6, "error": 0} for arm in arms}
+    assert run.manifest.config["rate"] == 4.0 and run.manifest.versions["locust"]
+    assert sorted((s.arm, s.when) for s in run.scrapes) == sorted(
+        (arm, when) for arm in arms for when in ("before", "after"))
+    after = next(s.text for s in run.scrapes if (s.arm, s.when) == ("candidate", "after"))
+    assert "layergate_requests_total" in after
+    assert len(run.results) == 18
+    for result in run.results:
+        assert result.ok and result.finish_reason in ("stop", "length")
+        assert 0 < result.ttft_s <= result.e2e_s
+        assert result.token_ids and len(result.token_ids) == result.output_tokens
+        assert len(result.itl_s) >= 1 and result.extension["policy"] == "full"
+        assert result.prompt_tokens > 0 and result.max_tokens == 8
+    by_key = {(r.request_id, r.arm): r for r in run.results}
+    agree = sum(by_key[(rid, "candidate")].token_ids == by_key[(rid, "baseline")].token_ids
+                for rid, _ in by_key)
+    assert agree >= 3 * 4, "full vs full should mostly agree token for token"
+
+    metrics = ReplayMetrics(registry := CollectorRegistry())
+    for result in run.results:
+        metrics.observe(result)
+    compared = sum(registry.get_sample_value("layergate_replay_compared_total",
+                                             {"arm": "candidate", "scenario": s}) or 0
+                   for s in ("short", "medium"))
+    assert compared == 6
+    assert registry.get_sample_value("layergate_replay_requests_total", {
+        "arm": "baseline", "scenario": "short", "status": "ok"}) == Counter(
+        r.scenario for r in run.results if r.arm == "baseline")["short"]
+
+
+def test_two_processes_give_the_same_results_as_one(tmp_path: Path,
+                                                    full_engine: EngineProcess) -> None:
+    traffic = small_traffic(tmp_path / "t.jsonl", 4, max_tokens=4)
+    arms = {"baseline": full_engine.url, "candidate": full_engine.url}
+    counts = {}
+    workers = {}
+    for processes in (1, 2):
+        out = tmp_path / f"run{processes}"
+        run_replay(ReplayConfig(out=out, arms=arms, traffic=traffic, users=2,
+                                processes=processes, progress=False))
+        run = load_run(out)
+        assert run.manifest.status == "complete"
+        counts[processes] = Counter((r.request_id, r.arm, r.ok) for r in run.results)
+        with ResultStore(out / "results.sqlite") as store:
+            workers[processes] = {w for (w,) in store.conn.execute(
+                "SELECT DISTINCT worker FROM results")}
+    assert counts[1] == counts[2] and sum(counts[2].values()) == 8
+    assert len(workers[2]) == 2, "both Locust workers should have sent requests"
+
+
+def test_killed_candidate_is_recorded_and_resume_fills_the_gaps(
+        tmp_path: Path, full_engine: EngineProcess, candidate: EngineProcess) -> None:
+    traffic = small_traffic(tmp_path / "t.jsonl", 6)
+    out = tmp_path / "run"
+    arms = {"baseline": full_engine.url, "candidate": candidate.url}
+    killer = threading.Thread(target=lambda: (
+        _wait_for_rows(out / "results.sqlite", "candidate", 1),
+        candidate.stop(signal.SIGKILL)))
+    killer.start()
+    run_replay(ReplayConfig(out=out, arms=arms, traffic=traffic, rate=1.0, timeout=60,
+                            progress=False))
+    killer.join()
+    run = load_run(out)
+    assert run.manifest.status == "complete"  # every (request, arm) has a row
+    assert run.manifest.counts["baseline"] == {"ok": 6, "error": 0}
+    failed = [r for r in run.results if r.arm == "candidate" and not r.ok]
+    assert failed and len(failed) + run.manifest.counts["candidate"]["ok"] == 6
+    assert all(r.error for r in failed)
+    assert any("connect" in r.error.lower() for r in failed)
+    assert any("candidate after" in n for n in run.manifest.notes)  # its scrape failed
+    with ResultStore(out / "results.sqlite") as store:
+        baseline_rows = store.conn.execute(
+            "SELECT request_id, recorded_at FROM results WHERE arm = 'baseline'").fetchall()
+
+    restarted = start_engine("--policy", "full")
+    try:
+        arms = {**arms, "candidate": restarted.url}
+        run_replay(ReplayConfig(out=out, arms=arms, resume=True, timeout=60, progress=False))
+    finally:
+        restarted.stop()
+    run = load_run(out)
+    assert run.manifest.status == "complete" and run.manifest.arms["candidate"] == restarted.url
+    assert run.manifest.counts == {"baseline": {"ok": 6, "error": 0},
+                                   "candidate": {"ok": 6, "error": 0}}
+    with ResultStore(out / "results.sqlite") as store:
+        assert store.conn.execute("SELECT request_id, recorded_at FROM results WHERE "
+                                  "arm = 'baseline'").fetchall() == baseline_rows
+
+
+def test_ctrl_c_marks_the_run_interrupted_and_resume_completes(
+        tmp_path: Path, full_engine: EngineProcess) -> None:
+    traffic = small_traffic(tmp_path / "t.jsonl", 4, max_tokens=4)
+    out = tmp_path / "run"
+    args = ["replay", "--traffic", str(traffic), "--baseline", full_engine.url,
+            "--candidate", full_engine.url, "--out", str(out), "--rate", "0.5", "--no-progress"]
+    proc = subprocess.Popen(layergate_cmd(*args), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    _wait_for_rows(out / "results.sqlite", "baseline", 1)
+    proc.send_signal(signal.SIGINT)
+    output = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 1, output
+    assert "interrupted" in output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted" and manifest["finished"]
+    done = load_run(out).results
+    assert 1 <= len(done) < 8
+
+    resumed = subprocess.run(layergate_cmd(*args, "--resume"), capture_output=True, text=True,
+                             timeout=300)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    run = load_run(out)
+    assert run.manifest.status == "complete" and len(run.results) == 8
+    assert all(r.ok for r in run.results)

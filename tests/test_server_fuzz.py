@@ -1,0 +1,53 @@
+"""schemathesis fuzzes the live server's own OpenAPI schema, valid and invalid requests
+alike: whatever it sends, the answer is never a 5xx (real engine, shared `full_engine`)."""
+
+from __future__ import annotations
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from schemathesis import GenerationMode
+
+pytestmark = [pytest.mark.model, pytest.mark.slow]
+
+EXAMPLES_PER_MODE = 15  # x2 modes = 30 cases per operation
+MAX_TOKENS = 3  # fuzzing is about the API, not about generating text
+
+
+def _short(case) -> None:
+    """Keep generations short: any valid token budget is cut to a few tokens."""
+    body = case.body
+    if not isinstance(body, dict):
+        return
+    limited = False
+    for key in ("max_tokens", "max_completion_tokens"):
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            body[key] = min(value, MAX_TOKENS)
+            limited = True
+    if not limited and "max_tokens" not in body:
+        body["max_tokens"] = MAX_TOKENS
+
+
+def test_openapi_fuzz_never_5xx(full_engine):
+    schema = schemathesis.openapi.from_url(f"{full_engine.url}/openapi.json")
+    operations = [result.ok() for result in schema.get_all_operations()]
+    paths = {op.path for op in operations}
+    assert {"/v1/chat/completions", "/v1/completions", "/v1/models"} <= paths
+    failures: list[str] = []
+    for operation in operations:
+        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+
+            @given(case=operation.as_strategy(generation_mode=mode))
+            @settings(max_examples=EXAMPLES_PER_MODE, deadline=None, database=None,
+                      suppress_health_check=list(HealthCheck), derandomize=True)
+            def run(case, operation=operation, mode=mode) -> None:
+                _short(case)
+                response = case.call(base_url=full_engine.url, timeout=60)
+                if response.status_code >= 500:
+                    failures.append(f"{operation.method.upper()} {operation.path} ({mode.value})"
+                                    f" -> {response.status_code}: body={case.body!r} "
+                                    f"answer={response.text[:300]}")
+
+            run()
+    assert not failures, "\n".join(failures[:10])

@@ -1,0 +1,103 @@
+"""Auth, overload and graceful shutdown, on an engine of its own:
+`--api-key K --max-queue 1 --max-batch-size 1` (one running, one waiting, the rest 429)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+
+from tests.support.processes import start_engine
+
+pytestmark = [pytest.mark.model, pytest.mark.slow]
+
+KEY = "sesame-123"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+CHAT = "/v1/chat/completions"
+
+
+def body(text: str, **extra) -> dict:
+    return {"messages": [{"role": "user", "content": text}], "max_tokens": 24,
+            "temperature": 0, **extra}
+
+
+@pytest.fixture(scope="module")
+def tight_engine():
+    proc = start_engine("--policy", "full", "--api-key", KEY, "--max-queue", "1",
+                        "--max-batch-size", "1")
+    yield proc
+    proc.stop()
+
+
+def test_api_key_required_on_v1_only(tight_engine):
+    url = tight_engine.url
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": KEY}):
+        r = httpx.post(url + CHAT, json=body("hi"), headers=headers, timeout=30)
+        assert r.status_code == 401, r.text
+        assert r.json()["error"]["code"] == "invalid_api_key"
+    assert httpx.get(f"{url}/v1/models").status_code == 401
+    assert httpx.get(f"{url}/v1/models", headers=AUTH).status_code == 200
+    # probes and scrapes need no key
+    assert httpx.get(f"{url}/health").status_code == 200
+    assert httpx.get(f"{url}/metrics").status_code == 200
+    ok = httpx.post(url + CHAT, json=body("hi", max_tokens=2), headers=AUTH, timeout=60)
+    assert ok.status_code == 200, ok.text
+
+
+def test_burst_past_the_queue_gets_429_with_retry_after(tight_engine):
+    def send(i: int) -> httpx.Response:
+        return httpx.post(tight_engine.url + CHAT, json=body(f"Count to {i + 20}."),
+                          headers=AUTH, timeout=120)
+
+    with ThreadPoolExecutor(6) as pool:
+        responses = list(pool.map(send, range(6)))
+    statuses = sorted(r.status_code for r in responses)
+    assert statuses.count(200) >= 2, statuses
+    rejected = [r for r in responses if r.status_code == 429]
+    assert rejected, statuses
+    assert set(statuses) <= {200, 429}, statuses
+    for r in rejected:
+        assert int(r.headers["Retry-After"]) >= 1
+        assert r.json()["error"]["type"] == "rate_limit_error"
+    # the server recovers: once the burst is served, a request goes through
+    assert httpx.post(tight_engine.url + CHAT, json=body("hi", max_tokens=2), headers=AUTH,
+                      timeout=60).status_code == 200
+
+
+def test_sigterm_finishes_in_flight_request_then_exits_0(tight_engine):
+    """Runs last in this module: it stops the engine."""
+    first_token = threading.Event()
+    result: dict = {}
+    chunks: list[str] = []
+
+    def stream() -> None:
+        with httpx.stream("POST", tight_engine.url + CHAT, headers=AUTH, timeout=120,
+                          json=body("Describe a forest in detail.", max_tokens=96,
+                                    stream=True)) as r:
+            for line in r.iter_lines():
+                if line.startswith("data: "):
+                    chunks.append(line[6:])
+                    first_token.set()
+        result["done"] = True
+
+    client = threading.Thread(target=stream)
+    client.start()
+    assert first_token.wait(60), tight_engine.log()[-2000:]
+    tight_engine.proc.send_signal(signal.SIGTERM)
+    at_signal = len(chunks)
+    time.sleep(0.5)
+    # no new work once shutdown began
+    with pytest.raises(httpx.TransportError):
+        httpx.post(tight_engine.url + CHAT, json=body("hi"), headers=AUTH, timeout=5)
+    client.join(120)
+    assert tight_engine.proc.wait(60) == 0, tight_engine.log()[-3000:]
+    assert result.get("done") and len(chunks) > at_signal + 1  # it was still in flight
+    assert chunks[-1] == "[DONE]"
+    final = json.loads(chunks[-2])
+    assert final["choices"][0]["finish_reason"] in ("stop", "length")
+    assert final["usage"]["completion_tokens"] == len(final["layergate"]["token_ids"])
