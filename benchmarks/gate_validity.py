@@ -20,7 +20,8 @@ then the rates; writes everything to OUT/validity.json. Expensive on CPU: every 
 the mix through three engines.
 
     .venv/bin/python benchmarks/gate_validity.py --repeats 20
-    .venv/bin/python benchmarks/gate_validity.py --repeats 2 --experiments aa,static --rate 1
+    .venv/bin/python benchmarks/gate_validity.py --repeats 2 --requests 20 --users 4 \
+        --timeout 600   # a shared 2-core machine
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -157,7 +159,8 @@ def replay_and_judge(experiment: str, repeat: int, arms: dict[str, str], args) -
     out = Path(args.out) / f"{experiment}-{repeat:02d}"
     scenario = "chat-multiturn" if experiment == "cache" else args.scenario
     config = ReplayConfig(out=out, arms=arms, scenario=scenario, rate=args.rate,
-                          requests=args.requests, seed=repeat, progress=False)
+                          users=args.users, requests=args.requests, seed=repeat,
+                          timeout=args.timeout, progress=False)
     t0 = time.monotonic()
     run_dir = run_replay(config)
     results: dict[str, GateResult] = {
@@ -232,9 +235,16 @@ def main() -> None:
                              "in the demo)")
     parser.add_argument("--rate", type=float, default=None,
                         help="arrivals per second (default: the mix's schedule)")
+    parser.add_argument("--users", type=int, default=None,
+                        help="closed loop with N users instead of the mix's arrivals (for a "
+                             "machine too slow to keep up with them)")
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="per-request timeout, seconds")
     parser.add_argument("--out", default=f"runs/gate-validity-{time.strftime('%Y%m%dT%H%M%S')}",
                         help="directory for the runs and validity.json")
     args = parser.parse_args()
+    # SIGTERM unwinds like Ctrl-C, so the engines and Locust started here are stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     chosen = [e.strip() for e in args.experiments.split(",") if e.strip()]
     unknown = set(chosen) - set(EXPERIMENTS)
     if unknown:

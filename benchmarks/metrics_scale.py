@@ -10,6 +10,7 @@ scenarios, streamed timings with inter-token gaps, token ids, texts that mostly 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import time
 
@@ -67,13 +68,14 @@ def main() -> None:
     config = MetricsConfig(n_resamples=args.resamples)
     for n in (int(s) for s in args.sizes.split(",")):
         records = synthetic(n)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         figures = compute_figures(records, scrapes, config=config)
-        took = time.perf_counter() - start
+        took, cpu = time.perf_counter() - start, time.process_time() - cpu
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         rer = next(f for f in figures if f.name == "rer" and f.scenario == "all"
                    and f.arm == "candidate")
         print(f"{n:>9} paired requests x 3 arms: {len(figures)} figures in {took:6.2f} s "
+              f"(CPU {cpu:6.2f} s, load {os.getloadavg()[0]:.1f}) "
               f"({config.n_resamples} resamples; rer {rer.value:.3f} "
               f"[{rer.ci_low:.3f}, {rer.ci_high:.3f}]; peak RSS {peak:.0f} MiB)", flush=True)
 

@@ -55,7 +55,7 @@ class Aligned:
 
 _EXT_KEYS = ("theoretical_saving", "computed_tokens", "peak_memory_bytes",
              "prefix_cache_hit_tokens", "prefix_cache_query_tokens")
-_MISSING = (np.nan,) * (3 + len(_EXT_KEYS))
+_MISSING = (None,) * (3 + len(_EXT_KEYS))
 
 
 def _number(value: object) -> float:
@@ -63,17 +63,26 @@ def _number(value: object) -> float:
         else np.nan
 
 
-def _values(r: ArmResult | None) -> tuple[float, ...]:
+def _floats(values: list[tuple]) -> np.ndarray:
+    """Rows of numbers-or-None as floats; None and anything not a number become NaN."""
+    arr = np.array(values, dtype=object).reshape(len(values), -1)
+    arr[np.equal(arr, None)] = np.nan
+    try:
+        return arr.astype(float)
+    except (TypeError, ValueError):  # a string or list where a number belongs
+        return np.vectorize(_number, otypes=[float])(arr)
+
+
+def _values(r: ArmResult | None) -> tuple:
     """The numeric columns of one row, in `ArmColumns` order after `ok`."""
     if r is None:
         return _MISSING
-    ext = r.extension or {}
-    return (_number(r.e2e_s), _number(r.ttft_s), float(r.output_tokens),
-            *(_number(ext.get(k)) for k in _EXT_KEYS))
+    get = (r.extension or {}).get
+    return (r.e2e_s, r.ttft_s, r.output_tokens, *(get(k) for k in _EXT_KEYS))
 
 
 def _arm_columns(rows: list[ArmResult | None]) -> ArmColumns:
-    values = np.array([_values(r) for r in rows], dtype=float).reshape(len(rows), -1)
+    values = _floats([_values(r) for r in rows])
     return ArmColumns(
         tuple(rows),
         np.array([r is not None for r in rows], dtype=bool),

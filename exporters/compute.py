@@ -17,10 +17,11 @@ _SUM_CALCULATORS = (rer, termination, consistency, latency)
 
 def compute_figures(results: Iterable[ArmResult], scrapes: Sequence[MetricsScrape] = (),
                     determinism: Iterable[ArmResult] | None = None,
-                    config: MetricsConfig = MetricsConfig()) -> list[Figure]:
+                    config: MetricsConfig | None = None) -> list[Figure]:
     """Figures of a shadow replay (`repeat` 0 rows; arm `recorded` = the traffic's recorded
     responses, the termination oracle) and of its repeat suite (`determinism`, or the
     rows of `results` that belong to repeated prompts when None)."""
+    config = config if config is not None else MetricsConfig()
     results = list(results)
     al = align(results)
     columns = {}

@@ -19,8 +19,14 @@ from exporters.config import MetricsConfig
 from exporters.estimate import SumStat, estimate
 from exporters.figures import Figure
 from exporters.records import ArmResult
-from exporters.textstats import BLEU_ORDER, CHRF_ORDER, bleu_score, bleu_stats, chrf_score, \
-    chrf_stats
+from exporters.textstats import (
+    BLEU_ORDER,
+    CHRF_ORDER,
+    bleu_score,
+    bleu_stats,
+    chrf_score,
+    chrf_stats,
+)
 from exporters.token_kl import request_kl
 
 BLEU_COLS = 2 + 2 * BLEU_ORDER

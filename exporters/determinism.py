@@ -75,7 +75,8 @@ def figures(results: Iterable[ArmResult], config: MetricsConfig) -> list[Figure]
             for k, c, s in zip(keys, counted, same, strict=True):
                 if k[1] == arm and c and (stratum is None or k[0] == names[stratum]):
                     levels[k[3]].append(bool(s))
-            return {"by_concurrency": {str(c): float(np.mean(v)) for c, v in sorted(levels.items())}}
+            return {"by_concurrency": {str(c): float(np.mean(v))
+                                       for c, v in sorted(levels.items())}}
 
         out += estimate(table, SumStat(lambda s, n: s / n, (p + "same", p + "n"), p + "n",
                                        "no prompt with two successful repeats"),

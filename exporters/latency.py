@@ -10,15 +10,24 @@ latency_ratio = geometric mean over paired requests of (E2E_X/tokens_X) / (E2E_A
 
 from __future__ import annotations
 
+from itertools import chain
+
 import numpy as np
 
-from exporters.aligned import BASELINE, BASELINE2, CANDIDATE, RECORDED, Aligned, ArmColumns, \
-    compared_arms
+from exporters.aligned import (
+    BASELINE,
+    BASELINE2,
+    CANDIDATE,
+    RECORDED,
+    Aligned,
+    ArmColumns,
+    compared_arms,
+)
 from exporters.bootstrap import SumTable
 from exporters.config import MetricsConfig
 from exporters.estimate import SumStat, estimate, scenarios, status_for
 from exporters.figures import Figure
-from exporters.stats import quantile_ci, wilcoxon
+from exporters.stats import quantiles_ci, wilcoxon
 
 QUANTILES = {"p50": 0.50, "p90": 0.90, "p99": 0.99}
 
@@ -35,8 +44,8 @@ def tpot(x: ArmColumns) -> np.ndarray:
 def _itl(x: ArmColumns) -> tuple[np.ndarray, np.ndarray]:
     """All inter-token gaps of ok requests, and the row each came from."""
     gaps = [r.itl_s if r is not None and r.ok else () for r in x.rows]
-    lengths = np.fromiter((len(g) for g in gaps), dtype=np.int64, count=len(gaps))
-    values = np.fromiter((v for g in gaps for v in g), dtype=float, count=int(lengths.sum()))
+    lengths = np.fromiter(map(len, gaps), dtype=np.int64, count=len(gaps))
+    values = np.fromiter(chain.from_iterable(gaps), dtype=float, count=int(lengths.sum()))
     return values, np.repeat(np.arange(len(gaps)), lengths)
 
 
@@ -75,10 +84,9 @@ def _quantile_figures(al: Aligned, arm: str, config: MetricsConfig) -> list[Figu
         for kind, (values, strata) in series.items():
             v = values if stratum is None else values[strata == stratum]
             n = int(np.isfinite(v).sum())
-            got = {}
-            for qname, q in QUANTILES.items():
-                point, low, high = quantile_ci(v, q, config.confidence)
-                got[qname] = (point, low, high)
+            got = dict(zip(QUANTILES, quantiles_ci(v, tuple(QUANTILES.values()),
+                                                   config.confidence), strict=True))
+            for qname, (point, low, high) in got.items():
                 status, reason = status_for(point, n, config.min_samples,
                                             f"no {kind.upper()} measured")
                 out.append(Figure(f"{kind}_{qname}", point, arm, label, low, high, n, status,

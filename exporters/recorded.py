@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from exporters.aligned import RECORDED
 from exporters.records import ArmResult
 
 
-def recorded_result(request_id: str, scenario: str, response: dict[str, Any]) -> ArmResult:
+def recorded_result(request_id: str, scenario: str, response: Mapping[str, Any]) -> ArmResult:
     """An `ArmResult` on arm `recorded` from an OpenAI response body; ValueError names what
     is missing."""
     choices = response.get("choices")
@@ -29,3 +30,11 @@ def recorded_result(request_id: str, scenario: str, response: dict[str, Any]) ->
                      output_text=text, output_tokens=tokens,
                      finish_reason=choice.get("finish_reason"),
                      token_ids=tuple(ids) if isinstance(ids, list) else None)
+
+
+def recorded_results(requests: Iterable[tuple[str, str, Mapping[str, Any] | None]]
+                     ) -> list[ArmResult]:
+    """`recorded` rows for the (id, scenario, response) of every request that has one; add
+    them to the results given to `compute_figures` to make them the termination oracle."""
+    return [recorded_result(rid, scenario, response) for rid, scenario, response in requests
+            if response]

@@ -22,21 +22,33 @@ def _z(confidence: float) -> float:
     return (lo + hi) / 2
 
 
-def quantile_ci(values: np.ndarray, q: float, confidence: float
-                ) -> tuple[float | None, float | None, float | None]:
-    """(quantile, ci_low, ci_high): the CI from order statistics (the binomial interval for
-    a quantile), distribution-free and O(n log n) where a bootstrap of quantiles is not."""
+def quantiles_ci(values: np.ndarray, qs: tuple[float, ...], confidence: float
+                 ) -> list[tuple[float | None, float | None, float | None]]:
+    """(quantile, ci_low, ci_high) per q, NaNs ignored: the point as numpy's default
+    (linear) quantile, the CI from order statistics (the binomial interval for a
+    quantile): distribution-free, one sort for all q, where a bootstrap would sort per
+    resample. CI bounds that fall outside the sample are None."""
     x = np.sort(values[np.isfinite(values)])
     n = x.size
     if n == 0:
-        return None, None, None
-    point = float(np.quantile(x, q))
-    half = _z(confidence) * math.sqrt(n * q * (1 - q))
-    lo = math.floor(n * q - half)
-    hi = math.ceil(n * q + half)
-    ci_low = float(x[lo - 1]) if lo >= 1 else None  # ranks are 1-based
-    ci_high = float(x[hi - 1]) if hi <= n else None
-    return point, ci_low, ci_high
+        return [(None, None, None)] * len(qs)
+    z = _z(confidence)
+    out = []
+    for q in qs:
+        pos = q * (n - 1)
+        i = int(math.floor(pos))
+        j = min(i + 1, n - 1)
+        point = float(x[i] + (x[j] - x[i]) * (pos - i))
+        half = z * math.sqrt(n * q * (1 - q))
+        lo, hi = math.floor(n * q - half), math.ceil(n * q + half)  # 1-based ranks
+        out.append((point, float(x[lo - 1]) if lo >= 1 else None,
+                    float(x[hi - 1]) if hi <= n else None))
+    return out
+
+
+def quantile_ci(values: np.ndarray, q: float, confidence: float
+                ) -> tuple[float | None, float | None, float | None]:
+    return quantiles_ci(values, (q,), confidence)[0]
 
 
 @dataclass(frozen=True)

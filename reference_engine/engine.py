@@ -113,6 +113,12 @@ class Engine:
         if self._thread is not None:
             self._thread.join(timeout)
 
+    def describe(self) -> dict[str, Any]:
+        """The whole config and the pinned numerics, for run manifests and logs."""
+        return {"model": self.model_name, "path": str(self.loaded.path),
+                "layers": self.num_layers, "max_model_len": self.max_model_len,
+                "numerics": dict(self.loaded.numerics), "config": self.config.to_dict()}
+
     @property
     def queue_depth(self) -> int:
         return len(self._queue)
@@ -134,7 +140,14 @@ class Engine:
                     return
                 self._queue.wait(0.05)
                 continue
-            self.step()
+            try:
+                self.step()
+            except Exception as exc:  # never let the engine thread die with requests in it
+                log.exception("engine step failed")
+                for seq in self._running:
+                    if not seq.finished:
+                        self._finish(seq, "error", status="error", error=str(exc))
+                self._running = []
 
     def step(self) -> None:
         """One scheduling step: admit + prefill, decode once, retire."""
@@ -161,6 +174,8 @@ class Engine:
                 if seq.request_id == rid and not seq.finished:
                     self._finish(seq, "cancelled", status="cancelled")
         self._running = [s for s in self._running if not s.finished]
+        if ids:  # the loop may go idle next: publish the freed slots now
+            self.metrics.record_load(len(self._queue), len(self._running))
 
     # ---- admission and prefill ---------------------------------------------------------
 
@@ -224,7 +239,8 @@ class Engine:
     def _decode_one(self, group: list[SequenceState]) -> None:
         seq = group[0]
         t0 = time.perf_counter()
-        result: StepResult = self.policy.decode(self.runner, seq, seq.remaining)
+        room = min(seq.remaining, self.max_model_len - len(seq.token_ids))
+        result: StepResult = self.policy.decode(self.runner, seq, room)
         seq.decode_time_s += time.perf_counter() - t0
         seq.computed_tokens += result.computed_tokens
         seq.draft_proposed += result.draft_proposed

@@ -10,7 +10,7 @@ import os
 import random
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,12 +113,14 @@ def converted_dir() -> Path:
     return cache_root() / "models" / DEFAULT_MODEL
 
 
-def ensure_converted(target: Path | None = None, source: Path | None = None) -> Path:
+def ensure_converted(target: Path | None = None, source: Path | None = None,
+                     convert: Callable[[Path, Path], None] | None = None) -> Path:
     """The safetensors cache of the bundled GGUF, converting it first when absent.
 
     Written into a temp dir next to the target, then renamed into place, under a lock file:
     a killed conversion leaves only a temp dir (removed by the next conversion), never a
-    half cache, and two processes converting at once do not clash.
+    half cache, and two processes converting at once do not clash. `convert(gguf, out_dir)`
+    defaults to the GGUF -> safetensors conversion.
     """
     target = target or converted_dir()
     if _complete(target):
@@ -130,7 +132,7 @@ def ensure_converted(target: Path | None = None, source: Path | None = None) -> 
         _remove_leftovers(target)
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
         try:
-            _convert(source or gguf_path(), tmp)
+            (convert or _convert)(source or gguf_path(), tmp)
             tmp.chmod(0o755)  # mkdtemp makes it private; the cache is shared by processes
             if target.exists():
                 shutil.rmtree(target)

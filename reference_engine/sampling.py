@@ -71,8 +71,10 @@ def _top_p(probs: torch.Tensor, top_p: float) -> torch.Tensor:
 class StopChecker:
     """Incremental detokenization with stop sequences.
 
-    `push(token)` returns the text delta safe to emit and whether a stop sequence ended the
-    request; text that might be the start of a stop sequence is held back until it is not.
+    `push(token)` returns the text delta safe to emit; `stopped` turns True when a stop
+    sequence appeared (the text is cut before it). Text that might be the start of a stop
+    sequence is held back until it is not. Only a short window of tokens is re-decoded per
+    token (as vLLM does), so long outputs do not cost quadratic detokenization.
     """
 
     def __init__(self, tokenizer, prompt_ids: tuple[int, ...], stop: tuple[str, ...]) -> None:
@@ -82,13 +84,20 @@ class StopChecker:
         self.text = ""  # decoded output so far
         self.emitted = 0  # characters of self.text already emitted
         self.stopped = False
+        self._prefix = 0  # ids[_prefix:_read] decode to the tail of self.text
+        self._read = 0
 
     def push(self, token_id: int) -> str:
+        if self.stopped:
+            return ""
         self.ids.append(token_id)
-        text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
-        if text.endswith("\ufffd"):
-            return ""  # mid-codepoint: wait for the rest of the character
-        self.text = text
+        decode = self.tokenizer.decode
+        before = decode(self.ids[self._prefix:self._read], skip_special_tokens=True)
+        after = decode(self.ids[self._prefix:], skip_special_tokens=True)
+        if after.endswith("\ufffd") or len(after) <= len(before):
+            return ""  # mid-codepoint (or nothing visible yet): wait for more tokens
+        self.text += after[len(before):]
+        self._prefix, self._read = self._read, len(self.ids)
         for s in self.stop:
             at = self.text.find(s, max(0, self.emitted - len(s) + 1))
             if at != -1:

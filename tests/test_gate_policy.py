@@ -89,3 +89,15 @@ def test_extends_merges_rules_key_by_key(tmp_path):
     assert rules["exact_match"].threshold == pytest.approx(-0.01)
     assert rules["exact_match"].subtract_noise_floor  # inherited
     assert rules["rer"].threshold == pytest.approx(0.3)  # defaults to target_rer
+
+
+def test_gate_and_reports_never_import_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys, harness.gate, harness.report, harness.cli.gate\n"
+            "from harness.gate import evaluate\n"
+            "bad = [m for m in ('torch', 'transformers') if m in sys.modules]\n"
+            "assert not bad, bad\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

@@ -28,13 +28,14 @@ from tests.support.processes import EngineProcess, free_port, layergate_cmd, sta
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 
-def small_traffic(path: Path, n: int, max_tokens: int = 8) -> Path:
-    """The first n short / medium bundled eval requests, capped at max_tokens."""
+def small_traffic(path: Path, n: int, max_tokens: int = 8, spacing: float = 0.25) -> Path:
+    """The first n short / medium bundled eval requests, capped at max_tokens, sent
+    `spacing` seconds apart."""
     records = [r for r in read_traffic(SCENARIOS_DIR / "traffic" / "eval.jsonl").records
                if r.scenario != "long"][:n]
-    return write_traffic(path, [TrafficRecord(r.id, r.offset_s, r.scenario, r.endpoint,
+    return write_traffic(path, [TrafficRecord(r.id, i * spacing, r.scenario, r.endpoint,
                                               {**r.body, "max_tokens": max_tokens})
-                                for r in records])
+                                for i, r in enumerate(records)])
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +112,7 @@ def test_full_vs_full_writes_a_complete_run(tmp_path: Path, full_engine: EngineP
 
 def test_two_processes_give_the_same_results_as_one(tmp_path: Path,
                                                     full_engine: EngineProcess) -> None:
-    traffic = small_traffic(tmp_path / "t.jsonl", 4, max_tokens=4)
+    traffic = small_traffic(tmp_path / "t.jsonl", 3, max_tokens=2)
     arms = {"baseline": full_engine.url, "candidate": full_engine.url}
     counts = {}
     workers = {}
@@ -125,27 +126,30 @@ def test_two_processes_give_the_same_results_as_one(tmp_path: Path,
         with ResultStore(out / "results.sqlite") as store:
             workers[processes] = {w for (w,) in store.conn.execute(
                 "SELECT DISTINCT worker FROM results")}
-    assert counts[1] == counts[2] and sum(counts[2].values()) == 8
+    assert counts[1] == counts[2] and sum(counts[2].values()) == 6
     assert len(workers[2]) == 2, "both Locust workers should have sent requests"
 
 
 def test_killed_candidate_is_recorded_and_resume_fills_the_gaps(
         tmp_path: Path, full_engine: EngineProcess, candidate: EngineProcess) -> None:
-    traffic = small_traffic(tmp_path / "t.jsonl", 6)
+    traffic = small_traffic(tmp_path / "t.jsonl", 4, max_tokens=6, spacing=2.0)
     out = tmp_path / "run"
     arms = {"baseline": full_engine.url, "candidate": candidate.url}
-    killer = threading.Thread(target=lambda: (
-        _wait_for_rows(out / "results.sqlite", "candidate", 1),
-        candidate.stop(signal.SIGKILL)))
+    restarted: list[EngineProcess] = []
+
+    def kill_then_restart() -> None:
+        _wait_for_rows(out / "results.sqlite", "candidate", 1)
+        candidate.stop(signal.SIGKILL)
+        restarted.append(start_engine("--policy", "full"))  # meanwhile the run goes on
+
+    killer = threading.Thread(target=kill_then_restart)
     killer.start()
-    run_replay(ReplayConfig(out=out, arms=arms, traffic=traffic, rate=1.0, timeout=60,
-                            progress=False))
-    killer.join()
+    run_replay(ReplayConfig(out=out, arms=arms, traffic=traffic, timeout=60, progress=False))
     run = load_run(out)
     assert run.manifest.status == "complete"  # every (request, arm) has a row
-    assert run.manifest.counts["baseline"] == {"ok": 6, "error": 0}
+    assert run.manifest.counts["baseline"] == {"ok": 4, "error": 0}
     failed = [r for r in run.results if r.arm == "candidate" and not r.ok]
-    assert failed and len(failed) + run.manifest.counts["candidate"]["ok"] == 6
+    assert failed and len(failed) + run.manifest.counts["candidate"]["ok"] == 4
     assert all(r.error for r in failed)
     assert any("connect" in r.error.lower() for r in failed)
     assert any("candidate after" in n for n in run.manifest.notes)  # its scrape failed
@@ -153,16 +157,18 @@ def test_killed_candidate_is_recorded_and_resume_fills_the_gaps(
         baseline_rows = store.conn.execute(
             "SELECT request_id, recorded_at FROM results WHERE arm = 'baseline'").fetchall()
 
-    restarted = start_engine("--policy", "full")
+    killer.join()
+    assert restarted, "the candidate did not restart"
     try:
-        arms = {**arms, "candidate": restarted.url}
+        arms = {**arms, "candidate": restarted[0].url}
         run_replay(ReplayConfig(out=out, arms=arms, resume=True, timeout=60, progress=False))
     finally:
-        restarted.stop()
+        restarted[0].stop()
     run = load_run(out)
-    assert run.manifest.status == "complete" and run.manifest.arms["candidate"] == restarted.url
-    assert run.manifest.counts == {"baseline": {"ok": 6, "error": 0},
-                                   "candidate": {"ok": 6, "error": 0}}
+    assert run.manifest.status == "complete"
+    assert run.manifest.arms["candidate"] == restarted[0].url
+    assert run.manifest.counts == {"baseline": {"ok": 4, "error": 0},
+                                   "candidate": {"ok": 4, "error": 0}}
     with ResultStore(out / "results.sqlite") as store:
         assert store.conn.execute("SELECT request_id, recorded_at FROM results WHERE "
                                   "arm = 'baseline'").fetchall() == baseline_rows
@@ -170,10 +176,10 @@ def test_killed_candidate_is_recorded_and_resume_fills_the_gaps(
 
 def test_ctrl_c_marks_the_run_interrupted_and_resume_completes(
         tmp_path: Path, full_engine: EngineProcess) -> None:
-    traffic = small_traffic(tmp_path / "t.jsonl", 4, max_tokens=4)
+    traffic = small_traffic(tmp_path / "t.jsonl", 3, max_tokens=2, spacing=2.0)
     out = tmp_path / "run"
     args = ["replay", "--traffic", str(traffic), "--baseline", full_engine.url,
-            "--candidate", full_engine.url, "--out", str(out), "--rate", "0.5", "--no-progress"]
+            "--candidate", full_engine.url, "--out", str(out), "--no-progress"]
     proc = subprocess.Popen(layergate_cmd(*args), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     _wait_for_rows(out / "results.sqlite", "baseline", 1)
@@ -184,11 +190,11 @@ def test_ctrl_c_marks_the_run_interrupted_and_resume_completes(
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["status"] == "interrupted" and manifest["finished"]
     done = load_run(out).results
-    assert 1 <= len(done) < 8
+    assert 1 <= len(done) < 6
 
     resumed = subprocess.run(layergate_cmd(*args, "--resume"), capture_output=True, text=True,
                              timeout=300)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     run = load_run(out)
-    assert run.manifest.status == "complete" and len(run.results) == 8
+    assert run.manifest.status == "complete" and len(run.results) == 6
     assert all(r.ok for r in run.results)

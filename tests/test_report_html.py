@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -25,8 +26,13 @@ def result(tmp_path_factory):
     return evaluate(run)
 
 
-def test_html_is_self_contained_with_one_image_per_plot(result, tmp_path):
-    page = write_html(result, tmp_path / "report.html").read_text()
+@pytest.fixture(scope="module")
+def page(result, tmp_path_factory) -> Path:
+    return write_html(result, tmp_path_factory.mktemp("html") / "report.html")
+
+
+def test_html_is_self_contained_with_one_image_per_plot(page):
+    page = page.read_text()
     images = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,([A-Za-z0-9+/=]+)"',
                         page)
     assert [alt for alt, _ in images] == [title for _, title, _ in PLOTS]
@@ -40,8 +46,7 @@ def test_html_is_self_contained_with_one_image_per_plot(result, tmp_path):
         assert f"Scenario <code>{scenario}</code>" in page
 
 
-def test_html_renders_in_chromium_without_console_errors(result, tmp_path, chromium_bin):
-    page = write_html(result, tmp_path / "report.html")
+def test_html_renders_in_chromium_without_console_errors(page, tmp_path, chromium_bin):
     shot = tmp_path / "report.png"
     proc = subprocess.run(
         [chromium_bin, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}",

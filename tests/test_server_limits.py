@@ -51,7 +51,7 @@ def test_api_key_required_on_v1_only(tight_engine):
 
 def test_burst_past_the_queue_gets_429_with_retry_after(tight_engine):
     def send(i: int) -> httpx.Response:
-        return httpx.post(tight_engine.url + CHAT, json=body(f"Count to {i + 20}."),
+        return httpx.post(tight_engine.url + CHAT, json=body(f"Count to {i + 20}.", max_tokens=12),
                           headers=AUTH, timeout=120)
 
     with ThreadPoolExecutor(6) as pool:
@@ -77,7 +77,7 @@ def test_sigterm_finishes_in_flight_request_then_exits_0(tight_engine):
 
     def stream() -> None:
         with httpx.stream("POST", tight_engine.url + CHAT, headers=AUTH, timeout=120,
-                          json=body("Describe a forest in detail.", max_tokens=96,
+                          json=body("Describe a forest in detail.", max_tokens=64,
                                     stream=True)) as r:
             for line in r.iter_lines():
                 if line.startswith("data: "):
@@ -90,7 +90,7 @@ def test_sigterm_finishes_in_flight_request_then_exits_0(tight_engine):
     assert first_token.wait(60), tight_engine.log()[-2000:]
     tight_engine.proc.send_signal(signal.SIGTERM)
     at_signal = len(chunks)
-    time.sleep(0.5)
+    time.sleep(0.3)
     # no new work once shutdown began
     with pytest.raises(httpx.TransportError):
         httpx.post(tight_engine.url + CHAT, json=body("hi"), headers=AUTH, timeout=5)

@@ -2,8 +2,10 @@
 
 Only the request *body* is written (never headers, so never Authorization). `offset_s` is
 relative to the first captured request of this session; the scenario is the prompt's
-length class (DESIGN.md: short < 10, medium 10-50, long > 50 prompt tokens), from the
-upstream's `usage.prompt_tokens`, or about 4 characters per token when it sends none.
+length class (DESIGN.md: short < 10, medium 10-50, long > 50 prompt tokens). The proxy has
+no tokenizer: for /v1/completions it takes the upstream's `usage.prompt_tokens`; for chat,
+whose usage counts the chat template and system prompt (which scenarios/README.md leaves
+out), it estimates the non-system contents' tokens as words + punctuation marks.
 A failed write is logged and counted; it never reaches the client.
 """
 
@@ -13,6 +15,7 @@ import json
 import logging
 import os
 import random
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,7 @@ from harness.capture.redact import redact
 from harness.replay.sse import StreamAccumulator, StreamError, sse_payloads
 from harness.scenarios import length_class
 from harness.traffic import (
+    COMPLETIONS,
     ENDPOINTS,
     TrafficError,
     TrafficRecord,
@@ -32,6 +36,7 @@ from harness.traffic import (
 )
 
 log = logging.getLogger(__name__)
+_PIECES = re.compile(r"\w+|[^\w\s]")
 
 
 class CaptureStats:
@@ -60,6 +65,18 @@ def rebuild_response(raw: bytes, streamed: bool, endpoint: str) -> dict[str, Any
         if payload is not None:
             acc.feed_payload(payload, 0.0)
     return acc.to_response(endpoint)
+
+
+def prompt_token_estimate(path: str, request: dict[str, Any], response: dict[str, Any]) -> int:
+    usage = (response.get("usage") or {}).get("prompt_tokens")
+    if path == COMPLETIONS and isinstance(usage, int):
+        return usage
+    messages = request.get("messages") or []
+    if isinstance(messages, list):
+        request = {**request, "messages": [m for m in messages
+                                           if not (isinstance(m, dict)
+                                                   and m.get("role") == "system")]}
+    return len(_PIECES.findall(body_prompt_text(path, request)))
 
 
 class Recorder:
@@ -94,9 +111,7 @@ class Recorder:
         if self.first is None:
             self.first = arrived
         self.count += 1
-        prompt_tokens = (response.get("usage") or {}).get("prompt_tokens")
-        if not isinstance(prompt_tokens, int):
-            prompt_tokens = len(body_prompt_text(path, request)) // 4
+        prompt_tokens = prompt_token_estimate(path, request, response)
         if self.do_redact:
             request, response = redact(request), redact(response)
         obj = {"id": f"cap-{self.session}-{self.count:06d}",

@@ -19,6 +19,16 @@ def _check_traffic(ctx: click.Context, param: click.Parameter, value: str) -> Pa
     return Path(value)
 
 
+def _ints(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
+    try:
+        out = tuple(int(x) for x in value.split(",") if x.strip())
+    except ValueError as exc:
+        raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from exc
+    if any(x < 0 for x in out):
+        raise click.BadParameter(f"values must be >= 0, got {value!r}")
+    return out
+
+
 @click.command("calibrate")
 @click.option("--traffic", required=True, callback=_check_traffic,
               type=click.Path(exists=True, dir_okay=False),
@@ -37,13 +47,22 @@ def _check_traffic(ctx: click.Context, param: click.Parameter, value: str) -> Pa
               help="Greedy tokens per request at most (the request's own max_tokens if lower).")
 @click.option("--drift-prompts", type=click.IntRange(min=0), default=6, show_default=True,
               help="Prompts used for the per-layer drift (30 extra passes each).")
+@click.option("--skip-counts", default="1,2,3,4,6,8", show_default=True, callback=_ints,
+              help="Layers skipped (least influential first) tried by the dynamic sweep.")
+@click.option("--draft-skips", default="4,6,8,10", show_default=True, callback=_ints,
+              help="Speculative drafts that skip this many least influential layers.")
+@click.option("--draft-exits", default="19,23", show_default=True, callback=_ints,
+              help="Speculative drafts that exit after this layer index (empty: none).")
+@click.option("--gammas", default="1,2,3,4,6", show_default=True, callback=_ints,
+              help="Draft lengths tried for speculative.")
 @click.option("--model", default="smollm2-135m", show_default=True,
               help="`smollm2-135m` or a local Hugging Face Llama-family directory.")
 @click.option("--threads", type=click.IntRange(min=0), default=1, show_default=True,
               help="torch threads (timings in the report are measured with this many).")
 def command(traffic: Path, out: Path, report_dir: Path | None, target_consistency: float,
-            max_prompts: int, max_tokens: int, drift_prompts: int, model: str,
-            threads: int) -> None:
+            max_prompts: int, max_tokens: int, drift_prompts: int, skip_counts: tuple[int, ...],
+            draft_skips: tuple[int, ...], draft_exits: tuple[int, ...], gammas: tuple[int, ...],
+            model: str, threads: int) -> None:
     """Calibrate the layer-skipping policies on real traffic.
 
     1. Profile: per layer, block influence (1 - cos), near-zero update share, share of decode
@@ -61,8 +80,10 @@ def command(traffic: Path, out: Path, report_dir: Path | None, target_consistenc
 
     cfg = CalibrationConfig(traffic=traffic, out=out, report_dir=report_dir,
                             target_consistency=target_consistency, max_prompts=max_prompts,
-                            max_tokens=max_tokens, drift_prompts=drift_prompts, model=model,
-                            threads=threads)
+                            max_tokens=max_tokens, drift_prompts=drift_prompts,
+                            skip_counts=skip_counts, draft_skips=draft_skips,
+                            draft_exits=draft_exits, gammas=tuple(g for g in gammas if g > 0)
+                            or (1,), model=model, threads=threads)
     console = Console(stderr=True)
     with Progress("[progress.description]{task.description}", BarColumn(),
                   MofNCompleteColumn(), TimeElapsedColumn(), console=console) as bars:

@@ -65,11 +65,11 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     try:
         with err.status(f"reading {run_dir}"):
             run = load_run(run_dir)
+        with err.status(f"computing figures for {len(run.results)} results (bootstrap CIs)"):
+            result = evaluate_run(run, policy)
     except RunDirError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         raise SystemExit(INFRASTRUCTURE_ERROR) from exc
-    with err.status(f"computing figures for {len(run.results)} results (bootstrap CIs)"):
-        result = evaluate_run(run, policy)
     _write_reports(result, json_path, junit_path, markdown_path, html_path, err)
     from harness.report import print_summary
 

@@ -9,7 +9,7 @@ from exporters.config import MetricsConfig
 from harness.gate.policy import Policy, load_policy
 from harness.gate.result import GateResult
 from harness.gate.verdict import apply_policy
-from harness.rundir import Run, load_run
+from harness.rundir import Run, RunDirError, load_run
 
 
 def evaluate(run_dir: str | Path, policy_path: str | Path | Policy | None = None) -> GateResult:
@@ -27,5 +27,9 @@ def evaluate(run_dir: str | Path, policy_path: str | Path | Policy | None = None
 def evaluate_run(run: Run, policy: Policy) -> GateResult:
     determinism = run.determinism.results if run.determinism is not None else None
     config = MetricsConfig(target_rer=policy.target_rer)
-    figures = compute_figures(run.results, run.scrapes, determinism=determinism, config=config)
+    try:
+        figures = compute_figures(run.results, run.scrapes, determinism=determinism,
+                                  config=config)
+    except ValueError as exc:  # e.g. two rows for one (request, arm): the store is damaged
+        raise RunDirError(f"{run.path}: cannot compute figures from its results: {exc}") from exc
     return apply_policy(policy, figures, run.manifest.to_json(), run.results, run.path)

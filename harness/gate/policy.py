@@ -6,12 +6,23 @@ Every mistake in a policy file is a `PolicyError` naming the file and the key, s
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+
+from harness.gate.validate import (
+    PolicyError,
+    Where,
+    check_keys,
+    did_you_mean,
+    flag,
+    fraction,
+    kind,
+    number,
+    whole_number,
+)
 
 Direction = Literal[">=", "<="]
 
@@ -34,10 +45,6 @@ _RULE_KEYS = {"threshold", "direction", "critical", "min_samples", "subtract_noi
 _TOP_KEYS = {"extends", "name", "description", "require_complete", "min_samples", "target_rer",
              "max_error_rate", "gate_scenarios", "metrics", "scenarios", "rollout"}
 _ROLLOUT_KEYS = {"vip", "public_5pct", "full"}
-
-
-class PolicyError(ValueError):
-    """A policy file that cannot be used; the message names the file and the key."""
 
 
 @dataclass(frozen=True)
@@ -126,12 +133,12 @@ def _read_raw(path: Path, seen: tuple[Path, ...]) -> Any:
 
 
 def parse_policy(raw: Any, path: Path | None = None) -> Policy:
-    where = _Where(path)
+    where = Where(path)
     if not isinstance(raw, dict):
-        raise where.error("", f"expected a mapping at the top level, got {_kind(raw)}")
-    _check_keys(raw, _TOP_KEYS, where, "")
-    min_samples = _int(raw.get("min_samples", 20), where, "min_samples")
-    target = _number(raw.get("target_rer", 0.20), where, "target_rer")
+        raise where.error("", f"expected a mapping at the top level, got {kind(raw)}")
+    check_keys(raw, _TOP_KEYS, where, "")
+    min_samples = whole_number(raw.get("min_samples", 20), where, "min_samples")
+    target = number(raw.get("target_rer", 0.20), where, "target_rer")
     if target <= 0:
         raise where.error("target_rer", f"must be > 0, got {target}")
     metrics = raw.get("metrics")
@@ -144,11 +151,11 @@ def parse_policy(raw: Any, path: Path | None = None) -> Policy:
         name=str(raw.get("name") or (path.stem if path else "policy")),
         path=path,
         description=str(raw.get("description", "")).strip(),
-        require_complete=_bool(raw.get("require_complete", True), where, "require_complete"),
+        require_complete=flag(raw.get("require_complete", True), where, "require_complete"),
         target_rer=target,
         max_error_rate=limits,
         default_max_error_rate=default_limit,
-        gate_scenarios=_bool(raw.get("gate_scenarios", False), where, "gate_scenarios"),
+        gate_scenarios=flag(raw.get("gate_scenarios", False), where, "gate_scenarios"),
         rules=rules,
         scenario_rules=_scenario_rules(raw.get("scenarios") or {}, metrics, where,
                                        min_samples, target),
@@ -156,55 +163,55 @@ def parse_policy(raw: Any, path: Path | None = None) -> Policy:
     )
 
 
-def _rule(name: Any, spec: Any, where: _Where, key: str, min_samples: int,
+def _rule(name: Any, spec: Any, where: Where, key: str, min_samples: int,
           target: float) -> MetricRule:
     if name not in FIGURE_NAMES:
-        raise where.error(key, f"unknown figure {name!r}{_did_you_mean(name, FIGURE_NAMES)}")
+        raise where.error(key, f"unknown figure {name!r}{did_you_mean(name, FIGURE_NAMES)}")
     if not isinstance(spec, dict):
-        raise where.error(key, f"expected a mapping of rule keys, got {_kind(spec)}")
-    _check_keys(spec, _RULE_KEYS, where, key)
+        raise where.error(key, f"expected a mapping of rule keys, got {kind(spec)}")
+    check_keys(spec, _RULE_KEYS, where, key)
     if "threshold" not in spec and name not in ("rer", "rer_decode"):
         raise where.error(f"{key}.threshold", "missing (every gated figure needs a threshold)")
     direction = spec.get("direction")
     if direction not in (">=", "<="):
         raise where.error(f"{key}.direction", f"expected '>=' or '<=', got {direction!r}")
-    subtract = _bool(spec.get("subtract_noise_floor", False), where,
+    subtract = flag(spec.get("subtract_noise_floor", False), where,
                      f"{key}.subtract_noise_floor")
     if subtract and name not in NOISE_FLOOR_FIGURES:
         raise where.error(f"{key}.subtract_noise_floor", "only consistency figures carry a "
                           f"noise floor ({', '.join(sorted(NOISE_FLOOR_FIGURES))})")
     arm = spec.get("arm", "candidate")
     if arm not in ARM_NAMES:
-        raise where.error(f"{key}.arm", f"unknown arm {arm!r}{_did_you_mean(arm, ARM_NAMES)}")
+        raise where.error(f"{key}.arm", f"unknown arm {arm!r}{did_you_mean(arm, ARM_NAMES)}")
     # RER's threshold defaults to the policy's target: "RER >= target" is the benefit
     threshold = spec.get("threshold", target)
     return MetricRule(
         name=name,
-        threshold=_number(threshold, where, f"{key}.threshold"),
+        threshold=number(threshold, where, f"{key}.threshold"),
         direction=direction,
-        critical=_bool(spec.get("critical", True), where, f"{key}.critical"),
-        min_samples=_int(spec.get("min_samples", min_samples), where, f"{key}.min_samples"),
+        critical=flag(spec.get("critical", True), where, f"{key}.critical"),
+        min_samples=whole_number(spec.get("min_samples", min_samples), where, f"{key}.min_samples"),
         subtract_noise_floor=subtract,
-        required=_bool(spec.get("required", True), where, f"{key}.required"),
+        required=flag(spec.get("required", True), where, f"{key}.required"),
         arm=arm,
     )
 
 
-def _scenario_rules(raw: Any, metrics: dict, where: _Where, min_samples: int,
+def _scenario_rules(raw: Any, metrics: dict, where: Where, min_samples: int,
                     target: float) -> dict[str, tuple[MetricRule, ...]]:
     if not isinstance(raw, dict):
         raise where.error("scenarios", f"expected a mapping of scenario -> overrides, "
-                          f"got {_kind(raw)}")
+                          f"got {kind(raw)}")
     out: dict[str, tuple[MetricRule, ...]] = {}
     for scenario, overrides in raw.items():
         key = f"scenarios.{scenario}"
         if not isinstance(overrides, dict):
             raise where.error(key, f"expected a mapping of figure -> rule keys, "
-                              f"got {_kind(overrides)}")
+                              f"got {kind(overrides)}")
         merged = {name: dict(spec) for name, spec in metrics.items()}
         for name, spec in overrides.items():
             if not isinstance(spec, dict):
-                raise where.error(f"{key}.{name}", f"expected a mapping, got {_kind(spec)}")
+                raise where.error(f"{key}.{name}", f"expected a mapping, got {kind(spec)}")
             merged[name] = {**merged.get(name, {}), **spec}
         out[str(scenario)] = tuple(
             _rule(name, spec, where, f"{key}.{name}" if name in overrides else f"metrics.{name}",
@@ -213,78 +220,28 @@ def _scenario_rules(raw: Any, metrics: dict, where: _Where, min_samples: int,
     return out
 
 
-def _error_limits(raw: Any, where: _Where) -> tuple[float, dict[str, float]]:
+def _error_limits(raw: Any, where: Where) -> tuple[float, dict[str, float]]:
     if not isinstance(raw, dict):
-        return _fraction(raw, where, "max_error_rate"), {}
+        return fraction(raw, where, "max_error_rate"), {}
     limits: dict[str, float] = {}
     default = 0.01
     for arm, value in raw.items():
         if arm == "default":
-            default = _fraction(value, where, "max_error_rate.default")
+            default = fraction(value, where, "max_error_rate.default")
         elif arm in ARM_NAMES:
-            limits[arm] = _fraction(value, where, f"max_error_rate.{arm}")
+            limits[arm] = fraction(value, where, f"max_error_rate.{arm}")
         else:
-            raise where.error(f"max_error_rate.{arm}", f"unknown arm{_did_you_mean(arm, ARM_NAMES)}"
+            raise where.error(f"max_error_rate.{arm}", f"unknown arm{did_you_mean(arm, ARM_NAMES)}"
                               " (use baseline, baseline2, candidate or default)")
     return default, limits
 
 
-def _rollout(raw: Any, where: _Where) -> RolloutStages:
+def _rollout(raw: Any, where: Where) -> RolloutStages:
     if not isinstance(raw, dict):
-        raise where.error("rollout", f"expected a mapping, got {_kind(raw)}")
-    _check_keys(raw, _ROLLOUT_KEYS, where, "rollout")
-    stages = replace(RolloutStages(), **{k: _number(v, where, f"rollout.{k}")
+        raise where.error("rollout", f"expected a mapping, got {kind(raw)}")
+    check_keys(raw, _ROLLOUT_KEYS, where, "rollout")
+    stages = replace(RolloutStages(), **{k: number(v, where, f"rollout.{k}")
                                          for k, v in raw.items()})
     if not stages.vip <= stages.public_5pct <= stages.full:
         raise where.error("rollout", "stage bounds must not decrease: vip <= public_5pct <= full")
     return stages
-
-
-@dataclass(frozen=True)
-class _Where:
-    path: Path | None
-
-    def error(self, key: str, message: str) -> PolicyError:
-        place = str(self.path) if self.path else "<policy>"
-        return PolicyError(f"{place}: {key + ': ' if key else ''}{message}")
-
-
-def _check_keys(raw: dict, allowed: set[str], where: _Where, key: str) -> None:
-    for name in raw:
-        if name not in allowed:
-            full = f"{key}.{name}" if key else str(name)
-            raise where.error(full, f"unknown key{_did_you_mean(name, allowed)}")
-
-
-def _did_you_mean(name: Any, choices: set[str] | frozenset[str]) -> str:
-    close = difflib.get_close_matches(str(name), sorted(choices), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def _kind(value: Any) -> str:
-    return type(value).__name__ if value is not None else "nothing"
-
-
-def _number(value: Any, where: _Where, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise where.error(key, f"expected a number, got {value!r}")
-    return float(value)
-
-
-def _fraction(value: Any, where: _Where, key: str) -> float:
-    number = _number(value, where, key)
-    if not 0.0 <= number <= 1.0:
-        raise where.error(key, f"expected a fraction in [0, 1], got {number}")
-    return number
-
-
-def _int(value: Any, where: _Where, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise where.error(key, f"expected a whole number >= 0, got {value!r}")
-    return value
-
-
-def _bool(value: Any, where: _Where, key: str) -> bool:
-    if not isinstance(value, bool):
-        raise where.error(key, f"expected true or false, got {value!r}")
-    return value

@@ -12,8 +12,9 @@ from harness.gate.result import GateResult
 
 
 def metric_key(check: Check) -> str:
-    """`name` for the candidate (B against A), `name.arm` for a per-arm row."""
-    return check.name if check.arm == "candidate" else f"{check.name}.{check.arm}"
+    """`name` for the candidate (B against A) and run-wide checks, `name.arm` for a per-arm
+    row (e.g. `error_rate.baseline`)."""
+    return check.name if check.arm in ("candidate", "all") else f"{check.name}.{check.arm}"
 
 
 def check_dict(check: Check) -> dict[str, Any]:

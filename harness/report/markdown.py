@@ -17,8 +17,13 @@ def render_markdown(result: GateResult) -> str:
            f"{result.exit_code} · rollout recommendation: **{r.label}**", ""]
     if result.reasons:
         out += ["**Why:**", ""] + [f"- {_escape(reason)}" for reason in result.reasons] + [""]
+    judged = [c for c in result.overall if c.status != "info"]
+    info = [c for c in result.overall if c.status == "info"]
     out += [f"_Rollout:_ {_escape(r.reason)}", "", _counts(result), "",
-            "### Run-wide", "", *_table(result.overall)]
+            "### Run-wide", "", *_table(judged)]
+    if info:  # folded: a CI summary should lead with what decided the verdict
+        out += ["", f"<details><summary>{len(info)} more figures, reported and not gated"
+                    "</summary>", "", *_table(info), "", "</details>"]
     for scenario, checks in result.scenarios.items():
         gated = [c for c in checks if c.status != "info"]
         if gated:

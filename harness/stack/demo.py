@@ -132,8 +132,9 @@ def run_demo(config: DemoConfig, console: Console | None = None) -> DemoOutcome:
                             "Prometheus") as status:
             stack = exits.enter_context(NativeStack(stack_config, progress=status.update))
         clock.lap("start")
-        console.print("engines: " + ", ".join(f"{a} {u}" for a, u in stack.arms.items()))
-        console.print(f"Prometheus: {stack.prometheus.url}")
+        for arm, url in stack.arms.items():
+            console.print(f"engine {arm}: {url}", soft_wrap=True, highlight=False)
+        console.print(f"Prometheus: {stack.prometheus.url}", soft_wrap=True, highlight=False)
         _replay(config, stack, run_dir, console)
         clock.lap("replay")
         _determinism(config, stack, run_dir, console)
@@ -154,15 +155,18 @@ def _where_to_look(outcome: DemoOutcome, rollout_reason: str, hold: bool,
     style = {"pass": "green", "fail": "red"}.get(outcome.verdict, "yellow")
     lines = [f"verdict: [bold {style}]{outcome.verdict.upper()}[/]",
              f"rollout stage: [bold]{outcome.rollout}[/] — {rollout_reason}", ""]
-    lines += list(outcome.words) + [""]
-    lines += [f"{kind:9s} {path}" for kind, path in outcome.reports.items()]
-    lines.append(f"{'locust':9s} {outcome.run_dir / 'locust_stats.csv'}")
-    lines.append("")
-    lines += [f"{name}:\n  {url}" for name, url in outcome.links.items()]
-    if not hold:
-        lines.append("(Prometheus stops with the demo: pass --hold to keep the stack up)")
+    lines += list(outcome.words)
     timing = ", ".join(f"{k} {v:.0f}s" for k, v in outcome.timings.items())
-    console.print(Panel("\n".join(lines), title="where to look", subtitle=timing))
+    console.print(Panel("\n".join(lines), title="verdict", subtitle=timing))
+    # paths and links unwrapped, so they can be copied from any terminal width
+    say = [f"{kind:9s} {path}" for kind, path in outcome.reports.items()]
+    say.append(f"{'locust':9s} {outcome.run_dir / 'locust_stats.csv'}")
+    say += [f"{name}: {url}" for name, url in outcome.links.items()]
+    if not hold:
+        say.append("(Prometheus stops with the demo: pass --hold to keep the stack up)")
+    console.rule("where to look")
+    for line in say:
+        console.print(line, soft_wrap=True, highlight=False, markup=False)
 
 
 def _hold(console: Console) -> None:

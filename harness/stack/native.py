@@ -80,12 +80,18 @@ def NativeStack(config: StackConfig,  # noqa: N802 - reads as a resource, like o
         arms = {s.arm: s.url for s in config.engines if s.url}
         local = [s for s in config.engines if not s.url]
         if local:
-            say(f"starting engines: {', '.join(f'{s.arm} ({s.policy})' for s in local)}")
-            with ThreadPoolExecutor(len(local)) as pool:
-                futures = {s.arm: pool.submit(_start_engine, processes, s,
-                                              config.engine_timeout_s) for s in local}
-                for arm, fut in futures.items():
-                    arms[arm] = fut.result()
+            # the first engine alone: on a cold cache it converts the model once, and the
+            # others then load the converted copy instead of converting it in parallel
+            first, rest = local[0], local[1:]
+            say(f"starting engine {first.arm} ({first.policy})")
+            arms[first.arm] = _start_engine(processes, first, config.engine_timeout_s)
+            if rest:
+                say(f"starting engines: {', '.join(f'{s.arm} ({s.policy})' for s in rest)}")
+                with ThreadPoolExecutor(len(rest)) as pool:
+                    futures = {s.arm: pool.submit(_start_engine, processes, s,
+                                                  config.engine_timeout_s) for s in rest}
+                    for arm, fut in futures.items():
+                        arms[arm] = fut.result()
         replayer_port = free_port() if config.with_replayer_target else None
         exporter_port = free_port() if config.with_exporter_target else None
         targets = ScrapeTargets(

@@ -78,7 +78,7 @@ def calibrate(cfg: CalibrationConfig, progress: Progress | None = None) -> Calib
         profile = profile_layers(runner, refs, timer.layer_s, timer.head_s, cfg.drift_prompts,
                                  tick)
         ranking = rank_by_influence(profile)
-        ks = tuple(k for k in cfg.skip_counts if k < n)
+        ks = tuple(k for k in cfg.skip_counts if 0 < k < n)
         tick = progress("dynamic sweep", (len(ks) + 1) * len(refs))
         matches = sweep.match_by_k(runner, refs, ranking, (0, *ks), tick)
         # k=0 is full depth: a teacher-forced pass must reproduce every reference output
@@ -119,7 +119,7 @@ def calibrate(cfg: CalibrationConfig, progress: Progress | None = None) -> Calib
 def _speculative_sweep(runner: ModelRunner, refs: Sequence[Any], ranking: Sequence[int],
                        cfg: CalibrationConfig, progress: Progress) -> list[sweep.SpecCell]:
     n = runner.num_layers
-    depths = [sweep.Draft(skip=tuple(sorted(ranking[:k]))) for k in cfg.draft_skips if k < n]
+    depths = [sweep.Draft(skip=tuple(sorted(ranking[:k]))) for k in cfg.draft_skips if 0 < k < n]
     depths += [sweep.Draft(exit_after=e) for e in cfg.draft_exits if e < n - 1]
     heads = [h for h in cfg.head_tokens if h is None or h < runner.vocab_size]
     drafts = [sweep.Draft(d.skip, d.exit_after, h) for d in depths for h in heads]

@@ -148,10 +148,6 @@ class SpeculativePolicy(Policy):
                 break
         return drafts, probs
 
-    def report(self, seq: SequenceState) -> dict[str, Any]:
-        return {"draft_tokens_proposed": seq.draft_proposed,
-                "draft_tokens_accepted": seq.draft_accepted}
-
 
 def _accept_greedy(drafts: Sequence[int], logits: torch.Tensor) -> tuple[int, int]:
     """Longest agreeing prefix; the full model's token after it."""

@@ -32,3 +32,9 @@ def tiny_loaded(num_layers: int = 4, seed: int = 0) -> LoadedModel:
 
 def tiny_config(**overrides) -> EngineConfig:
     return EngineConfig(**{"model": "tiny-llama", "threads": 1, **overrides})
+
+
+def write_tiny_checkpoint(_source: Path, out: Path, num_layers: int = 2) -> None:
+    """A stand-in conversion for cache-mechanics tests: writes a real (tiny) checkpoint."""
+    tiny_model(num_layers).save_pretrained(out)
+    AutoTokenizer.from_pretrained(ensure_converted()).save_pretrained(out)

@@ -1,0 +1,145 @@
+"""What the shadow replayer costs: against the trivial echo server (started here), the
+sustained paired request rate `run_replay` reaches, and the latency it adds per request
+compared with calling the server directly — side by side, in one run.
+
+    .venv/bin/python benchmarks/replay_overhead.py [--requests 300] [--users 1,16]
+        [--processes 1,2] [--tokens 16]
+
+"paired" = one traffic record sent to both arms (baseline and candidate, both the echo
+server). Direct rows call the server with the same streaming client code (httpx) from a
+thread pool of the same size, so the difference is Locust + scheduling + the store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+
+from harness.replay import ReplayConfig, run_replay
+from harness.replay.client import send_request
+from harness.rundir import load_run
+from harness.scenarios import SCENARIOS_DIR
+from harness.store import ResultStore
+from harness.traffic import TrafficRecord, read_traffic, write_traffic
+
+HERE = Path(__file__).resolve().parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_echo() -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(HERE / "echo_server.py"), "--port", str(port)])
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            httpx.get(f"{url}/health", timeout=1)
+            return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("echo server did not start")
+
+
+def make_traffic(path: Path, n: int, tokens: int) -> list[TrafficRecord]:
+    source = read_traffic(SCENARIOS_DIR / "traffic" / "eval.jsonl").records
+    records = [TrafficRecord(f"b-{i:05d}", 0.0, r.scenario, r.endpoint,
+                             {**r.body, "max_tokens": tokens})
+               for i, r in enumerate(source[i % len(source)] for i in range(n))]
+    write_traffic(path, records)
+    return records
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def direct(url: str, records: list[TrafficRecord], users: int) -> tuple[float, list[float]]:
+    """Paired rate and per-request E2E when each record goes straight to both 'arms', with
+    2 x users requests in flight, as the replayer has (each user sends to both arms)."""
+    with httpx.Client(limits=httpx.Limits(max_connections=users * 2)) as client:
+        def one(job: tuple[TrafficRecord, str]) -> float:
+            r = send_request(client, url, job[0], job[1], intended=time.perf_counter(),
+                             timeout=30)
+            if not r.ok:
+                raise RuntimeError(r.error)
+            return r.e2e_s
+
+        jobs = [(r, arm) for r in records for arm in ("baseline", "candidate")]
+        start = time.perf_counter()
+        with ThreadPoolExecutor(users * 2) as pool:
+            e2e = list(pool.map(one, jobs))
+        return len(records) / (time.perf_counter() - start), e2e
+
+
+def replayed(url: str, traffic: Path, out: Path, users: int,
+             processes: int) -> tuple[float, list[float], float]:
+    """Paired rate (first intended send to last result), per-request E2E, and wall time."""
+    start = time.perf_counter()
+    run_replay(ReplayConfig(out=out, arms={"baseline": url, "candidate": url}, traffic=traffic,
+                            users=users, processes=processes, progress=False, timeout=30))
+    wall = time.perf_counter() - start
+    run = load_run(out)
+    if run.manifest.status != "complete" or not all(r.ok for r in run.results):
+        raise RuntimeError(f"replay run {out} is not clean: {run.manifest.counts}")
+    with ResultStore(out / "results.sqlite") as store:
+        first, last = store.conn.execute(
+            "SELECT MIN(intended_at), MAX(recorded_at) FROM results").fetchone()
+    return len(run.traffic) / (last - first), [r.e2e_s for r in run.results], wall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--users", default="1,16", help="concurrency levels, e.g. 1,16")
+    parser.add_argument("--processes", default="1,2", help="Locust processes to try")
+    parser.add_argument("--tokens", type=int, default=16, help="max_tokens per request")
+    args = parser.parse_args()
+    echo, url = start_echo()
+    rows = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            traffic = Path(tmp) / "traffic.jsonl"
+            records = make_traffic(traffic, args.requests, args.tokens)
+            for users in (int(u) for u in args.users.split(",")):
+                rate, e2e = direct(url, records, users)
+                rows.append(("direct httpx", users, 1, rate, e2e, None))
+                for processes in (int(p) for p in args.processes.split(",")):
+                    if processes > users:
+                        continue
+                    out = Path(tmp) / f"run-{users}-{processes}"
+                    rate, e2e, wall = replayed(url, traffic, out, users, processes)
+                    rows.append(("layergate replay", users, processes, rate, e2e, wall))
+    finally:
+        echo.terminate()
+        echo.wait(10)
+    print(f"\n{args.requests} records x 2 arms, {args.tokens} streamed tokens each, "
+          f"echo server at {url}")
+    print(f"{'path':<18}{'users':>6}{'procs':>6}{'paired/s':>10}{'E2E p50 ms':>12}"
+          f"{'E2E p99 ms':>12}{'wall s':>8}")
+    for name, users, procs, rate, e2e, wall in rows:
+        print(f"{name:<18}{users:>6}{procs:>6}{rate:>10.1f}{statistics.median(e2e) * 1e3:>12.2f}"
+              f"{pct(e2e, 0.99) * 1e3:>12.2f}{'' if wall is None else f'{wall:.1f}':>8}")
+    base = {u: statistics.median(e) for n, u, _, _, e, _ in rows if n == "direct httpx"}
+    for name, users, procs, _, e2e, _ in rows:
+        if name != "direct httpx":
+            added = (statistics.median(e2e) - base[users]) * 1e3
+            print(f"added latency (p50) users={users} processes={procs}: {added:+.2f} ms")
+
+
+if __name__ == "__main__":
+    main()

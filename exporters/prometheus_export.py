@@ -1,0 +1,82 @@
+"""A finished run's figures as Prometheus gauges (names in docs/CONTRACTS.md).
+
+A custom collector: it holds the figures and yields fresh metric families on every
+scrape, on a registry the caller injects. Labels are `run`, `arm`, `scenario` only.
+A figure without a value (not computable) is left out rather than exported as NaN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from exporters.figures import Figure
+
+PREFIX = "layergate_run_"
+LABELS = ("run", "arm", "scenario")
+VERDICT_CODES = {"pass": 0, "fail": 1, "inconclusive": 3}  # the gate's exit codes
+
+
+class RunFiguresCollector(Collector):
+    """Gauges for one run: each figure, its CI bounds and (with a policy) its threshold,
+    plus the verdict and when it was reached."""
+
+    def __init__(self, run_id: str, figures: Sequence[Figure],
+                 thresholds: Mapping[tuple[str, str, str], float] | None = None,
+                 verdict: str | None = None, verdict_time: float | None = None) -> None:
+        """`thresholds`: (figure name, arm, scenario) -> the gate policy's threshold."""
+        if verdict is not None and verdict not in VERDICT_CODES:
+            raise ValueError(f"verdict must be one of {sorted(VERDICT_CODES)}, got {verdict!r}")
+        self.run_id = run_id
+        self.figures = tuple(figures)
+        self.thresholds = dict(thresholds or {})
+        self.verdict = verdict
+        self.verdict_time = verdict_time
+
+    def _families(self, suffix: str, help_text: str, attr: str) -> dict[str, GaugeMetricFamily]:
+        families: dict[str, GaugeMetricFamily] = {}
+        for f in self.figures:
+            value = getattr(f, attr)
+            if value is None:
+                continue
+            name = f"{PREFIX}{f.name}{suffix}"
+            if name not in families:
+                families[name] = GaugeMetricFamily(name, help_text.format(name=f.name),
+                                                   labels=LABELS)
+            families[name].add_metric((self.run_id, f.arm, f.scenario), float(value))
+        return families
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._families("", "Figure {name} of a finished run", "value").values()
+        yield from self._families("_ci_low", "Lower CI bound of {name}", "ci_low").values()
+        yield from self._families("_ci_high", "Upper CI bound of {name}", "ci_high").values()
+        families: dict[str, GaugeMetricFamily] = {}
+        for (name, arm, scenario), threshold in sorted(self.thresholds.items()):
+            family = families.setdefault(name, GaugeMetricFamily(
+                f"{PREFIX}{name}_threshold", f"Gate policy threshold of {name}", labels=LABELS))
+            family.add_metric((self.run_id, arm, scenario), float(threshold))
+        yield from families.values()
+        if self.verdict is not None:
+            verdict = GaugeMetricFamily(f"{PREFIX}verdict",
+                                        "Gate verdict: 0 pass, 1 fail, 3 inconclusive",
+                                        labels=("run",))
+            verdict.add_metric((self.run_id,), VERDICT_CODES[self.verdict])
+            yield verdict
+            if self.verdict_time is not None:
+                stamp = GaugeMetricFamily(f"{PREFIX}verdict_timestamp_seconds",
+                                          "When the gate reached the verdict (Unix time)",
+                                          labels=("run",))
+                stamp.add_metric((self.run_id,), self.verdict_time)
+                yield stamp
+
+
+def register_run(registry: CollectorRegistry, run_id: str, figures: Sequence[Figure],
+                 thresholds: Mapping[tuple[str, str, str], float] | None = None,
+                 verdict: str | None = None, verdict_time: float | None = None
+                 ) -> RunFiguresCollector:
+    collector = RunFiguresCollector(run_id, figures, thresholds, verdict, verdict_time)
+    registry.register(collector)
+    return collector

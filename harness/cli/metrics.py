@@ -1,0 +1,239 @@
+"""`layergate metrics RUN_DIR`: compute a run's figures; print, write JSON, or serve them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from exporters.figures import Figure
+    from harness.rundir import Run
+
+INFRASTRUCTURE_ERROR = 4
+KEY_FIGURES = ("rer", "rer_theoretical", "termination_accuracy", "exact_match", "bleu",
+               "latency_ratio", "error_rate")
+
+
+@click.command("metrics")
+@click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write every figure (value, CI, noise floor, n, status, detail) as JSON.")
+@click.option("--serve", "port", type=click.IntRange(0, 65535),
+              help="Serve the figures as Prometheus gauges (layergate_run_*) on this port "
+                   "until Ctrl-C.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address --serve listens on.")
+@click.option("--policy", "policy_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Gate policy YAML: also export its thresholds and the gate's verdict.")
+@click.option("--resamples", type=click.IntRange(1), default=1000, show_default=True,
+              help="Bootstrap resamples behind every CI.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
+@click.option("--target-rer", type=click.FloatRange(0, min_open=True), default=None,
+              help="RER the rollout stage (rrr) aims at [default: the policy's, else 0.20].")
+def command(run_dir: Path, json_path: Path | None, port: int | None, host: str,
+            policy_path: Path | None, resamples: int, seed: int,
+            target_rer: float | None) -> None:
+    """Compute the figures of the run in RUN_DIR and print them as a table.
+
+    RER (with its decode-only, theoretical and realised variants, and the rollout stage),
+    termination accuracy, cache-hit delta, consistency (exact match, first divergence,
+    BLEU, chrF, token KL) beside baseline2's noise floor, latency percentiles, goodput,
+    error rates and the repeat suite's determinism; each overall and per scenario, with
+    seeded paired-bootstrap CIs (stratified by scenario). Figures with too few samples are
+    marked insufficient; figures whose definition does not apply, not computable.
+
+    With OTEL_EXPORTER_OTLP_ENDPOINT set, the figures are also pushed over OTLP.
+    Exit codes: 0 done, 2 usage error, 4 run directory unreadable.
+    """
+    from rich.console import Console
+
+    from harness.rundir import RunDirError, load_run
+
+    err = Console(stderr=True)
+    policy = _load_policy(policy_path)
+    try:
+        with err.status(f"reading {run_dir}"):
+            run = load_run(run_dir)
+        with err.status(f"computing figures for {len(run.results)} results "
+                        f"({resamples} bootstrap resamples)"):
+            figures = _figures(run, resamples, seed, target_rer, policy)
+            gate = _gate(run, policy) if policy is not None else None
+    except RunDirError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        raise SystemExit(INFRASTRUCTURE_ERROR) from exc
+    _print_tables(run, figures, gate)
+    if json_path is not None:
+        _write_json(json_path, run, figures, gate)
+        err.print(f"wrote {json_path}", highlight=False)
+    _push_otel(run, figures, err)
+    if port is not None:
+        _serve(run, figures, gate, host, port, err)
+
+
+def _load_policy(path: Path | None) -> Any:
+    if path is None:
+        return None
+    from harness.gate import PolicyError, load_policy
+
+    try:
+        return load_policy(path)
+    except PolicyError as exc:
+        raise click.BadParameter(str(exc), param_hint="--policy") from exc
+
+
+def _figures(run: Run, resamples: int, seed: int, target_rer: float | None,
+             policy: Any) -> list[Figure]:
+    from exporters.compute import compute_figures
+    from exporters.config import MetricsConfig
+    from exporters.recorded import recorded_results
+    from harness.rundir import RunDirError
+
+    if target_rer is None:
+        target_rer = policy.target_rer if policy is not None else MetricsConfig().target_rer
+    config = MetricsConfig(n_resamples=resamples, seed=seed, target_rer=target_rer)
+    results = list(run.results)
+    try:
+        if run.traffic is not None:  # recorded production responses: the termination oracle
+            results += recorded_results((t.id, t.scenario, t.response)
+                                        for t in run.traffic.records)
+        determinism = run.determinism.results if run.determinism is not None else None
+        return compute_figures(results, run.scrapes, determinism=determinism, config=config)
+    except ValueError as exc:  # two rows for one (request, arm), a malformed response...
+        raise RunDirError(f"{run.path}: cannot compute figures: {exc}") from exc
+
+
+def _gate(run: Run, policy: Any) -> Any:
+    from harness.gate import evaluate_run
+
+    return evaluate_run(run, policy)
+
+
+def _fmt(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "—"
+    if unit == "s":
+        return f"{value * 1000:.1f} ms" if abs(value) < 1 else f"{value:.3f} s"
+    if unit == "bytes":
+        return f"{value:,.0f} B"
+    return f"{value:.4g}"
+
+
+def _row(f: Figure) -> list[str]:
+    ci = f"[{_fmt(f.ci_low, f.unit)}, {_fmt(f.ci_high, f.unit)}]" \
+        if f.ci_low is not None or f.ci_high is not None else ""
+    excess = f.detail.get("excess")
+    floor = _fmt(f.noise_floor, f.unit) if f.noise_floor is not None else ""
+    if excess is not None:
+        floor += f" (Δ {excess:+.4g})"
+    status = {"ok": "ok", "insufficient": "[yellow]insufficient[/]",
+              "not_computable": "[red]not computable[/]"}[f.status]
+    if f.reason:
+        status += f" [dim]{f.reason}[/]"
+    if "stage" in f.detail:
+        status += f" [dim]stage {f.detail['stage']}[/]"
+    if f.detail.get("p_value") is not None:
+        status += f" [dim]p={f.detail['p_value']:.2g}[/]"
+    return [f.name, f.arm, _fmt(f.value, f.unit), ci, floor, str(f.n), status]
+
+
+def _print_tables(run: Run, figures: list[Figure], gate: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from exporters.figures import OVERALL
+
+    console = Console()
+    title = f"run {run.manifest.id} ({run.manifest.kind}, {run.manifest.status})"
+    table = Table("figure", "arm", "value", "95% CI", "noise floor (excess)", "n", "status",
+                  title=title, title_justify="left")
+    for f in figures:
+        if f.scenario == OVERALL:
+            table.add_row(*_row(f))
+    console.print(table)
+    scenarios = sorted({f.scenario for f in figures} - {OVERALL})
+    if scenarios:
+        per = Table("figure", "arm", *scenarios, title="per scenario (value [CI])",
+                    title_justify="left")
+        index = {(f.name, f.arm, f.scenario): f for f in figures}
+        for name in KEY_FIGURES:
+            for arm in sorted({f.arm for f in figures if f.name == name}):
+                cells = []
+                for s in scenarios:
+                    f = index.get((name, arm, s))
+                    cells.append("—" if f is None or f.value is None else
+                                 f"{_fmt(f.value, f.unit)} [{_fmt(f.ci_low, f.unit)}, "
+                                 f"{_fmt(f.ci_high, f.unit)}]")
+                per.add_row(name, arm, *cells)
+        console.print(per)
+    if gate is not None:
+        console.print(f"gate verdict under the policy: [bold]{gate.verdict}[/]")
+
+
+def _write_json(path: Path, run: Run, figures: list[Figure], gate: Any) -> None:
+    out = {"run": {"id": run.manifest.id, "kind": run.manifest.kind,
+                   "status": run.manifest.status, "arms": run.manifest.arms,
+                   "counts": run.manifest.counts},
+           "verdict": gate.verdict if gate is not None else None,
+           "figures": [asdict(f) for f in figures]}
+    try:
+        path.write_text(json.dumps(out, indent=2, default=float) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise click.BadParameter(f"cannot write {path}: {exc.strerror or exc}",
+                                 param_hint="--json") from exc
+
+
+def _thresholds(gate: Any) -> dict[tuple[str, str, str], float]:
+    if gate is None:
+        return {}
+    return {(c.name, c.arm, c.scenario): c.threshold for c in gate.checks
+            if c.threshold is not None}
+
+
+def _push_otel(run: Run, figures: list[Figure], err: Any) -> None:
+    from exporters.otel_export import OTLP_ENV
+
+    endpoint = os.environ.get(OTLP_ENV)
+    if not endpoint:
+        return
+    from exporters.otel_export import OtelRunExporter
+
+    exporter = OtelRunExporter(run.manifest.id, figures, run.results, otlp_endpoint=endpoint)
+    pushed = exporter.flush()
+    exporter.shutdown()
+    err.print(f"{'pushed' if pushed else 'could not push'} the figures to {endpoint} (OTLP)",
+              highlight=False)
+
+
+def _serve(run: Run, figures: list[Figure], gate: Any, host: str, port: int, err: Any) -> None:
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    from exporters.prometheus_export import register_run
+
+    registry = CollectorRegistry()
+    register_run(registry, run.manifest.id, figures, _thresholds(gate),
+                 gate.verdict if gate is not None else None,
+                 time.time() if gate is not None else None)
+    try:
+        server, _ = start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        raise click.BadParameter(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+                                 param_hint="--serve") from exc
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    err.print(f"serving {len(figures)} figures of run {run.manifest.id} on "
+              f"http://{host}:{server.server_port}/metrics (Ctrl-C to stop)", highlight=False)
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()

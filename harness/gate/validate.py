@@ -1,0 +1,63 @@
+"""Checking one value of a policy file: each failure is a `PolicyError` that names the
+file and the dotted key, with a "did you mean" for a misspelt name."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+class PolicyError(ValueError):
+    """A policy file that cannot be used; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class Where:
+    path: Path | None
+
+    def error(self, key: str, message: str) -> PolicyError:
+        place = str(self.path) if self.path else "<policy>"
+        return PolicyError(f"{place}: {key + ': ' if key else ''}{message}")
+
+
+def check_keys(raw: dict, allowed: set[str], where: Where, key: str) -> None:
+    for name in raw:
+        if name not in allowed:
+            full = f"{key}.{name}" if key else str(name)
+            raise where.error(full, f"unknown key{did_you_mean(name, allowed)}")
+
+
+def did_you_mean(name: Any, choices: set[str] | frozenset[str]) -> str:
+    close = difflib.get_close_matches(str(name), sorted(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def kind(value: Any) -> str:
+    return type(value).__name__ if value is not None else "nothing"
+
+
+def number(value: Any, where: Where, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise where.error(key, f"expected a number, got {value!r}")
+    return float(value)
+
+
+def fraction(value: Any, where: Where, key: str) -> float:
+    share = number(value, where, key)
+    if not 0.0 <= share <= 1.0:
+        raise where.error(key, f"expected a fraction in [0, 1], got {share}")
+    return share
+
+
+def whole_number(value: Any, where: Where, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise where.error(key, f"expected a whole number >= 0, got {value!r}")
+    return value
+
+
+def flag(value: Any, where: Where, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise where.error(key, f"expected true or false, got {value!r}")
+    return value

@@ -1,0 +1,71 @@
+"""`layergate demo --quick` end to end, as `make demo` runs it but smaller: three real
+engines, a real Prometheus, a real replay, the repeat suite, the gate and the reports;
+then the HTML report is rendered in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from junitparser import JUnitXml
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu",
+                  "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync", "--no-first-run"]
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_quick_demo_ends_with_a_verdict_and_a_report(tmp_path: Path,
+                                                     chromium_bin: str,
+                                                     prometheus_bin: str) -> None:
+    out = tmp_path / "runs"
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "demo", "--quick",
+                           "--out", str(out)], capture_output=True, text=True, timeout=600,
+                          cwd=ROOT)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-6000:]
+    verdict = re.search(r"verdict: (pass|fail|inconclusive)\s+rollout: (.+?)\s+report: (\S+)",
+                        proc.stdout)
+    assert verdict, log[-4000:]
+    (run_dir,) = out.iterdir()
+    gate = json.loads((run_dir / "gate.json").read_text())
+    assert gate["verdict"] == verdict.group(1)
+    assert Path(verdict.group(3)) == run_dir / "report.html"
+    assert len(JUnitXml.fromfile(str(run_dir / "junit.xml"))) >= 1
+    for expected in ("where to look", "rollout stage", "/graph?g0.expr="):
+        assert expected in proc.stdout, proc.stdout[-3000:]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    assert set(manifest["arms"]) == {"baseline", "baseline2", "candidate"}
+    assert (run_dir / "determinism" / "manifest.json").is_file()
+    # every process the demo started is gone
+    for name in ("prometheus", "engine-baseline", "engine-candidate", "exporter"):
+        assert (run_dir / "stack" / "logs" / f"{name}.log").is_file()
+    leftovers = subprocess.run(["pgrep", "-f", str(run_dir)], capture_output=True, text=True)
+    assert not leftovers.stdout.strip(), f"processes left running: {leftovers.stdout}"
+    urls = re.findall(r"^(?:engine \w+|Prometheus): (http://\S+)$", proc.stdout, re.M)
+    assert len(urls) == 4, proc.stdout[:3000]
+    for url in urls:
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(url, timeout=5)
+
+    png = tmp_path / "report.png"
+    shot = subprocess.run([chromium_bin, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'c'}",
+                           "--enable-logging=stderr", "--v=0", "--window-size=1280,2000",
+                           f"--screenshot={png}", (run_dir / "report.html").as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert png.is_file() and png.stat().st_size > 20_000, shot.stderr[-3000:]
+    console_errors = [line for line in shot.stderr.splitlines()
+                      if "CONSOLE" in line and ("Uncaught" in line or "Error" in line)]
+    assert not console_errors, console_errors
+    dom = subprocess.run([chromium_bin, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'd'}",
+                          "--dump-dom", (run_dir / "report.html").as_uri()],
+                         capture_output=True, text=True, timeout=120).stdout
+    assert verdict.group(1) in dom.lower() and "<img" in dom

@@ -1,0 +1,59 @@
+"""`layergate replay` and `layergate capture` usage errors: exit code 2 with a message that
+names what is wrong (no engine needed: they fail before sending anything)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harness.cli.capture import command as capture
+from harness.cli.replay import command as replay
+
+ARMS = ["--baseline", "http://127.0.0.1:9", "--candidate", "http://127.0.0.1:9"]
+
+
+@pytest.fixture()
+def traffic(tmp_path: Path) -> Path:
+    line = {"id": "a", "offset_s": 0, "scenario": "short", "endpoint": "/v1/chat/completions",
+            "body": {"messages": [{"role": "user", "content": "hi"}]}}
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(line) + "\n" + json.dumps({**line, "offset_s": -2}) + "\n")
+    return path
+
+
+def test_replay_usage_errors(tmp_path: Path, traffic: Path) -> None:
+    out = ["--out", str(tmp_path / "run")]
+    cases = [
+        (["--traffic", str(traffic), *ARMS, *out], "t.jsonl:2: field 'offset_s'"),
+        ([*ARMS, *out], "exactly one of traffic"),
+        (["--traffic", str(traffic), "--scenario", "saas-mix", *ARMS, *out], "exactly one"),
+        (["--scenario", "nope", *ARMS, *out], "unknown scenario 'nope'"),
+        (["--traffic", str(traffic), "--rate", "1", "--users", "2", *ARMS, *out], "exclude"),
+        (["--traffic", str(traffic), *ARMS, "--baseline2", "localhost:1", *out], "--baseline2"),
+        (["--traffic", str(traffic), *ARMS, "--rate", "0", *out], "--rate"),
+        ([*ARMS, "--resume", *out], "not a run directory"),
+    ]
+    for args, message in cases:
+        result = CliRunner().invoke(replay, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert message in result.output, (args, result.output)
+
+
+def test_replay_refuses_to_overwrite_a_run(tmp_path: Path) -> None:
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "manifest.json").write_text("{}")
+    result = CliRunner().invoke(replay, ["--scenario", "saas-mix", *ARMS, "--out",
+                                         str(tmp_path / "run")])
+    assert result.exit_code == 2 and "--resume" in result.output
+
+
+def test_capture_usage_errors(tmp_path: Path) -> None:
+    out = ["--out", str(tmp_path / "c.jsonl")]
+    for args, message in [(["--upstream", "localhost:8000", *out], "--upstream"),
+                          (["--upstream", "http://x", "--listen", "nope", *out], "--listen"),
+                          (["--upstream", "http://x", "--sample", "0", *out], "--sample")]:
+        result = CliRunner().invoke(capture, args)
+        assert result.exit_code == 2 and message in result.output, result.output
