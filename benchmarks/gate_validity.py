@@ -190,19 +190,25 @@ def _fmt(v: list[float | None]) -> str:
     return f"{f(v[0])} [{f(v[1])}, {f(v[2])}]"
 
 
-def run_experiment(name: str, base: dict[str, EngineProcess], args) -> list[Outcome]:
-    arms = {"baseline": base["baseline"].url, "baseline2": base["baseline2"].url}
-    candidates = {"aa": ("--policy", "full"),
+def run_experiment(name: str, args) -> list[Outcome]:
+    """Fresh engines for every experiment, so that all three arms start with the same
+    (empty) prefix cache and see the same traffic from then on."""
+    full = ("--policy", "full")
+    candidates = {"aa": full,
                   "static": ("--policy", "static", "--skip-layers", SKIPPED_LAYERS),
-                  "slow": ("--policy", "full"),
+                  "slow": full,
                   "speculative": ("--policy", "speculative")}
-    with engines(candidate=candidates[name]) as cand:
-        url = cand["candidate"].url
+    plain = (*full, "--prefix-cache", "off", "--padding", "max")
+    baseline = plain if name == "cache" else full
+    candidate = (*full, "--prefix-cache", "on", "--padding", "bucketed") \
+        if name == "cache" else candidates[name]
+    with engines(baseline=baseline, baseline2=baseline, candidate=candidate) as procs:
+        arms = {arm: p.url for arm, p in procs.items()}
         with contextlib.ExitStack() as stack:
             if name == "slow":
-                url = stack.enter_context(DelayProxy(url, SLOWDOWN)).url
-            return [replay_and_judge(name, k, {**arms, "candidate": url}, args)
-                    for k in range(args.repeats)]
+                arms["candidate"] = stack.enter_context(
+                    DelayProxy(arms["candidate"], SLOWDOWN)).url
+            return [replay_and_judge(name, k, arms, args) for k in range(args.repeats)]
 
 
 def summarise(outcomes: list[Outcome]) -> dict[str, dict]:
@@ -252,21 +258,9 @@ def main() -> None:
     os.makedirs(args.out, exist_ok=True)
     outcomes: list[Outcome] = []
     t0 = time.monotonic()
-    shared = [e for e in chosen if e != "cache"]
-    if shared:
-        print("baselines: full depth, defaults (prefix cache on, bucketed padding)", flush=True)
-        with engines(baseline=("--policy", "full"), baseline2=("--policy", "full")) as base:
-            for name in shared:
-                print(f"experiment {name}", flush=True)
-                outcomes += run_experiment(name, base, args)
-    if "cache" in chosen:
-        print("experiment cache: baselines with prefix cache off and max padding", flush=True)
-        plain = ("--policy", "full", "--prefix-cache", "off", "--padding", "max")
-        with engines(baseline=plain, baseline2=plain,
-                     candidate=("--policy", "full", "--prefix-cache", "on",
-                                "--padding", "bucketed")) as procs:
-            arms = {arm: p.url for arm, p in procs.items()}
-            outcomes += [replay_and_judge("cache", k, arms, args) for k in range(args.repeats)]
+    for name in chosen:
+        print(f"experiment {name}", flush=True)
+        outcomes += run_experiment(name, args)
     summary = summarise(outcomes)
     print(f"\nsummary ({time.monotonic() - t0:.0f}s, {args.repeats} repeat(s) each):")
     for name, row in summary.items():

@@ -23,6 +23,14 @@ def compute_figures(results: Iterable[ArmResult], scrapes: Sequence[MetricsScrap
     rows of `results` that belong to repeated prompts when None)."""
     config = config if config is not None else MetricsConfig()
     results = list(results)
+    # prompts sent more than once belong to a repeat suite, not to the shadow replay
+    repeated = {(r.arm, r.request_id, r.concurrency) for r in results if r.repeat > 0}
+    if repeated:
+        replay = [r for r in results if (r.arm, r.request_id, r.concurrency) not in repeated]
+        if determinism is None:
+            determinism = [r for r in results
+                           if (r.arm, r.request_id, r.concurrency) in repeated]
+        results = replay
     al = align(results)
     columns = {}
     for calc in (*_SUM_CALCULATORS, cache_hit):
@@ -34,10 +42,7 @@ def compute_figures(results: Iterable[ArmResult], scrapes: Sequence[MetricsScrap
         figures += calc.figures(table, al, config)
     figures += cache_hit.figures(table, al, scrapes, config)
     figures += rollout.figures([f for f in figures if f.name == "rer"], config)
-    if determinism is None:
-        repeated = {(r.arm, r.request_id, r.concurrency) for r in results if r.repeat > 0}
-        determinism = [r for r in results if (r.arm, r.request_id, r.concurrency) in repeated]
-    figures += determinism_figures(determinism, config)
+    figures += determinism_figures(determinism or (), config)
     return figures
 
 

@@ -125,7 +125,7 @@ def figures(table: SumTable, al: Aligned, config: MetricsConfig) -> list[Figure]
                 if name not in ("bleu", "chrf"):
                     return {}
                 return {"pairs": int(table.sums(f"cons.{arm}.n", s)[0]),
-                        "sampled": config.text_sample}
+                        "sample_limit": config.text_sample}
             out += estimate(table, stat, al.scenario_names, config, name, arm,
                             unit=units.get(name, ""), noise=floor[name] if floor else None,
                             excess=True, detail=detail)

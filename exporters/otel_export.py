@@ -9,7 +9,6 @@ run / arm / scenario, and histograms of the per-request latencies (`layergate.ru
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 
 from opentelemetry.metrics import CallbackOptions, Observation
@@ -48,8 +47,10 @@ class OtelRunExporter:
 
     def __init__(self, run_id: str, figures: Sequence[Figure], results: Iterable[ArmResult] = (),
                  registry: CollectorRegistry | None = None,
-                 otlp_endpoint: str | None = os.environ.get(OTLP_ENV),
+                 otlp_endpoint: str | None = None,
                  readers: Sequence[MetricReader] = ()) -> None:
+        """`otlp_endpoint`: push over OTLP/HTTP there (the CLI passes $OTEL_EXPORTER_OTLP_ENDPOINT);
+        `registry`: also expose through a Prometheus reader on it."""
         self.run_id = run_id
         self.figures = tuple(figures)
         view = View(instrument_type=Histogram,

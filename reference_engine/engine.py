@@ -23,7 +23,7 @@ from reference_engine.extension import build_extension
 from reference_engine.loading import LoadedModel, load_model
 from reference_engine.metrics import EngineMetrics, RequestRecord
 from reference_engine.policies import create_policy
-from reference_engine.policies.base import StepResult
+from reference_engine.policies.base import Policy, StepResult
 from reference_engine.prefix_cache import PrefixCache
 from reference_engine.runner import ForwardOutput, ModelRunner
 from reference_engine.sampling import RequestSampler, SampledToken, StopChecker
@@ -44,7 +44,9 @@ class Engine:
     """Serves GenerationRequests with one loaded model and one layer policy."""
 
     def __init__(self, config: EngineConfig, registry: CollectorRegistry | None = None, *,
-                 loaded: LoadedModel | None = None) -> None:
+                 loaded: LoadedModel | None = None, policy: Policy | None = None) -> None:
+        """`loaded` reuses an already loaded model (tests share weights with HF); `policy`
+        overrides the registry's `config.policy` with an instance (tests' own policies)."""
         self.config = config
         self.loaded = loaded or load_model(config)
         self.tokenizer = self.loaded.tokenizer
@@ -52,7 +54,7 @@ class Engine:
         self.max_model_len = config.max_model_len or self.loaded.max_model_len
         self.num_layers = self.loaded.num_layers
         self.runner = ModelRunner(self.loaded.model)
-        self.policy = create_policy(config, self.num_layers)
+        self.policy = policy or create_policy(config, self.num_layers)
         self.prefix_cache = (PrefixCache(config.prefix_cache_block, config.prefix_cache_bytes)
                              if config.prefix_cache == "on" else None)
         self.metrics = EngineMetrics(registry or CollectorRegistry(), config.policy)

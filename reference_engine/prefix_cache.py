@@ -84,8 +84,7 @@ class PrefixCache:
                     self._blocks.move_to_end(h)
                     continue
                 kv = cache.block(i * self.block, (i + 1) * self.block)
-                size = sum(k.numel() * k.element_size() * 2 for pair in kv if pair
-                           for k in pair[:1])
+                size = sum(k.nbytes + v.nbytes for k, v in filter(None, kv))
                 if size > self.budget_bytes:
                     break
                 self._blocks[h] = (kv, size)

@@ -51,27 +51,30 @@ class RequestTracer:
     def start(self, operation: str, headers: Mapping[str, str]) -> RequestTrace:
         """`operation` is the GenAI operation name: `chat` or `text_completion`."""
         parent = _PROPAGATOR.extract(carrier=headers)
+        start_ns = time.time_ns()
         span = self._tracer.start_span(
             f"{operation} {self.model}", context=parent, kind=SpanKind.SERVER,
+            start_time=start_ns,
             attributes={"gen_ai.operation.name": operation, "gen_ai.system": GEN_AI_SYSTEM,
                         "gen_ai.provider.name": GEN_AI_SYSTEM,
                         "gen_ai.request.model": self.model})
-        return RequestTrace(self._tracer, span, self.model)
+        return RequestTrace(self._tracer, span, self.model, start_ns)
 
 
 class RequestTrace:
     """The span of one request, from acceptance to its finish event."""
 
-    def __init__(self, tracer: trace.Tracer, span: Span, model: str) -> None:
+    def __init__(self, tracer: trace.Tracer, span: Span, model: str, start_ns: int) -> None:
         self._tracer = tracer
         self.span = span
         self.model = model
         self.context = trace.set_span_in_context(span)  # parents the engine's spans
-        self._submitted_ns: int | None = None
+        self._start_ns = start_ns  # the request's arrival, which engine timings count from
+        self._submitted = False
         self._ended = False
 
     def submitted(self, request_id: str, params: SamplingParams, prompt_tokens: int) -> None:
-        self._submitted_ns = time.time_ns()
+        self._submitted = True
         attrs: dict[str, Any] = {
             "gen_ai.response.id": request_id,
             "gen_ai.request.max_tokens": params.max_tokens,
@@ -103,10 +106,11 @@ class RequestTrace:
         self.end()
 
     def _phases(self, ext: Mapping[str, Any]) -> None:
-        """Children laid end to end from the submit time, by the engine's own durations."""
-        if self._submitted_ns is None:
+        """Children laid end to end from arrival, by the engine's own durations (queue time
+        counts from arrival, so it includes tokenizing the prompt)."""
+        if not self._submitted:
             return
-        start = self._submitted_ns
+        start = self._start_ns
         for name, key in _PHASES:
             seconds = ext.get(key)
             if not isinstance(seconds, int | float) or seconds < 0:
@@ -117,6 +121,8 @@ class RequestTrace:
             start = end
 
     def fail(self, message: str, status: int | None = None) -> None:
+        if self._ended:
+            return
         if status is not None:
             self.span.set_attribute("http.response.status_code", status)
         self.span.set_attribute("error.type", str(status) if status else "error")

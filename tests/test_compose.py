@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES = COMPOSE["services"]
 PROMETHEUS = yaml.safe_load((ROOT / "dashboards" / "prometheus.yml").read_text())
+WORKDIR = re.search(r"^WORKDIR (\S+)$", (ROOT / "Dockerfile").read_text(), re.M).group(1)
 LAYERGATE = sorted(n for n, s in SERVICES.items()
                    if s.get("image") == "layergate:local" or s.get("build"))
 
@@ -118,6 +119,8 @@ def test_command_is_a_real_layergate_command(service: str, tmp_path: Path) -> No
                 local = tmp_path / arg.lstrip("/")
                 local.mkdir(parents=True, exist_ok=True)
                 args[i] = str(local)
+        if arg.startswith(WORKDIR + "/"):  # the image's copy of the repository
+            args[i] = str(ROOT / arg[len(WORKDIR) + 1:])
     ctx = _resolve(args)
     assert ctx.command.name in {"serve", "replay", "metrics"}
 

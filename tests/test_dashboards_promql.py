@@ -24,6 +24,7 @@ from harness.traffic import read_traffic, write_traffic
 
 ROOT = Path(__file__).resolve().parents[1]
 BOARDS = sorted((ROOT / "dashboards" / "grafana").glob("*.json"))
+POLICY = ROOT / "scenarios" / "policies" / "default.yaml"
 SCRAPE_S = 1.0
 REQUESTS = 6
 MAX_TOKENS = 12
@@ -73,7 +74,7 @@ def observed(full_engine, tmp_path_factory, prometheus_bin) -> Iterator[Observed
         run_dir = run_replay(ReplayConfig(
             out=work / "run", arms=stack.arms, traffic=_small_traffic(work / "traffic.jsonl"),
             metrics_port=stack.replayer_metrics_port, max_in_flight=4, progress=False))
-        stack.start_exporter(run_dir)
+        stack.start_exporter(run_dir, ("--policy", str(POLICY)))
         assert stack.prometheus.wait_for("layergate_run_rer", timeout=20), \
             "the exporter's figures never reached Prometheus"
         time.sleep(3 * SCRAPE_S)  # a few rule evaluations over the final data

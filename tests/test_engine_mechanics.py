@@ -21,7 +21,6 @@ from tests.support.tiny_llama import tiny_config, tiny_loaded, tiny_model
 GREEDY = SamplingParams(max_tokens=8, temperature=0.0)
 
 
-@register("test-skip-1")
 class SkipLayerOne(Policy):
     """Skips decoder layer 1 (test only)."""
 
@@ -35,8 +34,10 @@ def loaded():
     return tiny_loaded(num_layers=4)
 
 
-def engine_with(loaded, registry=None, **overrides) -> Engine:
-    e = Engine(tiny_config(**overrides), registry, loaded=loaded)
+def engine_with(loaded, registry=None, policy=None, **overrides) -> Engine:
+    config = tiny_config(**overrides)
+    policy = policy(config, loaded.num_layers) if policy else None
+    e = Engine(config, registry, loaded=loaded, policy=policy)
     e.start()
     return e
 
@@ -99,7 +100,7 @@ def test_registry_rejects_duplicates_and_suggests_names():
 
 
 def test_dry_run_reports_but_runs_every_layer(loaded):
-    e = engine_with(loaded, policy="test-skip-1", dry_run=True)
+    e = engine_with(loaded, policy=SkipLayerOne, dry_run=True)
     try:
         ext = run_one(e, [5, 6, 7, 8], GREEDY).finish.extension
     finally:
@@ -109,7 +110,7 @@ def test_dry_run_reports_but_runs_every_layer(loaded):
 
 
 def test_skip_policy_is_counted_by_the_executor(loaded):
-    e = engine_with(loaded, policy="test-skip-1")
+    e = engine_with(loaded, policy=SkipLayerOne)
     try:
         got = run_one(e, [5, 6, 7, 8], GREEDY)
     finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -81,6 +81,22 @@ def build_run(path: Path, shape: Shape = Shape(), seed: int = 0) -> Path:
     return path
 
 
+def add_determinism(run_dir: Path, status: str = "complete", prompts: int = 6,
+                    repeats: int = 3) -> Path:
+    """A `determinism/` sub-run: the candidate answering each prompt identically."""
+    sub = run_dir / "determinism"
+    sub.mkdir()
+    with ResultStore(sub / "results.sqlite") as store:
+        for i in range(prompts):
+            row = _row(f"det-{i}", "candidate", SCENARIOS[i % 3], [i, i + 1, 2], 0.2, 30)
+            for k in range(repeats):
+                store.put(replace(row, repeat=k))
+    manifest = Manifest.new("determinism", {}, {"candidate": ARMS["candidate"]},
+                            {"path": "traffic.jsonl", "sha256": "0" * 64, "count": prompts})
+    write_manifest(sub, manifest.with_status(status, {}))
+    return run_dir
+
+
 def gate(*args: str) -> tuple[int, str]:
     result = CliRunner().invoke(main, ["gate", *map(str, args)])
     return result.exit_code, result.output
@@ -96,6 +112,9 @@ def runs(tmp_path_factory) -> dict[str, Path]:
         "small": build_run(root / "small", Shape(n=9)),
         "errors": build_run(root / "errors", Shape(errors=3)),
         "interrupted": build_run(root / "interrupted", Shape(status="interrupted")),
+        "deterministic": add_determinism(build_run(root / "deterministic")),
+        "determinism_cut": add_determinism(build_run(root / "determinism_cut"),
+                                           status="interrupted"),
     }
 
 
@@ -177,6 +196,18 @@ def test_interrupted_run_fails_closed(runs):
     code, output = gate(runs["interrupted"])
     assert code == 1, output
     assert "interrupted" in output
+
+
+def test_determinism_sub_run_is_judged_and_must_be_complete(runs, tmp_path):
+    path = tmp_path / "det.json"
+    code, output = gate(runs["deterministic"], "--json", path)
+    assert code == 0, output
+    determinism = json.loads(path.read_text())["metrics"]["output_determinism"]
+    assert determinism["status"] == "pass" and determinism["value"] == 1.0
+    assert determinism["n"] == 6
+    code, output = gate(runs["determinism_cut"])
+    assert code == 1, output
+    assert "determinism_complete" in output
 
 
 def test_missing_required_figure_is_inconclusive(runs, tmp_path):

@@ -13,7 +13,7 @@ from reference_engine.api import SamplingParams
 from reference_engine.config import EngineConfig
 from reference_engine.engine import Engine
 from reference_engine.loading import load_model
-from reference_engine.policies import Policy, mask_fingerprint, register
+from reference_engine.policies import Policy, mask_fingerprint
 from reference_engine.prefix_cache import PrefixCache, block_hashes
 from reference_engine.runner import ModelRunner
 from tests.support.engine_runs import run_one, run_requests
@@ -23,7 +23,6 @@ GREEDY = SamplingParams(max_tokens=8, temperature=0.0)
 SYSTEM = list(range(200, 240))  # 40 shared tokens: two full 16-token blocks
 
 
-@register("test-parity")
 class SkipOnOddLastToken(Policy):
     """Skips layer 1 when the prompt's last token is odd (test only): the same prefix ends
     up under two different executed layer sets."""
@@ -61,7 +60,8 @@ def test_repeated_system_prompt_hits(loaded):
 
 def test_a_different_layer_set_misses(loaded):
     registry = CollectorRegistry()
-    e = Engine(tiny_config(policy="test-parity"), registry, loaded=loaded)
+    config = tiny_config()
+    e = Engine(config, registry, loaded=loaded, policy=SkipOnOddLastToken(config, 4))
     e.start()
     try:
         a = run_one(e, SYSTEM + [7, 8], GREEDY).finish.extension  # even: full depth
@@ -115,18 +115,17 @@ def test_real_model_outputs_identical_with_cache_and_padding_switches():
         for q in questions]
     params = SamplingParams(max_tokens=12, temperature=0.0)
     outputs = {}
-    for cache in ("on", "off"):
-        for padding in ("bucketed", "max"):
-            e = Engine(EngineConfig(threads=1, prefix_cache=cache, padding=padding),
-                       loaded=loaded)
-            e.start()
-            try:
-                warm = run_one(e, prompts[0], params)  # fills the cache when it is on
-                rest = run_requests(e, prompts[1:], params)
-            finally:
-                e.shutdown()
-            hit = sum(o.finish.extension["prefix_cache_hit_tokens"] for o in rest)
-            assert (hit > 0) == (cache == "on")
-            outputs[cache, padding] = [o.token_ids for o in [warm, *rest]]
+    for cache, padding in (("off", "bucketed"), ("on", "bucketed"), ("off", "max")):
+        e = Engine(EngineConfig(threads=1, prefix_cache=cache, padding=padding),
+                   loaded=loaded)
+        e.start()
+        try:
+            warm = run_one(e, prompts[0], params)  # fills the cache when it is on
+            rest = run_requests(e, prompts[1:], params)  # batched: padding matters
+        finally:
+            e.shutdown()
+        hit = sum(o.finish.extension["prefix_cache_hit_tokens"] for o in rest)
+        assert (hit > 0) == (cache == "on")
+        outputs[cache, padding] = [o.token_ids for o in [warm, *rest]]
     reference = outputs["off", "bucketed"]
     assert all(o == reference for o in outputs.values()), outputs

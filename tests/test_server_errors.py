@@ -107,3 +107,12 @@ def test_unknown_route_and_method(full_engine):
 def test_engine_still_serves_after_bad_inputs(full_engine):
     r = httpx.post(full_engine.url + CHAT, json=chat(temperature=0), timeout=60)
     assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] is not None
+
+
+def test_vanishing_temperature_or_top_p_means_greedy(full_engine):
+    """Found by fuzzing: values that underflow float32 once crashed the sampler (NaN)."""
+    greedy = httpx.post(full_engine.url + CHAT, json=chat(temperature=0), timeout=60).json()
+    for extra in ({"top_p": 5e-324}, {"temperature": 5e-324}):
+        r = httpx.post(full_engine.url + CHAT, json=chat(**extra), timeout=60)
+        assert r.status_code == 200, r.text
+        assert r.json()["layergate"]["token_ids"] == greedy["layergate"]["token_ids"]

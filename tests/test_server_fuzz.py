@@ -42,7 +42,7 @@ def _send(client: httpx.Client, case, url: str) -> httpx.Response:
     elif kw.get("data") is not None:
         body["data"] = kw["data"]
     return client.request(kw["method"], kw["url"], headers=kw.get("headers"),
-                          params=kw.get("params"), cookies=kw.get("cookies"), **body)
+                          params=kw.get("params"), **body)
 
 
 def test_openapi_fuzz_never_5xx(full_engine):
@@ -53,8 +53,10 @@ def test_openapi_fuzz_never_5xx(full_engine):
     failures: list[str] = []
     with httpx.Client(timeout=60) as client:
         for operation in operations:
-            for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
-                _fuzz(client, operation, mode, full_engine.url, failures)
+            _fuzz(client, operation, GenerationMode.POSITIVE, full_engine.url, failures)
+            # GETs here take no body and at most a free-form string: nothing invalid to make
+            if operation.method.upper() != "GET":
+                _fuzz(client, operation, GenerationMode.NEGATIVE, full_engine.url, failures)
     assert not failures, "\n".join(failures[:10])
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
+    from exporters.config import MetricsConfig
     from exporters.figures import Figure
     from harness.rundir import Run
 
@@ -36,10 +37,12 @@ KEY_FIGURES = ("rer", "rer_theoretical", "termination_accuracy", "exact_match", 
 @click.option("--resamples", type=click.IntRange(1), default=1000, show_default=True,
               help="Bootstrap resamples behind every CI.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
+@click.option("--min-samples", type=click.IntRange(1), default=20, show_default=True,
+              help="Fewer paired requests than this make a figure `insufficient`.")
 @click.option("--target-rer", type=click.FloatRange(0, min_open=True), default=None,
               help="RER the rollout stage (rrr) aims at [default: the policy's, else 0.20].")
 def command(run_dir: Path, json_path: Path | None, port: int | None, host: str,
-            policy_path: Path | None, resamples: int, seed: int,
+            policy_path: Path | None, resamples: int, seed: int, min_samples: int,
             target_rer: float | None) -> None:
     """Compute the figures of the run in RUN_DIR and print them as a table.
 
@@ -55,6 +58,7 @@ def command(run_dir: Path, json_path: Path | None, port: int | None, host: str,
     """
     from rich.console import Console
 
+    from exporters.config import MetricsConfig
     from harness.rundir import RunDirError, load_run
 
     err = Console(stderr=True)
@@ -64,7 +68,9 @@ def command(run_dir: Path, json_path: Path | None, port: int | None, host: str,
             run = load_run(run_dir)
         with err.status(f"computing figures for {len(run.results)} results "
                         f"({resamples} bootstrap resamples)"):
-            figures = _figures(run, resamples, seed, target_rer, policy)
+            figures = _figures(run, MetricsConfig(n_resamples=resamples, seed=seed,
+                                                   min_samples=min_samples,
+                                                   target_rer=_target(target_rer, policy)))
             gate = _gate(run, policy) if policy is not None else None
     except RunDirError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
@@ -89,16 +95,19 @@ def _load_policy(path: Path | None) -> Any:
         raise click.BadParameter(str(exc), param_hint="--policy") from exc
 
 
-def _figures(run: Run, resamples: int, seed: int, target_rer: float | None,
-             policy: Any) -> list[Figure]:
-    from exporters.compute import compute_figures
+def _target(target_rer: float | None, policy: Any) -> float:
     from exporters.config import MetricsConfig
+
+    if target_rer is not None:
+        return target_rer
+    return policy.target_rer if policy is not None else MetricsConfig().target_rer
+
+
+def _figures(run: Run, config: MetricsConfig) -> list[Figure]:
+    from exporters.compute import compute_figures
     from exporters.recorded import recorded_results
     from harness.rundir import RunDirError
 
-    if target_rer is None:
-        target_rer = policy.target_rer if policy is not None else MetricsConfig().target_rer
-    config = MetricsConfig(n_resamples=resamples, seed=seed, target_rer=target_rer)
     results = list(run.results)
     try:
         if run.traffic is not None:  # recorded production responses: the termination oracle

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import logging
 import signal
+from pathlib import Path
+from typing import Any
 
 import click
 
 POLICIES = ("full", "static", "dynamic", "speculative")
+DEFAULT_MODEL = "smollm2-135m"
 log = logging.getLogger("layergate.serve")
 
 
@@ -28,20 +31,46 @@ def _layer_list(_: click.Context, __: click.Parameter, value: str | None) -> tup
     return layers
 
 
+def _key_values(_: click.Context, __: click.Parameter,
+                value: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for item in value:
+        key, sep, val = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}")
+        pairs.append((key.strip(), val.strip()))
+    return tuple(pairs)
+
+
+def _model(_: click.Context, __: click.Parameter, value: str) -> str:
+    """Fail fast, before torch loads, on a model that is neither the bundled name nor a dir."""
+    if value != DEFAULT_MODEL and not Path(value).expanduser().is_dir():
+        raise click.BadParameter(f"{value}: no such directory (give `{DEFAULT_MODEL}` or a "
+                                 "local Hugging Face Llama-family model directory)")
+    return value
+
+
 @click.command("serve")
 @click.option("--policy", type=click.Choice(POLICIES), default="full", show_default=True,
               help="Which layers run: full depth, a static pruned set, dynamic skipping by "
                    "rules, or self-speculative decoding.")
 @click.option("--rules", type=click.Path(exists=True, dir_okay=False),
-              help="Rule table for `dynamic` (written by `layergate calibrate`).")
+              help="Rules file written by `layergate calibrate` for static, dynamic and "
+                   "speculative (default: the bundled calibrated one of the model).")
 @click.option("--skip-layers", callback=_layer_list, metavar="I,J,...",
-              help="Decoder layers to skip under `static`, e.g. 3,4.")
+              help="Decoder layers to skip under `static` (or the draft's under "
+                   "`speculative`), e.g. 3,4; default: from the rules file.")
+@click.option("--policy-option", "policy_option", multiple=True, callback=_key_values,
+              metavar="KEY=VALUE",
+              help="Policy setting over the rules file, repeatable; `speculative`: gamma=N "
+                   "(drafted tokens per step), exit_after=E (draft exits after layer E), "
+                   "head_tokens=N (draft LM head cut to the first N ids).")
 @click.option("--dry-run", is_flag=True,
               help="Decide and report what the policy would skip, but run every layer.")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Interface to bind; loopback unless you mean to expose it.")
 @click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
-@click.option("--model", default="smollm2-135m", show_default=True,
+@click.option("--model", default=DEFAULT_MODEL, show_default=True, callback=_model,
               help="`smollm2-135m` (the bundled GGUF) or a local Hugging Face Llama-family "
                    "directory.")
 @click.option("--api-key", default=None,
@@ -67,11 +96,7 @@ def _layer_list(_: click.Context, __: click.Parameter, value: str | None) -> tup
               help="Context length (prompt + completion); default min(2048, the model's).")
 @click.option("--log-level", type=click.Choice(("debug", "info", "warning", "error")),
               default="info", show_default=True)
-def command(policy: str, rules: str | None, skip_layers: tuple[int, ...], dry_run: bool,
-            host: str, port: int, model: str, api_key: str | None, dtype: str, device: str,
-            threads: int, seed: int, batch_invariant: bool, padding: str, prefix_cache: str,
-            max_batch_size: int, max_queue: int, max_model_len: int | None,
-            log_level: str) -> None:
+def command(**options: Any) -> None:
     """Serve the reference engine over an OpenAI-compatible API.
 
     Routes: POST /v1/chat/completions and /v1/completions (streaming or not), GET /v1/models,
@@ -79,9 +104,9 @@ def command(policy: str, rules: str | None, skip_layers: tuple[int, ...], dry_ru
     a `layergate` object with what the engine did (layers executed, drafts, cache hits).
     SIGTERM stops accepting, finishes in-flight requests, then exits 0.
     """
-    logging.basicConfig(level=log_level.upper(),
+    logging.basicConfig(level=options["log_level"].upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = _engine_config(locals())
+    config = _engine_config(options)
     # the model and torch load only now, never at import
     import uvicorn
     from prometheus_client import CollectorRegistry
@@ -95,14 +120,18 @@ def command(policy: str, rules: str | None, skip_layers: tuple[int, ...], dry_ru
         engine = Engine(config, registry)
     except (ValueError, FileNotFoundError) as exc:
         raise click.UsageError(str(exc)) from exc
-    log.info("numerics: model=%s layers=%d dtype=%s threads=%s seed=%d policy=%s dry_run=%s "
-             "batch_invariant=%s padding=%s prefix_cache=%s", engine.model_name,
-             engine.num_layers, dtype, threads or "default", seed, policy, dry_run,
-             batch_invariant, padding, prefix_cache)
-    app = create_app(engine, registry, ServerSettings(api_key=api_key),
+    numerics = getattr(engine.loaded, "numerics", {})
+    log.info("numerics: model=%s layers=%d dtype=%s threads=%s seed=%d device=%s policy=%s "
+             "dry_run=%s batch_invariant=%s padding=%s prefix_cache=%s", engine.model_name,
+             engine.num_layers, config.dtype, numerics.get("threads", config.threads),
+             config.seed, numerics.get("device", config.device), config.policy,
+             config.dry_run, config.batch_invariant, config.padding, config.prefix_cache)
+    app = create_app(engine, registry, ServerSettings(api_key=options["api_key"]),
                      tracer_provider=tracer_provider_from_env())
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level,
-                                           access_log=False, timeout_graceful_shutdown=None))
+    host, port = options["host"], options["port"]
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port,
+                                           log_level=options["log_level"], access_log=False,
+                                           timeout_graceful_shutdown=None))
     # uvicorn re-raises the signal it shut down on; a handler here turns that into exit 0
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
@@ -120,6 +149,7 @@ def _engine_config(options: dict):
             model=options["model"], dtype=options["dtype"], device=options["device"],
             threads=options["threads"], seed=options["seed"], policy=options["policy"],
             rules=options["rules"], skip_layers=options["skip_layers"],
+            policy_options=options["policy_option"],
             dry_run=options["dry_run"], batch_invariant=options["batch_invariant"],
             padding=options["padding"], prefix_cache=options["prefix_cache"],
             max_batch_size=options["max_batch_size"], max_queue=options["max_queue"],

@@ -32,4 +32,5 @@ def evaluate_run(run: Run, policy: Policy) -> GateResult:
                                   config=config)
     except ValueError as exc:  # e.g. two rows for one (request, arm): the store is damaged
         raise RunDirError(f"{run.path}: cannot compute figures from its results: {exc}") from exc
-    return apply_policy(policy, figures, run.manifest.to_json(), run.results, run.path)
+    sub = run.determinism.manifest.to_json() if run.determinism is not None else None
+    return apply_policy(policy, figures, run.manifest.to_json(), run.results, run.path, sub)

@@ -20,8 +20,13 @@ from harness.gate.rollout import recommend
 
 
 def apply_policy(policy: Policy, figures: Sequence[Figure], manifest: dict[str, Any],
-                 results: Sequence[ArmResult], run_dir: Path | None = None) -> GateResult:
+                 results: Sequence[ArmResult], run_dir: Path | None = None,
+                 determinism_manifest: dict[str, Any] | None = None) -> GateResult:
+    """Judge `figures` under `policy`; `manifest` / `results` feed the fail-closed checks
+    (and `determinism_manifest` those of the run's `determinism/` sub-run, if any)."""
     checks = [*_run_checks(policy, manifest, results), *_figure_checks(policy, figures, results)]
+    if determinism_manifest is not None and policy.require_complete:
+        checks.append(_complete_check("determinism_complete", determinism_manifest))
     verdict, reasons = decide(checks)
     return GateResult(
         verdict=verdict, reasons=tuple(reasons), checks=tuple(checks), figures=tuple(figures),
@@ -49,16 +54,9 @@ def _words(check: Check) -> str:
 
 def _run_checks(policy: Policy, manifest: dict[str, Any],
                 results: Sequence[ArmResult]) -> list[Check]:
-    status = manifest.get("status")
-    complete = status == "complete"
     checks = []
     if policy.require_complete:
-        # an interrupted run fails rather than waits: its missing requests are not random
-        checks.append(Check(
-            name="run_complete", scenario=OVERALL, arm="all", critical=True, counts=True,
-            status="pass" if complete else "fail",
-            reason="run marked complete" if complete else
-            f"run status is {status!r}, not 'complete' (interrupted or still running)"))
+        checks.append(_complete_check("run_complete", manifest))
     arms = list(manifest.get("arms") or {}) or sorted({r.arm for r in results})
     for arm in arms:
         rows = [r for r in results if r.arm == arm]
@@ -76,6 +74,16 @@ def _run_checks(policy: Policy, manifest: dict[str, Any],
             reason=f"{sum(not r.ok for r in rows)} of {len(rows)} requests failed "
                    f"({rate:.2%}; limit {limit:.2%})"))
     return checks
+
+
+def _complete_check(name: str, manifest: dict[str, Any]) -> Check:
+    # an interrupted run fails rather than waits: its missing requests are not random
+    status = manifest.get("status")
+    complete = status == "complete"
+    return Check(name=name, scenario=OVERALL, arm="all", critical=True, counts=True,
+                 status="pass" if complete else "fail",
+                 reason="run marked complete" if complete else
+                 f"run status is {status!r}, not 'complete' (interrupted or still running)")
 
 
 def _figure_checks(policy: Policy, figures: Sequence[Figure],

@@ -30,21 +30,26 @@ def streaming_body(record: TrafficRecord, model: str | None) -> dict[str, Any]:
     return body
 
 
-def _error_text(response: httpx.Response) -> str:
-    raw = response.read().decode("utf-8", errors="replace")
+def result_base(record: TrafficRecord, arm: str, repeat: int = 0,
+                concurrency: int = 1) -> dict[str, Any]:
+    return dict(request_id=record.id, arm=arm, scenario=record.scenario,
+                max_tokens=record.max_tokens, repeat=repeat, concurrency=concurrency)
+
+
+def error_message(raw: bytes, status: int) -> str:
+    text = raw.decode("utf-8", errors="replace")
     try:
-        message = json.loads(raw).get("error", {}).get("message")
+        message = json.loads(text).get("error", {}).get("message")
     except (ValueError, AttributeError):
         message = None
-    return f"HTTP {response.status_code}: {message or raw[:300]}"
+    return f"HTTP {status}: {message or text[:300]}"
 
 
 def send_request(client: httpx.Client, base_url: str, record: TrafficRecord, arm: str, *,
                  intended: float, timeout: float, model: str | None = None,
                  repeat: int = 0, concurrency: int = 1) -> ArmResult:
     """POST `record` to `base_url + record.endpoint` and read the SSE stream to the end."""
-    base = dict(request_id=record.id, arm=arm, scenario=record.scenario,
-                max_tokens=record.max_tokens, repeat=repeat, concurrency=concurrency)
+    base = result_base(record, arm, repeat, concurrency)
     acc = StreamAccumulator()
     status = None
     deadline = intended + timeout
@@ -53,8 +58,8 @@ def send_request(client: httpx.Client, base_url: str, record: TrafficRecord, arm
                            json=streaming_body(record, model), timeout=timeout) as response:
             status = response.status_code
             if status >= 400:
-                return ArmResult(ok=False, error=_error_text(response), http_status=status,
-                                 e2e_s=time.perf_counter() - intended, **base)
+                return failure(base, status, error_message(response.read(), status), acc,
+                               intended)
             for line in response.iter_lines():
                 payload = sse_payloads(line)
                 if payload is not None:
@@ -64,14 +69,20 @@ def send_request(client: httpx.Client, base_url: str, record: TrafficRecord, arm
                 if acc.done:
                     break
     except httpx.TimeoutException as exc:
-        return _failure(base, status, f"timeout after {timeout}s: {exc}", acc, intended)
+        return failure(base, status, f"timeout after {timeout}s: {exc}", acc, intended)
     except httpx.ConnectError as exc:
-        return _failure(base, status, f"connection failed: {exc}", acc, intended)
+        return failure(base, status, f"connection failed: {exc}", acc, intended)
     except (httpx.HTTPError, StreamError) as exc:
-        return _failure(base, status, f"{type(exc).__name__}: {exc}", acc, intended)
+        return failure(base, status, f"{type(exc).__name__}: {exc}", acc, intended)
+    return finish(base, status, acc, intended)
+
+
+def finish(base: dict[str, Any], status: int | None, acc: StreamAccumulator,
+           intended: float) -> ArmResult:
+    """The result of a stream read to its end (a failure when it never said why it ended)."""
     e2e = time.perf_counter() - intended
     if acc.finish_reason is None:
-        return _failure(base, status, "stream ended without a finish_reason", acc, intended)
+        return failure(base, status, "stream ended without a finish_reason", acc, intended)
     times = acc.token_times
     return ArmResult(
         ok=True, http_status=status, ttft_s=times[0] if times else e2e, e2e_s=e2e,
@@ -83,8 +94,8 @@ def send_request(client: httpx.Client, base_url: str, record: TrafficRecord, arm
         extension=acc.extension, **base)
 
 
-def _failure(base: dict[str, Any], status: int | None, error: str, acc: StreamAccumulator,
-             intended: float) -> ArmResult:
+def failure(base: dict[str, Any], status: int | None, error: str, acc: StreamAccumulator,
+            intended: float) -> ArmResult:
     return ArmResult(ok=False, error=error, http_status=status,
                      e2e_s=time.perf_counter() - intended, output_text=acc.output_text,
                      **base)

@@ -2,7 +2,7 @@
 (Locust monkey-patches the standard library): never import this module elsewhere.
 
 The parent (`harness.replay.runner`) passes the plan in the environment variable
-`LAYERGATE_REPLAY_PLAN` (JSON: run_dir, arms, models, timeout, closed_loop) and fills the
+`LAYERGATE_REPLAY_PLAN` (JSON: run_dir, arms, models, timeout, closed_loop, users) and fills the
 queue in the run's SQLite file. Each user loops: claim the next record (see `queue.py`),
 sleep until its intended time (open loop; closed loop sends at once), send it to every
 arm it still needs concurrently, write each `ArmResult` to the store and report it to
@@ -19,12 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import gevent
-import httpx
 from locust import User, constant, task
 
 from exporters.records import ArmResult
 from harness.replay import queue
-from harness.replay.client import send_request
+from harness.replay.gevent_client import ArmClients
 from harness.store import ResultStore
 from harness.traffic import TrafficRecord, read_traffic
 
@@ -41,7 +40,7 @@ class _Process:
     records: dict[str, TrafficRecord]
     store: ResultStore
     worker: str
-    http: httpx.Client  # one pool per process: building a client (TLS context) is slow
+    arms: ArmClients  # one connection pool per arm, shared by the process's users
 
 
 _STATE: _Process | None = None
@@ -54,10 +53,9 @@ def _state() -> _Process:
         traffic = read_traffic(os.path.join(plan["run_dir"], "traffic.jsonl"))
         store = ResultStore(os.path.join(plan["run_dir"], "results.sqlite"))
         queue.ensure_schema(store.conn)
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
         _STATE = _Process(os.getpid(), plan, {r.id: r for r in traffic.records}, store,
                           f"{socket.gethostname()}:{os.getpid()}",
-                          httpx.Client(timeout=plan["timeout"], limits=limits))
+                          ArmClients(plan["arms"], plan["timeout"], plan["users"]))
     return _STATE
 
 
@@ -91,8 +89,8 @@ class ShadowUser(User):
 
     def _send(self, record: TrafficRecord, arm: str, intended: float) -> ArmResult:
         plan = self.proc.plan
-        return send_request(self.proc.http, plan["arms"][arm], record, arm, intended=intended,
-                            timeout=plan["timeout"], model=plan["models"].get(arm))
+        return self.proc.arms.send(record, arm, intended=intended, timeout=plan["timeout"],
+                                   model=plan["models"].get(arm))
 
     def _report(self, result: ArmResult) -> None:
         name = f"{result.arm}:{result.scenario}"

@@ -44,8 +44,9 @@ class ReplayError(RuntimeError):
 
 def _locust_cmd(config: ReplayConfig, run_dir: Path) -> list[str]:
     users = str(config.locust_users)
-    # spawn every user at once: the schedule, not Locust's ramp-up, decides when to send
-    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "-u", users, "-r", "1000",
+    # spawn users fast (100/s, Locust warns above): the schedule, not a ramp-up, sends
+    spawn = str(max(config.locust_users, 100))
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "-u", users, "-r", spawn,
            "--host", config.arms["baseline"], "--csv", str(run_dir / "locust"),
            "--loglevel", "WARNING", "--logfile", str(run_dir / "locust.log")]
     if config.web_port:
@@ -59,12 +60,22 @@ def _locust_cmd(config: ReplayConfig, run_dir: Path) -> list[str]:
 
 def _start_locust(config: ReplayConfig, run_dir: Path) -> subprocess.Popen:
     plan = {"run_dir": str(run_dir), "arms": config.arms, "models": config.models,
-            "timeout": config.timeout, "closed_loop": config.closed_loop}
+            "timeout": config.timeout, "closed_loop": config.closed_loop,
+            "users": config.locust_users}
     env = {**os.environ, PLAN_ENV: json.dumps(plan)}
     log = (run_dir / "locust.out").open("ab")
-    # own session: a Ctrl-C in the terminal reaches only us, and we stop Locust in order
+    # own session: a Ctrl-C in the terminal reaches only us, and we stop Locust in order;
+    # if we die without stopping it, the kernel sends it SIGTERM (Linux)
     return subprocess.Popen(_locust_cmd(config, run_dir), env=env, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+                            stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+
+
+def _die_with_parent() -> None:
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 def _stop_locust(proc: subprocess.Popen, grace_s: float = 20.0) -> None:

@@ -144,6 +144,7 @@ def run_demo(config: DemoConfig, console: Console | None = None) -> DemoOutcome:
         links = _export(stack, run_dir, config, console)
         outcome = DemoOutcome(run_dir, result.verdict, result.rollout.label, reports, links,
                               clock.timings, tuple(plain_words(result)))
+        _write_summary(outcome, result.rollout.reason)
         _where_to_look(outcome, result.rollout.reason, config.hold, console)
         if config.hold:
             _hold(console)
@@ -167,6 +168,17 @@ def _where_to_look(outcome: DemoOutcome, rollout_reason: str, hold: bool,
     console.rule("where to look")
     for line in say:
         console.print(line, soft_wrap=True, highlight=False, markup=False)
+
+
+def _write_summary(outcome: DemoOutcome, rollout_reason: str) -> None:
+    """The verdict in plain words next to the reports (`summary.md`)."""
+    path = outcome.run_dir / "summary.md"
+    timing = ", ".join(f"{k} {v:.0f} s" for k, v in outcome.timings.items())
+    text = [f"# layergate demo: {outcome.verdict}", "",
+            f"Rollout stage: **{outcome.rollout}** ({rollout_reason}).", "",
+            *outcome.words, "", f"Timings: {timing}.", ""]
+    path.write_text("\n".join(text))
+    outcome.reports["summary"] = path
 
 
 def _hold(console: Console) -> None:

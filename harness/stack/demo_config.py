@@ -35,7 +35,7 @@ class DemoConfig:
                                    metadata={"help": "cap on each request's max_tokens"})
     rate: float | None = field(default=None,
                                metadata={"help": "Poisson rate (default: the mix's arrivals)"})
-    determinism_prompts: int = field(default=8, metadata={"help": "repeat-suite sample"})
+    determinism_prompts: int = field(default=6, metadata={"help": "repeat-suite sample"})
     repeats: int = field(default=3, metadata={"help": "repeats per prompt"})
     threads: int = field(default=1, metadata={"help": "torch threads per engine"})
     gate_policy: Path | None = field(default=None, metadata={"help": "gate policy YAML"})
@@ -55,7 +55,7 @@ class DemoConfig:
     @classmethod
     def quick(cls, out: Path, **overrides: Any) -> DemoConfig:
         """A much smaller run: the test's, and a first look in about two minutes."""
-        small = {"requests": 8, "max_tokens": 16, "rate": 2.0, "determinism_prompts": 3,
+        small = {"requests": 8, "max_tokens": 16, "rate": 1.0, "determinism_prompts": 3,
                  "repeats": 2}
         return cls(out=out, **{**small, **overrides})
 

@@ -20,6 +20,10 @@ def _ci(f: Figure) -> str:
     return f" (95 % CI {f.ci_low:+.1%} to {f.ci_high:+.1%})"
 
 
+def _caveat(f: Figure) -> str:
+    return "" if f.status == "ok" else f" ({f.status}: {f.reason})"
+
+
 def plain_words(result: GateResult) -> list[str]:
     lines: list[str] = []
     rer, theo = _figure(result, "rer"), _figure(result, "rer_theoretical")
@@ -29,15 +33,17 @@ def plain_words(result: GateResult) -> list[str]:
         lines.append(f"The candidate skipped {theo.value:.1%} of the layer compute "
                      "(theoretical saving).")
     if rer is not None:
-        lines.append(f"It spent {-rer.value:+.1%} time per output token against the baseline: "
-                     f"RER {rer.value:+.1%}{_ci(rer)}; the release target is {target:.0%}.")
+        way = "lower" if rer.value >= 0 else "higher"
+        lines.append(f"Its time per output token was {abs(rer.value):.1%} {way} than the "
+                     f"baseline's: RER {rer.value:+.1%}{_ci(rer)}; the release target is "
+                     f"RER >= {target:.0%}.{_caveat(rer)}")
         if theo is not None and theo.value > 0:
             lines.append(f"Realised {rer.value / theo.value:.0%} of the theoretical saving.")
     if exact is not None:
         floor = "" if exact.noise_floor is None else (
             f"; two full-depth baselines agree on {exact.noise_floor:.0%} (the noise floor)")
         lines.append(f"Its outputs were token-identical to the baseline on {exact.value:.0%} "
-                     f"of requests{floor}.")
+                     f"of requests{floor}.{_caveat(exact)}")
     lines += _why(rer, theo, exact, target)
     return lines
 

@@ -97,7 +97,7 @@ def calibrate(cfg: CalibrationConfig, progress: Progress | None = None) -> Calib
     info = {
         "dynamic": {"target_consistency": cfg.target_consistency,
                     "chosen": asdict(dyn_cell) if dyn_cell else None},
-        "static": {"exact_match": static_rate,
+        "static": {"exact_match": static_rate, "ranking": list(ranking),
                    "exact_match_by_k": {str(k): sum(v) / len(v) for k, v in matches.items()}},
         "speculative": {"chosen": asdict(spec_cell) if spec_cell else None,
                         "beats_full": bool(spec_cell and spec_cell.speedup_vs_full > 1.0)},

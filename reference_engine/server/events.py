@@ -36,7 +36,8 @@ class EventStream:
             item = await self._queue.get()
             if item is _GONE:
                 return
-            yield item  # type: ignore[misc]
             if isinstance(item, FinishEvent):
                 self.finished = True
+                yield item
                 return
+            yield item  # type: ignore[misc]

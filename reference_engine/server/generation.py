@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from reference_engine.api import FinishEvent, GenerationRequest, SamplingParams, TokenEvent
+from reference_engine.api import FinishEvent, GenerationRequest, TokenEvent
 from reference_engine.scheduler import EngineStopped, QueueFull
 from reference_engine.server.errors import APIError, error_body
 from reference_engine.server.events import EventStream
@@ -52,7 +52,9 @@ class Generation:
     def _decode(self, token_id: int) -> str:
         return self.engine.tokenizer.decode([token_id])
 
-    async def handle(self, request: Request, body: SamplingFields, endpoint: Endpoint):
+    async def handle(self, request: Request, body: SamplingFields,
+                     endpoint: Endpoint) -> Response:
+        arrival = time.perf_counter()  # TTFT and queue time count from here
         trace = self.tracer.start(endpoint.operation, request.headers)
         try:
             check_model(body.model, self.engine.model_name)
@@ -61,9 +63,13 @@ class Generation:
             params = sampling_params(body, prompt_tokens=len(ids),
                                      context=self.engine.max_model_len)
             meta = ResponseMeta.new(endpoint.shaper.prefix, self.engine.model_name)
-            stream = self._submit(meta.id, ids, params, trace)
+            stream = self._submit(GenerationRequest(meta.id, tuple(ids), params, arrival,
+                                                    trace.context), trace)
         except APIError as exc:
             trace.fail(exc.message, exc.status)
+            raise
+        except Exception as exc:
+            trace.fail(f"internal error: {type(exc).__name__}", 500)
             raise
         shaper = endpoint.shaper(meta, self._decode, params.logprobs)
         if body.stream:
@@ -71,11 +77,8 @@ class Generation:
                                      media_type="text/event-stream", headers=SSE_HEADERS)
         return await self._whole(request, stream, shaper, trace, meta.id)
 
-    def _submit(self, request_id: str, ids: list[int], params: SamplingParams,
-                trace: RequestTrace) -> EventStream:
+    def _submit(self, gen: GenerationRequest, trace: RequestTrace) -> EventStream:
         stream = EventStream()
-        gen = GenerationRequest(request_id, tuple(ids), params, time.perf_counter(),
-                                trace.context)
         try:
             self.engine.submit(gen, stream.sink)
         except QueueFull as exc:
@@ -86,7 +89,7 @@ class Generation:
             raise APIError(400, str(exc), code="invalid_prompt") from exc
         except EngineStopped as exc:
             raise APIError(503, "the engine is shutting down", code="shutting_down") from exc
-        trace.submitted(request_id, params, len(ids))
+        trace.submitted(gen.request_id, gen.params, len(gen.prompt_token_ids))
         return stream
 
     async def _whole(self, request: Request, stream: EventStream, shaper: Shaper,

@@ -15,6 +15,7 @@ DEFAULT_COMPLETION_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
 # OpenAI's chat default is "the rest of the context"; bounded so a forgotten max_tokens
 # cannot hold a CPU slot for thousands of tokens
 DEFAULT_CHAT_MAX_TOKENS = 256
+NEGLIGIBLE = 1e-6  # temperature / top_p below this mean greedy
 
 
 def check_model(requested: str | None, served: str) -> None:
@@ -76,7 +77,9 @@ def _max_tokens(req: SamplingFields, prompt_tokens: int, context: int) -> int:
 def sampling_params(req: SamplingFields, *, prompt_tokens: int, context: int) -> SamplingParams:
     temperature = 1.0 if req.temperature is None else req.temperature
     top_p = 1.0 if req.top_p is None else req.top_p
-    if top_p == 0.0:  # the limit of nucleus sampling: only the most likely token
+    # Both limits are greedy decoding; values this small underflow float32 in the sampler
+    # (a temperature of 5e-324 divides by zero), so they are taken at their limit.
+    if top_p < NEGLIGIBLE or temperature < NEGLIGIBLE:
         temperature, top_p = 0.0, 1.0
     if isinstance(req, ChatCompletionRequest):
         want, top = bool(req.logprobs), req.top_logprobs or 0
