@@ -63,6 +63,7 @@ class Outcome:
     verdicts: dict[str, str]
     failing: dict[str, list[str]]  # policy -> gating checks that failed
     figures: dict[str, list[float | None]] = field(default_factory=dict)
+    statuses: dict[str, str] = field(default_factory=dict)  # check -> status under default
 
 
 # --- a proxy that makes an arm slower by a fixed share, chunk by chunk -----------------
@@ -162,7 +163,14 @@ def replay_and_judge(experiment: str, repeat: int, arms: dict[str, str], args) -
                           users=args.users, requests=args.requests, seed=repeat,
                           timeout=args.timeout, progress=False)
     t0 = time.monotonic()
-    run_dir = run_replay(config)
+    outcome = judge(experiment, repeat, run_replay(config))
+    print(f"  [{experiment} #{repeat}] {time.monotonic() - t0:.0f}s  {describe(outcome)}",
+          flush=True)
+    return outcome
+
+
+def judge(experiment: str, repeat: int, run_dir: Path) -> Outcome:
+    """The run under each shipped policy: verdicts, failing checks, key figures."""
     results: dict[str, GateResult] = {
         policy: evaluate(run_dir, default_policy_dir() / f"{policy}.yaml") for policy in POLICIES}
     outcome = Outcome(experiment, repeat, str(run_dir),
@@ -176,12 +184,16 @@ def replay_and_judge(experiment: str, repeat: int, arms: dict[str, str], args) -
         if c is not None:
             outcome.figures[name] = [c.compared if c.compared is not None else c.value,
                                      c.compared_low, c.compared_high]
-    print(f"  [{experiment} #{repeat}] {time.monotonic() - t0:.0f}s  "
-          + "  ".join(f"{p}: {v}" for p, v in outcome.verdicts.items())
-          + "  | " + "  ".join(f"{k} {_fmt(v)}" for k, v in outcome.figures.items())
-          + (f"  | failing(no-regression): {outcome.failing['no-regression']}"
-             if outcome.failing["no-regression"] else ""), flush=True)
+            outcome.statuses[name] = c.status
     return outcome
+
+
+def describe(o: Outcome) -> str:
+    return ("  ".join(f"{p}: {v}" for p, v in o.verdicts.items())
+            + "  | " + "  ".join(f"{k} {_fmt(v)} {o.statuses.get(k, '')}"
+                                 for k, v in o.figures.items())
+            + (f"  | failing(no-regression): {o.failing['no-regression']}"
+               if o.failing["no-regression"] else ""))
 
 
 def _fmt(v: list[float | None]) -> str:
@@ -211,6 +223,15 @@ def run_experiment(name: str, args) -> list[Outcome]:
             return [replay_and_judge(name, k, arms, args) for k in range(args.repeats)]
 
 
+def replay_all(chosen: list[str], args) -> list[Outcome]:
+    os.makedirs(args.out, exist_ok=True)
+    outcomes: list[Outcome] = []
+    for name in chosen:
+        print(f"experiment {name}", flush=True)
+        outcomes += run_experiment(name, args)
+    return outcomes
+
+
 def summarise(outcomes: list[Outcome]) -> dict[str, dict]:
     summary: dict[str, dict] = {}
     for name in EXPERIMENTS:
@@ -224,6 +245,8 @@ def summarise(outcomes: list[Outcome]) -> dict[str, dict]:
                 row[f"{policy}:{verdict}"] = sum(o.verdicts[policy] == verdict for o in runs) / n
         row["default fails on rer alone"] = sum(
             o.failing["default"] == ["rer[candidate]"] for o in runs) / n
+        row["exact_match passes"] = sum(o.statuses.get("exact_match") == "pass"
+                                        for o in runs) / n
         rers = [o.figures["rer"][0] for o in runs if o.figures.get("rer", [None])[0] is not None]
         row["mean rer"] = sum(rers) / len(rers) if rers else None
         summary[name] = row
@@ -248,6 +271,9 @@ def main() -> None:
                         help="per-request timeout, seconds")
     parser.add_argument("--out", default=f"runs/gate-validity-{time.strftime('%Y%m%dT%H%M%S')}",
                         help="directory for the runs and validity.json")
+    parser.add_argument("--rejudge", metavar="DIR",
+                        help="replay nothing: judge the runs kept in DIR (an earlier --out) "
+                             "under the policies as they are now")
     args = parser.parse_args()
     # SIGTERM unwinds like Ctrl-C, so the engines and Locust started here are stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -255,14 +281,18 @@ def main() -> None:
     unknown = set(chosen) - set(EXPERIMENTS)
     if unknown:
         parser.error(f"unknown experiment(s) {sorted(unknown)}; choose from {EXPERIMENTS}")
-    os.makedirs(args.out, exist_ok=True)
-    outcomes: list[Outcome] = []
     t0 = time.monotonic()
-    for name in chosen:
-        print(f"experiment {name}", flush=True)
-        outcomes += run_experiment(name, args)
+    if args.rejudge:  # the runs of an earlier invocation, under the policies as they are now
+        outcomes = []
+        for run_dir in sorted(Path(args.rejudge).glob("*-[0-9][0-9]")):
+            name, _, k = run_dir.name.rpartition("-")
+            outcomes.append(judge(name, int(k), run_dir))
+            print(f"  [{name} #{int(k)}] {describe(outcomes[-1])}", flush=True)
+        args.out = args.rejudge
+    else:
+        outcomes = replay_all(chosen, args)
     summary = summarise(outcomes)
-    print(f"\nsummary ({time.monotonic() - t0:.0f}s, {args.repeats} repeat(s) each):")
+    print(f"\nsummary ({time.monotonic() - t0:.0f}s):")
     for name, row in summary.items():
         print(f"  {name}: " + ", ".join(
             f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))

@@ -54,8 +54,9 @@ def synthetic(n: int, seed: int = 0) -> list[ArmResult]:
                 ttft_s=float(ttft[i]), e2e_s=float(ttft[i] + tpot[i] * (k - 1)),
                 itl_s=itl, output_text=text, output_tokens=k,
                 finish_reason="length" if k == 32 else "stop", max_tokens=32, token_ids=ids,
+                prompt_tokens=20,
                 extension={"theoretical_saving": 0.3 if arm == "candidate" else 0.0,
-                           "computed_tokens": k + 2, "peak_memory_bytes": 10_000 + k,
+                           "computed_tokens": 20 - 3 + k - 1 + 2, "peak_memory_bytes": 10_000 + k,
                            "prefix_cache_hit_tokens": 3, "prefix_cache_query_tokens": 10}))
     return out
 

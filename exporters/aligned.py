@@ -27,6 +27,7 @@ class ArmColumns:
     e2e: np.ndarray
     ttft: np.ndarray
     tokens: np.ndarray  # float, output tokens
+    prompt_tokens: np.ndarray  # NaN when the arm did not report usage
     length_stop: np.ndarray  # bool: finish_reason == "length"
     theoretical: np.ndarray  # extension theoretical_saving
     computed_tokens: np.ndarray  # extension computed_tokens
@@ -55,7 +56,7 @@ class Aligned:
 
 _EXT_KEYS = ("theoretical_saving", "computed_tokens", "peak_memory_bytes",
              "prefix_cache_hit_tokens", "prefix_cache_query_tokens")
-_MISSING = (None,) * (3 + len(_EXT_KEYS))
+_MISSING = (None,) * (4 + len(_EXT_KEYS))
 
 
 def _number(value: object) -> float:
@@ -78,7 +79,8 @@ def _values(r: ArmResult | None) -> tuple:
     if r is None:
         return _MISSING
     get = (r.extension or {}).get
-    return (r.e2e_s, r.ttft_s, r.output_tokens, *(get(k) for k in _EXT_KEYS))
+    return (r.e2e_s, r.ttft_s, r.output_tokens, r.prompt_tokens or None,
+            *(get(k) for k in _EXT_KEYS))
 
 
 def _arm_columns(rows: list[ArmResult | None]) -> ArmColumns:
@@ -87,9 +89,9 @@ def _arm_columns(rows: list[ArmResult | None]) -> ArmColumns:
         tuple(rows),
         np.array([r is not None for r in rows], dtype=bool),
         np.array([r is not None and r.ok for r in rows], dtype=bool),
-        *values[:, :3].T,
+        *values[:, :4].T,
         np.array([r is not None and r.finish_reason == "length" for r in rows], dtype=bool),
-        *values[:, 3:].T,
+        *values[:, 4:].T,
     )
 
 

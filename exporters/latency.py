@@ -5,6 +5,9 @@ baseline with a Wilcoxon signed-rank test.
 Percentile CIs come from order statistics; e2e_jitter = p99 - p50 with the conservative
 interval [p99_low - p50_high, p99_high - p50_low]. goodput = share of the arm's requests
 that succeeded within the SLO (TTFT, or E2E when TTFT was not measured, and TPOT).
+token_efficiency = useful positions / `computed_tokens` (engine extension), useful = prompt
+tokens not served from the prefix cache + output tokens - 1: 1.0 means no padding and no
+rejected drafts.
 latency_ratio = geometric mean over paired requests of (E2E_X/tokens_X) / (E2E_A/tokens_A).
 """
 
@@ -56,11 +59,15 @@ def columns(al: Aligned, config: MetricsConfig) -> dict[str, np.ndarray]:
         first = np.where(np.isfinite(x.ttft), x.ttft, x.e2e)
         t = tpot(x)
         good = x.ok & (first <= config.slo_ttft_s) & (~np.isfinite(t) | (t <= config.slo_tpot_s))
-        eff = x.ok & np.isfinite(x.computed_tokens) & (x.computed_tokens > 0)
+        eff = x.ok & np.isfinite(x.computed_tokens) & (x.computed_tokens > 0) \
+            & np.isfinite(x.prompt_tokens)
+        # positions that had to be computed: the uncached prompt, and every output token but
+        # the last (it is sampled, never fed back); padding and rejected drafts are the rest
+        useful = (x.prompt_tokens - np.nan_to_num(x.cache_hits)) + np.maximum(x.tokens - 1, 0)
         p = f"lat.{arm}."
         out |= {p + "n": x.present.astype(float), p + "good": good.astype(float),
                 p + "error": (x.present & ~x.ok).astype(float), p + "eff_n": eff.astype(float),
-                p + "useful": np.where(eff, x.tokens, 0.0),
+                p + "useful": np.where(eff, useful, 0.0),
                 p + "computed": np.where(eff, x.computed_tokens, 0.0)}
     a = al.arms.get(BASELINE)
     for arm in compared_arms(al):
@@ -89,8 +96,11 @@ def _quantile_figures(al: Aligned, arm: str, config: MetricsConfig) -> list[Figu
             for qname, (point, low, high) in got.items():
                 status, reason = status_for(point, n, config.min_samples,
                                             f"no {kind.upper()} measured")
+                open_ci = {"ci_note": "a CI bound lies beyond the sample: too few requests "
+                                      "for this percentile"} \
+                    if point is not None and (low is None or high is None) else {}
                 out.append(Figure(f"{kind}_{qname}", point, arm, label, low, high, n, status,
-                                  reason, unit="s"))
+                                  reason, unit="s", detail=open_ci))
             if kind == "e2e":
                 (p50, l50, h50), (p99, l99, h99) = got["p50"], got["p99"]
                 jitter = p99 - p50 if p50 is not None else None
@@ -124,7 +134,8 @@ def figures(table: SumTable, al: Aligned, config: MetricsConfig) -> list[Figure]
             ("goodput", SumStat(lambda g, n: g / n, (p + "good", p + "n"), p + "n"), ""),
             ("error_rate", SumStat(lambda e, n: e / n, (p + "error", p + "n"), p + "n"), ""),
             ("token_efficiency", SumStat(lambda u, c: u / c, (p + "useful", p + "computed"),
-                                         p + "eff_n", "the arm reported no computed_tokens"),
+                                         p + "eff_n",
+                                         "the arm reported no computed_tokens / prompt usage"),
              "")):
             out += estimate(table, stat, al.scenario_names, config, name, arm, unit)
     arms = compared_arms(al)

@@ -2,10 +2,13 @@
 
 | RRR               | stage         | reading                                   |
 | ----------------- | ------------- | ----------------------------------------- |
-| < -0.5            | internal      | saves less than half the target           |
-| [-0.5, 0)         | vip           | on its way, below target                  |
-| [0, 0.25)         | public_5pct   | meets the target                          |
-| >= 0.25           | full          | beats the target by a quarter or more     |
+| < 0               | internal      | below the target                          |
+| [0, 0.25)         | vip           | meets the target                          |
+| [0.25, 0.5)       | public_5pct   | beats it by a quarter                     |
+| >= 0.5            | full          | beats it by half or more                  |
+
+The bounds are the gate policy's default `rollout` bounds (harness/gate/policy.py), so
+the figure and the gate's recommendation agree unless a policy moves them.
 
 The stage is taken from the lower CI bound of RRR when there is one (roll out only as
 far as the evidence supports); the point estimate's stage is in detail too. Quality is
@@ -18,7 +21,7 @@ from exporters.config import MetricsConfig
 from exporters.figures import Figure
 
 STAGES = ("internal", "vip", "public_5pct", "full")
-_EDGES = (-0.5, 0.0, 0.25)
+_EDGES = (0.0, 0.25, 0.5)
 
 
 def stage(rrr: float) -> str:

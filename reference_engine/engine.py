@@ -190,13 +190,14 @@ class Engine:
             log.exception("planning %s failed", request.request_id)
             self._reject(request, sink, "error", str(exc))
             return None
-        seq = SequenceState(request=request, sink=sink, plan=plan, cache=self.runner.new_cache(),
+        cache = self.runner.new_cache(self.max_model_len)
+        seq = SequenceState(request=request, sink=sink, plan=plan, cache=cache,
                             sampler=RequestSampler(request.params, self.config.seed),
-                            stop=StopChecker(self.tokenizer, prompt, request.params.stop),
+                            stop=StopChecker(self.tokenizer, request.params.stop),
                             token_ids=list(prompt), admitted_at=now)
-        seq.prefix_query_tokens = len(prompt)
         if self.prefix_cache is not None:
             hit = self.prefix_cache.load(plan.fingerprint, prompt, seq.cache)
+            seq.prefix_query_tokens = hit.query_tokens
             seq.prefix_hit_tokens = hit.hit_tokens
             self.metrics.record_prefix(hit.query_tokens, hit.hit_tokens)
         self._running.append(seq)
@@ -263,7 +264,7 @@ class Engine:
 
     def _record_batch(self, group: list[SequenceState], out: ForwardOutput, width: int) -> None:
         self.metrics.record_batch(len(group), out.real_tokens, out.computed_tokens)
-        act = _activation_bytes(self.runner, width, max(s.cache.length for s in group))
+        act = self.runner.activation_bytes(width, max(s.cache.length for s in group))
         for seq in group:
             seq.peak_activation_bytes = max(seq.peak_activation_bytes, act)
 
@@ -372,16 +373,6 @@ def _eos_ids(model, tokenizer) -> frozenset[int]:
         elif value:
             ids.update(int(v) for v in value)
     return frozenset(ids)
-
-
-def _activation_bytes(runner: ModelRunner, width: int, keys: int) -> int:
-    """A per-row estimate of the transient tensors of one forward: residual stream and
-    norms, q/k/v/o, the MLP's intermediate activations, attention scores, logits."""
-    cfg = runner.model.config
-    item = torch.empty((), dtype=runner.dtype).element_size()
-    per_token = 6 * runner.hidden_size + 3 * cfg.intermediate_size
-    scores = cfg.num_attention_heads * width * max(keys, width)
-    return item * (width * per_token + scores) + 4 * runner.vocab_size
 
 
 def _safe_call(sink: EventSink, event: TokenEvent | FinishEvent) -> None:

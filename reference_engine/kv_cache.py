@@ -22,8 +22,10 @@ class SequenceKV:
     keeps `length == len(context tokens) - 1` between steps (the last token is not fed yet)."""
 
     def __init__(self, num_layers: int, kv_heads: int, head_dim: int,
-                 dtype: torch.dtype, device: torch.device | str = "cpu") -> None:
+                 dtype: torch.dtype, device: torch.device | str = "cpu",
+                 max_positions: int | None = None) -> None:
         self.num_layers = num_layers
+        self.max_positions = max_positions  # caps the doubling of capacity
         self.kv_heads = kv_heads
         self.head_dim = head_dim
         self.dtype = dtype
@@ -96,7 +98,10 @@ class SequenceKV:
         cap = 0 if cur is None else cur.shape[2]
         if needed <= cap:
             return
-        new_cap = max(_MIN_CAPACITY, needed, 2 * cap)
+        new_cap = max(_MIN_CAPACITY, 2 * cap)
+        if self.max_positions is not None:
+            new_cap = min(new_cap, self.max_positions)
+        new_cap = max(new_cap, needed)
         shape = (1, self.kv_heads, new_cap, self.head_dim)
         k = torch.empty(shape, dtype=self.dtype, device=self.device)
         v = torch.empty(shape, dtype=self.dtype, device=self.device)

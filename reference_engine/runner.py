@@ -77,14 +77,26 @@ class ModelRunner:
         self.dtype = next(model.parameters()).dtype
         self.device = next(model.parameters()).device
 
-    def new_cache(self) -> SequenceKV:
-        return SequenceKV(self.num_layers, self.kv_heads, self.head_dim, self.dtype, self.device)
+    def new_cache(self, max_positions: int | None = None) -> SequenceKV:
+        """An empty KV cache for one sequence (capacity grows up to max_positions)."""
+        return SequenceKV(self.num_layers, self.kv_heads, self.head_dim, self.dtype, self.device,
+                          max_positions)
 
     @property
     def kv_bytes_per_token(self) -> int:
         """KV bytes one position takes when every layer is executed."""
         itemsize = torch.empty((), dtype=self.dtype).element_size()
         return 2 * self.num_layers * self.kv_heads * self.head_dim * itemsize
+
+    def activation_bytes(self, width: int, keys: int) -> int:
+        """An estimate of one row's transient tensors in a forward of `width` tokens over
+        `keys` positions: residual stream and norms, q/k/v/o, the MLP's intermediate
+        activations, attention scores, one row of logits."""
+        cfg = self.model.config
+        item = torch.empty((), dtype=self.dtype).element_size()
+        per_token = 6 * self.hidden_size + 3 * cfg.intermediate_size
+        scores = cfg.num_attention_heads * width * max(keys, width)
+        return item * (width * per_token + scores) + 4 * self.vocab_size
 
     @torch.inference_mode()
     def embed_tokens(self, token_ids: Sequence[int]) -> torch.Tensor:

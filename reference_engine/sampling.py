@@ -77,7 +77,7 @@ class StopChecker:
     token (as vLLM does), so long outputs do not cost quadratic detokenization.
     """
 
-    def __init__(self, tokenizer, prompt_ids: tuple[int, ...], stop: tuple[str, ...]) -> None:
+    def __init__(self, tokenizer, stop: tuple[str, ...]) -> None:
         self.tokenizer = tokenizer
         self.stop = tuple(s for s in stop if s)
         self.ids: list[int] = []

@@ -82,7 +82,7 @@ class RequestTrace:
             "gen_ai.request.top_p": params.top_p,
             "gen_ai.usage.input_tokens": prompt_tokens,
         }
-        if params.seed is not None:
+        if params.seed is not None and -(2**63) <= params.seed < 2**63:  # OTLP ints are int64
             attrs["gen_ai.request.seed"] = params.seed
         if params.stop:
             attrs["gen_ai.request.stop_sequences"] = list(params.stop)

@@ -213,6 +213,6 @@ def test_shutdown_drains_in_flight_requests(loaded):
 def test_stop_checker_holds_back_partial_stop_text(loaded):
     tok = loaded.tokenizer
     ids = tok.encode("Hello world, this is the end of it")
-    checker = StopChecker(tok, (), ("the end",))
+    checker = StopChecker(tok, ("the end",))
     text = "".join(checker.push(t) for t in ids)
     assert checker.stopped and text == "Hello world, this is "

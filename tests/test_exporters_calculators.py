@@ -24,11 +24,13 @@ CFG = MetricsConfig(n_resamples=200, min_samples=2, min_determinism_prompts=1)
 def r(rid: str, arm: str, *, scenario: str = "s", ok: bool = True, e2e: float = 1.0,
       ttft: float | None = 0.1, tokens: int = 10, finish: str = "stop", text: str = "a b c",
       ids: tuple[int, ...] | None = None, ext: dict | None = None, repeat: int = 0,
-      concurrency: int = 1, itl: tuple[float, ...] = (), top=None) -> ArmResult:
+      concurrency: int = 1, itl: tuple[float, ...] = (), top=None, prompt: int = 0
+      ) -> ArmResult:
     return ArmResult(request_id=rid, arm=arm, scenario=scenario, ok=ok, e2e_s=e2e, ttft_s=ttft,
                      output_tokens=tokens, finish_reason=finish, output_text=text,
                      token_ids=ids, extension=ext or {}, repeat=repeat,
-                     concurrency=concurrency, itl_s=itl, top_logprobs=top)
+                     concurrency=concurrency, itl_s=itl, top_logprobs=top,
+                     prompt_tokens=prompt)
 
 
 def get(figures: list[Figure], name: str, arm: str = "candidate", scenario: str = "all"
@@ -172,7 +174,9 @@ def test_consistency_noise_floor_and_excess() -> None:
 def test_latency_percentiles_goodput_efficiency_errors() -> None:
     e2e = [0.5, 1.0, 1.5, 2.0, 10.0]
     res = [r(str(i), "baseline", e2e=v, ttft=0.1 if i < 4 else 3.0, tokens=11,
-             itl=(0.01, 0.02), ext={"computed_tokens": 22}) for i, v in enumerate(e2e)]
+             itl=(0.01, 0.02), prompt=10,
+             ext={"computed_tokens": 20, "prefix_cache_hit_tokens": 4})
+           for i, v in enumerate(e2e)]
     res.append(r("x", "baseline", ok=False, e2e=None))
     figs = compute_figures(res, config=CFG)
     assert get(figs, "e2e_p50", "baseline").value == pytest.approx(np.quantile(e2e, 0.5))
@@ -184,7 +188,8 @@ def test_latency_percentiles_goodput_efficiency_errors() -> None:
     assert get(figs, "tpot_p50", "baseline").value == pytest.approx(0.14)
     assert get(figs, "goodput", "baseline").value == pytest.approx(4 / 6)
     assert get(figs, "error_rate", "baseline").value == pytest.approx(1 / 6)
-    assert get(figs, "token_efficiency", "baseline").value == pytest.approx(0.5)
+    # useful positions: (10 prompt - 4 cached) + (11 output - 1) = 16 of 20 computed
+    assert get(figs, "token_efficiency", "baseline").value == pytest.approx(0.8)
 
 
 def test_latency_ratio_with_paired_wilcoxon() -> None:
@@ -254,8 +259,8 @@ def test_every_figure_overall_and_per_scenario() -> None:
 
 
 def test_rollout_stage_mapping() -> None:
-    assert [stage(x) for x in (-0.9, -0.5, -0.1, 0.0, 0.24, 0.25, 3)] == \
-        ["internal", "vip", "vip", "public_5pct", "public_5pct", "full", "full"]
+    assert [stage(x) for x in (-0.9, -0.01, 0.0, 0.24, 0.25, 0.49, 0.5, 3)] == \
+        ["internal", "internal", "vip", "vip", "public_5pct", "public_5pct", "full", "full"]
 
 
 def test_duplicate_rows_are_an_error() -> None:
@@ -287,3 +292,15 @@ def test_determinism_run_given_as_results() -> None:
     figs = compute_figures(res, config=CFG)
     assert get(figs, "output_determinism").value == 1.0
     assert not [f for f in figs if f.name == "rer"]
+
+
+def test_token_kl_over_positions_with_the_same_context() -> None:
+    half = {"a": math.log(0.5), "b": math.log(0.5)}
+    skew = {"a": math.log(0.2), "b": math.log(0.6)}
+    far = {"c": math.log(0.9)}
+    # same first token, then divergence at position 1: positions 0 and 1 count, not 2
+    res = [r("1", "baseline", ids=(1, 2, 3), top=(half, half, half)),
+           r("1", "candidate", ids=(1, 5, 3), top=(half, skew, far))]
+    f = get(compute_figures(res, config=CFG), "token_kl")
+    kl_skew = 0.5 * math.log(0.5 / 0.25) + 0.5 * math.log(0.5 / 0.75)
+    assert f.value == pytest.approx(kl_skew / 2) and f.n == 2 and f.unit == "nats"

@@ -59,7 +59,7 @@ def _run_dir(tmp_path: Path, n: int = 30) -> Path:
                                     output_tokens=8, prompt_tokens=12, finish_reason="length",
                                     max_tokens=8, token_ids=ids,
                                     extension={"theoretical_saving": 0.3 if scale < 1 else 0.0,
-                                               "computed_tokens": 8, "peak_memory_bytes": 1000}))
+                                               "computed_tokens": 19, "peak_memory_bytes": 1000}))
     arms = {"baseline": "http://a", "baseline2": "http://b", "candidate": "http://c"}
     manifest = Manifest.new("replay", {"rate": 1.0}, arms,
                             {"path": "traffic.jsonl", "sha256": "x", "count": n})
@@ -98,6 +98,7 @@ def test_table_and_json(tmp_path: Path) -> None:
     assert _figure(doc, "termination_accuracy")["value"] == 1.0
     assert _figure(doc, "termination_accuracy")["detail"]["oracle_recorded"] == 6
     assert {f["scenario"] for f in doc["figures"]} == {"all", "short", "long"}
+    assert _figure(doc, "token_efficiency", arm="baseline")["value"] == 1.0  # 12 + 7 of 19
 
 
 def test_policy_adds_verdict(tmp_path: Path) -> None:
@@ -234,6 +235,7 @@ def test_real_replay_end_to_end(full_engine: EngineProcess, tmp_path: Path,
             f = _figure(doc, name)
             assert f["value"] is not None and f["noise_floor"] is not None, name
         assert _figure(doc, "rer_theoretical")["value"] == 0.0  # policy full skips nothing
+        assert 0 < _figure(doc, "token_efficiency", arm="baseline")["value"] <= 1
         processes.start("exporter", layergate_cmd("metrics", str(run), "--serve", str(port),
                                                   "--resamples", "100"))
         got = prom.wait_for('layergate_run_rer{arm="candidate",scenario="all"}', timeout=90)

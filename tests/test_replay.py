@@ -58,7 +58,11 @@ def _wait_for_rows(path: Path, arm: str, n: int, timeout: float = 120) -> None:
 
 def test_full_vs_full_writes_a_complete_run(tmp_path: Path, full_engine: EngineProcess,
                                             candidate: EngineProcess) -> None:
-    traffic = small_traffic(tmp_path / "t.jsonl", 6)
+    records = list(read_traffic(small_traffic(tmp_path / "t.jsonl", 6)).records)
+    first = records[0]
+    records[0] = TrafficRecord(first.id, first.offset_s, first.scenario, first.endpoint,
+                               {**first.body, "logprobs": True, "top_logprobs": 2})
+    traffic = write_traffic(tmp_path / "t.jsonl", records)
     arms = {"baseline": full_engine.url, "baseline2": full_engine.url,
             "candidate": candidate.url}
     port = free_port()
@@ -93,6 +97,10 @@ def test_full_vs_full_writes_a_complete_run(tmp_path: Path, full_engine: EngineP
         assert result.token_ids and len(result.token_ids) == result.output_tokens
         assert len(result.itl_s) >= 1 and result.extension["policy"] == "full"
         assert result.prompt_tokens > 0 and result.max_tokens == 8
+    with_logprobs = [r for r in run.results if r.request_id == first.id]
+    for result in with_logprobs:
+        assert len(result.logprobs) == len(result.top_logprobs) == result.output_tokens
+        assert all(len(top) == 2 for top in result.top_logprobs)
     by_key = {(r.request_id, r.arm): r for r in run.results}
     agree = sum(by_key[(rid, "candidate")].token_ids == by_key[(rid, "baseline")].token_ids
                 for rid, _ in by_key)

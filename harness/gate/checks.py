@@ -69,12 +69,13 @@ def judge(rule: MetricRule, figure: Figure | None, scenario: str, counts: bool) 
                      **base)
     base.update(value=figure.value, ci_low=figure.ci_low, ci_high=figure.ci_high,
                 noise_floor=figure.noise_floor, n=figure.n, unit=figure.unit)
+    if figure.value is not None:  # shown even when too few samples to judge
+        point, low, high = _compared(rule, figure)
+        base.update(compared=point, compared_low=low, compared_high=high)
     if figure.status != "ok" or figure.value is None:
         why = figure.reason or ("no value" if figure.value is None else figure.status)
         status = "skipped" if not rule.required else "inconclusive"
         return Check(status=status, reason=f"{figure.status}: {why}", **base)
-    point, low, high = _compared(rule, figure)
-    base.update(compared=point, compared_low=low, compared_high=high)
     if point is None:
         return Check(status="inconclusive", reason="no noise floor to subtract (run has no "
                      "baseline2 arm, or the figure lacks detail['excess'])", **base)
@@ -84,13 +85,14 @@ def judge(rule: MetricRule, figure: Figure | None, scenario: str, counts: bool) 
     return Check(status=_side(rule, low, high), reason=_reason(rule, low, high), **base)
 
 
-def _compared(rule: MetricRule, figure: Figure) -> tuple[float | None, float, float]:
+def _compared(rule: MetricRule, figure: Figure
+              ) -> tuple[float | None, float | None, float | None]:
     """The point and interval compared to the threshold; an interval-less figure (e.g. a
     cache-hit delta from counters) is its own interval."""
     if rule.subtract_noise_floor:
         excess = figure.detail.get("excess")
         if excess is None:
-            return None, float("nan"), float("nan")
+            return None, None, None
         low, high = figure.detail.get("excess_ci") or (excess, excess)
         return float(excess), _num(low, excess), _num(high, excess)
     value = float(figure.value)

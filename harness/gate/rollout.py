@@ -36,8 +36,9 @@ def recommend(verdict: str, figures: list[Figure], policy: Policy) -> Rollout:
                 and f.scenario == OVERALL and f.status == "ok" and f.value is not None), None)
     if rer is None:
         stage = "none" if verdict == "fail" else "internal"
-        return Rollout(stage, "the gate failed" if verdict == "fail" else
-                       "RER could not be computed; internal use only", target_rer=target)
+        reason = ("the gate failed" if verdict == "fail" else
+                  "no usable RER figure (not computed, or too few samples): internal use only")
+        return Rollout(stage, reason, target_rer=target)
     rrr = (rer.value - target) / target
     low = (rer.ci_low - target) / target if rer.ci_low is not None else rrr
     high = (rer.ci_high - target) / target if rer.ci_high is not None else rrr

@@ -11,6 +11,7 @@ stats go to `locust_stats.csv` and its log to `locust.log` in the run directory.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -23,13 +24,13 @@ from prometheus_client import CollectorRegistry, start_http_server
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harness.manifest import Manifest, read_manifest, write_manifest
+from harness.manifest import Manifest, now_iso, read_manifest, write_manifest
 from harness.replay import queue
 from harness.replay.config import ConfigError, ReplayConfig
 from harness.replay.live import ReplayMetrics, StoreTail
 from harness.replay.plan import load_records, pending_items
 from harness.replay.scrape import scrape_arms
-from harness.rundir import RESULTS, TRAFFIC
+from harness.rundir import RESULTS, TRAFFIC, scrape_path
 from harness.store import ResultStore
 from harness.traffic import traffic_sha256, write_traffic
 
@@ -93,9 +94,13 @@ def _open_manifest(config: ReplayConfig, run_dir: Path, count: int) -> Manifest:
                "sha256": traffic_sha256(run_dir / TRAFFIC),
                "source": str(config.traffic or config.scenario or "")}
     if config.resume:
+        # keep the original config; each resume appends its own (arms may have moved)
         old = read_manifest(run_dir)
-        return Manifest(old.id, "replay", "running", old.created, config.to_json(), config.arms,
-                        {**old.traffic, **traffic, "source": old.traffic.get("source")})
+        resumes = [*old.config.get("resumes", []), {**config.to_json(), "at": now_iso()}]
+        return Manifest(old.id, "replay", "running", old.created,
+                        {**old.config, "resumes": resumes}, config.arms,
+                        {**old.traffic, **traffic, "source": old.traffic.get("source")},
+                        notes=old.notes)
     return Manifest.new("replay", config.to_json(), config.arms, traffic)
 
 
@@ -143,6 +148,7 @@ def run_replay(config: ReplayConfig) -> Path:
     """
     console = Console(stderr=True, quiet=not config.progress)
     run_dir, count = _prepare(config)
+    previous_arms = read_manifest(run_dir).arms if config.resume else {}
     manifest = _open_manifest(config, run_dir, count)
     write_manifest(run_dir, manifest)
     store = ResultStore(run_dir / RESULTS)
@@ -152,13 +158,14 @@ def run_replay(config: ReplayConfig) -> Path:
     try:
         records = load_records(run_dir / TRAFFIC, skip_invalid=False)
         items = pending_items(records, config.arms, store.ok_pairs())
+        if config.resume:  # the run's traffic holds the schedule; --speed still applies
+            items = [(rid, arms, offset / config.speed) for rid, arms, offset in items]
         total = queue.fill(store.conn, items)
-        notes += scrape_arms(config.arms, run_dir, "before")
+        notes += scrape_arms(_needs_before(config, previous_arms, run_dir), run_dir,
+                             "before")
         tail = None
         if config.metrics_port:
-            registry = CollectorRegistry()
-            server, _ = start_http_server(config.metrics_port, "127.0.0.1", registry)
-            tail = StoreTail(store, ReplayMetrics(registry))
+            server, tail = _serve_metrics(config.metrics_port, store)
             console.print(f"live metrics: http://127.0.0.1:{config.metrics_port}/metrics")
         finished = True
         if total:
@@ -180,10 +187,28 @@ def run_replay(config: ReplayConfig) -> Path:
     finally:
         if server is not None:
             server.shutdown()
-        final = Manifest(**{**manifest.__dict__, "notes": tuple(notes)})
+        final = dataclasses.replace(manifest, notes=tuple(notes))
         write_manifest(run_dir, final.with_status(status, store.counts_by_arm()))
         store.close()
     return run_dir
+
+
+def _serve_metrics(port: int, store: ResultStore):
+    registry = CollectorRegistry()
+    try:
+        server, _ = start_http_server(port, "127.0.0.1", registry)
+    except OSError as exc:
+        raise ConfigError(f"--metrics-port {port}: cannot listen: {exc}") from exc
+    return server, StoreTail(store, ReplayMetrics(registry))
+
+
+def _needs_before(config: ReplayConfig, previous: dict[str, str],
+                  run_dir: Path) -> dict[str, str]:
+    """Arms to scrape before sending. A resume keeps the first `before` of an arm still at
+    the same URL, so the counters' deltas span the whole run; an arm that moved (restarted)
+    starts from fresh counters and gets a new `before`."""
+    return {arm: url for arm, url in config.arms.items()
+            if previous.get(arm) != url or not scrape_path(run_dir, arm, "before").is_file()}
 
 
 def _all_pairs(store: ResultStore) -> set[tuple[str, str]]:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure as Canvas
+from matplotlib.ticker import MaxNLocator
 
 from exporters.figures import OVERALL, Figure
 from exporters.records import ArmResult
@@ -115,7 +116,8 @@ def consistency_by_position(results: Sequence[ArmResult]) -> bytes:
     def draw(fig: Canvas) -> bool:
         ax = fig.axes[0]
         drawn = False
-        for arm in ("candidate", "baseline2"):
+        # baseline2 first and dashed, so an identical candidate stays visible on top of it
+        for arm, style in (("baseline2", "--"), ("candidate", "-")):
             pairs = pair_arms(results, arm)
             if not pairs:
                 continue
@@ -124,7 +126,7 @@ def consistency_by_position(results: Sequence[ArmResult]) -> bytes:
             positions = np.arange(0, longest + 1)
             # share of pairs still identical through position k
             alive = [(np.array(cut) > k).mean() for k in positions]
-            ax.step(positions, alive, where="post", color=ARM_COLOURS[arm],
+            ax.step(positions, alive, style, where="post", color=ARM_COLOURS[arm], lw=2,
                     label=f"{arm} vs baseline (n={len(pairs)})")
             drawn = True
         ax.set(xlabel="output position (tokens)", ylabel="share still identical",
@@ -156,6 +158,9 @@ def layers_histogram(results: Sequence[ArmResult]) -> bytes:
                 drawn = True
         if total:
             ax.axvline(total, color="#333", ls=":", lw=1, label=f"model depth {total}")
+        low, high = ax.get_xlim()
+        ax.set_xlim(min(low, (total or high) - 3), max(high, (total or high) + 1))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set(xlabel="layers executed for a token", ylabel="share of output tokens",
                title="Layers executed per output token")
         ax.grid(alpha=0.3)

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.panel import Panel
 
 from harness.stack.demo_config import DemoConfig
+from harness.stack.demo_locust import locust_table
 from harness.stack.demo_traffic import demo_traffic, determinism_sample
 from harness.stack.demo_words import plain_words
 from harness.stack.native import NativeStack, RunningStack, StackConfig
@@ -49,6 +50,7 @@ class DemoOutcome:
     links: dict[str, str]
     timings: dict[str, float] = field(default_factory=dict)
     words: tuple[str, ...] = ()
+    replayed: int = 0  # (request, arm) results of the replay
 
 
 class _Clock:
@@ -143,7 +145,7 @@ def run_demo(config: DemoConfig, console: Console | None = None) -> DemoOutcome:
         clock.lap("gate")
         links = _export(stack, run_dir, config, console)
         outcome = DemoOutcome(run_dir, result.verdict, result.rollout.label, reports, links,
-                              clock.timings, tuple(plain_words(result)))
+                              clock.timings, tuple(plain_words(result)), len(result.results))
         _write_summary(outcome, result.rollout.reason)
         _where_to_look(outcome, result.rollout.reason, config.hold, console)
         if config.hold:
@@ -165,6 +167,9 @@ def _where_to_look(outcome: DemoOutcome, rollout_reason: str, hold: bool,
     say += [f"{name}: {url}" for name, url in outcome.links.items()]
     if not hold:
         say.append("(Prometheus stops with the demo: pass --hold to keep the stack up)")
+    table = locust_table(outcome.run_dir / "locust_stats.csv", outcome.replayed)
+    if table is not None:
+        console.print(table)
     console.rule("where to look")
     for line in say:
         console.print(line, soft_wrap=True, highlight=False, markup=False)

@@ -8,6 +8,7 @@ consistent; the prefix cache keys on the mask's fingerprint).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import torch
@@ -19,12 +20,17 @@ from reference_engine.policies.detector import detect
 from reference_engine.policies.registry import register
 from reference_engine.policies.rules import rules_for
 
+log = logging.getLogger("layergate.policies")
+
 
 @register("dynamic")
 class DynamicPolicy(Policy):
     def __init__(self, config: EngineConfig, num_layers: int) -> None:
         super().__init__(config, num_layers)
         self.rules = rules_for(config.rules, config.model, num_layers).dynamic
+        if not self.rules:
+            log.warning("dynamic: the rule table is empty (calibration found no threshold that "
+                        "keeps its consistency target): every request runs full depth")
 
     def decide(self, prompt_ids: Sequence[int], embeddings: torch.Tensor) -> Sequence[bool]:
         return decide(detect(embeddings), self.rules, self.num_layers).mask

@@ -7,6 +7,7 @@ through unchanged and writes no KV.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import torch
@@ -16,6 +17,8 @@ from reference_engine.policies.base import Policy
 from reference_engine.policies.decider import mask_without
 from reference_engine.policies.registry import register
 from reference_engine.policies.rules import rules_for
+
+log = logging.getLogger("layergate.policies")
 
 
 @register("static")
@@ -32,6 +35,9 @@ class StaticPolicy(Policy):
         if not any(self.mask):
             raise ValueError(f"--skip-layers removes all {num_layers} layers")
         self.skip = tuple(sorted(set(skip)))
+        if not self.skip:
+            log.warning("static: the rules file's calibrated skip set is empty (no layer could "
+                        "be removed within its consistency target): running full depth")
 
     def decide(self, prompt_ids: Sequence[int], embeddings: torch.Tensor) -> Sequence[bool]:
         return self.mask
