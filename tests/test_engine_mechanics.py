@@ -14,7 +14,7 @@ from reference_engine.api import FinishEvent, GenerationRequest, SamplingParams
 from reference_engine.engine import Engine, QueueFull
 from reference_engine.policies import Policy, get_policy, register
 from reference_engine.runner import ModelRunner
-from reference_engine.sampling import StopChecker
+from reference_engine.sampling import RequestSampler, StopChecker
 from tests.support.engine_runs import run_one, run_requests
 from tests.support.tiny_llama import tiny_config, tiny_loaded, tiny_model
 
@@ -216,3 +216,23 @@ def test_stop_checker_holds_back_partial_stop_text(loaded):
     checker = StopChecker(tok, ("the end",))
     text = "".join(checker.push(t) for t in ids)
     assert checker.stopped and text == "Hello world, this is "
+
+
+def test_seeded_sample_does_not_depend_on_the_batch(loaded):
+    seeded = SamplingParams(max_tokens=8, temperature=1.0, top_p=0.9, seed=7)
+    e = engine_with(loaded, batch_invariant=True)
+    try:
+        alone = run_one(e, [5, 6, 7], seeded).token_ids
+        crowd = run_requests(e, [[5, 6, 7], *prompts(3)],
+                             [seeded] + [SamplingParams(max_tokens=8, temperature=1.0)] * 3)
+    finally:
+        e.shutdown()
+    assert crowd[0].token_ids == alone
+
+
+def test_tiny_top_p_is_greedy():
+    logits = torch.randn(1000, generator=torch.Generator().manual_seed(3))
+    sampler = RequestSampler(SamplingParams(temperature=1.0, top_p=1e-6, seed=1))
+    assert all(sampler.choose(logits) == int(logits.argmax()) for _ in range(20))
+    wide = RequestSampler(SamplingParams(temperature=1.0, top_p=1.0, seed=1))
+    assert len({wide.choose(logits) for _ in range(50)}) > 1

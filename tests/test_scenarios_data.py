@@ -127,7 +127,8 @@ def test_every_record_is_valid_traffic(traffic):
         for number, record in enumerate(traffic[name], start=1):
             where = f"{name}:{number}"
             assert re.fullmatch(rf"{prefix}-\d{{4}}", record["id"]), f"{where}: id {record['id']}"
-            assert set(record) <= {"id", "offset_s", "scenario", "endpoint", "body", "response"}
+            extra = set(record) - {"id", "offset_s", "scenario", "endpoint", "body", "response"}
+            assert not extra, f"{where}: unknown keys {sorted(extra)}"
             offset = record["offset_s"]
             assert isinstance(offset, int | float) and offset >= previous >= 0, f"{where}: offset"
             previous = offset
@@ -140,6 +141,21 @@ def test_every_record_is_valid_traffic(traffic):
             _check_messages(where, body["messages"])
             if "response" in record:
                 _check_response(where, record)
+
+
+def test_the_harness_reads_the_files_and_mixes():
+    """The consumers accept the data: the traffic reader drops nothing, every mix draws its
+    default count."""
+    from harness.scenarios import build_traffic
+    from harness.traffic import read_traffic
+
+    for name in TRAFFIC:
+        path = SCENARIOS / "traffic" / name
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        assert len(read_traffic(path).records) == lines, name
+    for mix in MIXES:
+        spec = yaml.safe_load((SCENARIOS / "mixes" / f"{mix}.yaml").read_text(encoding="utf-8"))
+        assert len(build_traffic(mix)) == spec["requests"], mix
 
 
 def test_ids_unique_across_all_files(traffic):

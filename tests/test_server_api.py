@@ -217,3 +217,12 @@ def test_disconnect_while_waiting_for_whole_response_frees_the_slot(full_engine)
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(f"{full_engine.url}{CHAT}", json=body, timeout=1.0)
     _wait_idle(full_engine.url)
+
+
+def test_json_body_read_whatever_the_content_type(full_engine):
+    """`curl -d '{...}'` labels JSON as a form; the API reads it as JSON anyway."""
+    raw = json.dumps({"prompt": "Hello", "max_tokens": 2, "temperature": 0})
+    for content_type in ("application/x-www-form-urlencoded", "text/plain"):
+        r = httpx.post(f"{full_engine.url}{COMPLETIONS}", content=raw, timeout=60,
+                       headers={"content-type": content_type})
+        assert r.status_code == 200, r.text

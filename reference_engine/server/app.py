@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from reference_engine.server.auth import BearerAuth
+from reference_engine.server.content_type import JSONBodies
 from reference_engine.server.errors import APIError, install_error_handlers
 from reference_engine.server.generation import Endpoint, Generation
 from reference_engine.server.limits import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
@@ -63,10 +64,8 @@ def create_app(engine: ServedEngine, registry: CollectorRegistry,
             if tracer_provider is not None:
                 tracer_provider.shutdown()
 
-    # strict_content_type off: `curl -d '{...}'` sends a form content type with a JSON body
     app = FastAPI(title="layergate reference engine", version="1", lifespan=lifespan,
-                  summary="OpenAI-compatible server for layer-skipping experiments",
-                  strict_content_type=False)
+                  summary="OpenAI-compatible server for layer-skipping experiments")
     install_error_handlers(app)
     generation = Generation(engine, RequestTracer(tracer_provider, engine.model_name),
                             settings.retry_after_s)
@@ -106,7 +105,8 @@ def create_app(engine: ServedEngine, registry: CollectorRegistry,
     async def metrics() -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
-    # outermost first: the key is checked before a byte of the body is read
+    # added innermost first: the key is checked before a byte of the body is read
+    app.add_middleware(JSONBodies)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     if settings.api_key:
         app.add_middleware(BearerAuth, api_key=settings.api_key)
