@@ -6,6 +6,7 @@ from pathlib import Path
 
 from exporters.compute import compute_figures
 from exporters.config import MetricsConfig
+from exporters.recorded import recorded_results
 from harness.gate.policy import Policy, load_policy
 from harness.gate.result import GateResult
 from harness.gate.verdict import apply_policy
@@ -27,10 +28,14 @@ def evaluate(run_dir: str | Path, policy_path: str | Path | Policy | None = None
 def evaluate_run(run: Run, policy: Policy) -> GateResult:
     determinism = run.determinism.results if run.determinism is not None else None
     config = MetricsConfig(target_rer=policy.target_rer)
+    results = list(run.results)
     try:
-        figures = compute_figures(run.results, run.scrapes, determinism=determinism,
+        if run.traffic is not None:  # responses recorded in production: the termination oracle
+            results += recorded_results((t.id, t.scenario, t.response)
+                                        for t in run.traffic.records)
+        figures = compute_figures(results, run.scrapes, determinism=determinism,
                                   config=config)
-    except ValueError as exc:  # e.g. two rows for one (request, arm): the store is damaged
+    except ValueError as exc:  # two rows for one (request, arm), a malformed response...
         raise RunDirError(f"{run.path}: cannot compute figures from its results: {exc}") from exc
     sub = run.determinism.manifest.to_json() if run.determinism is not None else None
     return apply_policy(policy, figures, run.manifest.to_json(), run.results, run.path, sub)
