@@ -26,11 +26,12 @@ class InfrastructureError(click.ClickException):
 @click.option("--scenario", default="saas-mix", show_default=True,
               help="Bundled traffic mix to replay (scenarios/mixes).")
 @click.option("--requests", type=click.IntRange(min=1),
-              help="Requests to replay [default: the mix's; 8 with --quick].")
+              help="Requests to replay [default: 48; 8 with --quick].")
 @click.option("--max-tokens", type=click.IntRange(min=1),
-              help="Cap on each request's max_tokens [default: none; 16 with --quick].")
+              help="Cap on each request's max_tokens [default: 32; 16 with --quick].")
 @click.option("--rate", type=click.FloatRange(min=0, min_open=True),
-              help="Poisson arrivals per second [default: the mix's].")
+              help="Poisson arrivals per second [default: 0.25, which three 1-thread "
+                   "engines on 2 cores keep up with; 1 with --quick].")
 @click.option("--repeats", type=click.IntRange(min=2),
               help="Repeats per prompt in the determinism suite [default: 3; 2 with --quick].")
 @click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,

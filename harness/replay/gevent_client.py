@@ -36,7 +36,7 @@ class ArmClients:
             self.prefix[arm] = parsed.path.rstrip("/")
 
     def send(self, record: TrafficRecord, arm: str, *, intended: float, timeout: float,
-             model: str | None = None) -> ArmResult:
+             model: str | None = None, headers: dict[str, str] | None = None) -> ArmResult:
         base = result_base(record, arm)
         acc = StreamAccumulator()
         status = None
@@ -44,8 +44,9 @@ class ArmClients:
         remaining = max(intended + timeout - time.perf_counter(), 0.001)
         try:
             with Timeout(remaining):
-                response = self.clients[arm].request("POST", self.prefix[arm] + record.endpoint,
-                                                     body=body, headers=HEADERS)
+                response = self.clients[arm].request(
+                    "POST", self.prefix[arm] + record.endpoint, body=body,
+                    headers={**HEADERS, **(headers or {})})
                 try:
                     status = response.status_code
                     if status >= 400:

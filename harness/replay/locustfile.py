@@ -24,6 +24,7 @@ from locust import User, constant, task
 from exporters.records import ArmResult
 from harness.replay import queue
 from harness.replay.gevent_client import ArmClients
+from harness.replay.tracing import arm_span, replay_tracer_provider
 from harness.store import ResultStore
 from harness.traffic import TrafficRecord, read_traffic
 
@@ -41,6 +42,7 @@ class _Process:
     store: ResultStore
     worker: str
     arms: ArmClients  # one connection pool per arm, shared by the process's users
+    tracer: Any  # one span per request and arm; its traceparent goes to the arm
 
 
 _STATE: _Process | None = None
@@ -55,7 +57,8 @@ def _state() -> _Process:
         queue.ensure_schema(store.conn)
         _STATE = _Process(os.getpid(), plan, {r.id: r for r in traffic.records}, store,
                           f"{socket.gethostname()}:{os.getpid()}",
-                          ArmClients(plan["arms"], plan["timeout"], plan["users"]))
+                          ArmClients(plan["arms"], plan["timeout"], plan["users"]),
+                          replay_tracer_provider().get_tracer("harness.replay"))
     return _STATE
 
 
@@ -89,8 +92,13 @@ class ShadowUser(User):
 
     def _send(self, record: TrafficRecord, arm: str, intended: float) -> ArmResult:
         plan = self.proc.plan
-        return self.proc.arms.send(record, arm, intended=intended, timeout=plan["timeout"],
-                                   model=plan["models"].get(arm))
+        with arm_span(self.proc.tracer, record.id, record.scenario, arm,
+                      record.endpoint) as span:
+            result = self.proc.arms.send(record, arm, intended=intended,
+                                         timeout=plan["timeout"], model=plan["models"].get(arm),
+                                         headers=span.headers)
+            span.finish(result)
+        return result
 
     def _report(self, result: ArmResult) -> None:
         name = f"{result.arm}:{result.scenario}"

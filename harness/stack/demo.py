@@ -72,7 +72,8 @@ def _replay(config: DemoConfig, stack: RunningStack, run_dir: Path, console: Con
                            config.requests, config.max_tokens, config.rate)
     console.rule(f"replay of {config.scenario} to baseline, baseline2 and candidate")
     run_replay(ReplayConfig(out=run_dir, arms=stack.arms, traffic=traffic,
-                            metrics_port=stack.replayer_metrics_port, progress=True))
+                            metrics_port=stack.replayer_metrics_port, timeout=config.timeout_s,
+                            progress=True))
     manifest = read_manifest(run_dir)
     if manifest.status != "complete":
         raise DemoError(f"the replay ended {manifest.status}: {'; '.join(manifest.notes)}")

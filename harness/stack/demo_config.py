@@ -29,12 +29,15 @@ class DemoConfig:
     out: Path = field(metadata={"help": "parent directory of the run directory"})
     candidate_policy: str = field(default="dynamic", metadata={"help": "the candidate"})
     scenario: str = field(default="saas-mix", metadata={"help": "bundled traffic mix"})
-    requests: int | None = field(default=None,
-                                 metadata={"help": "requests to replay (default: the mix's)"})
-    max_tokens: int | None = field(default=None,
+    # sized for three 1-thread engines sharing 2 cores: the offered load stays under their
+    # capacity, so the run measures the candidate rather than a queue
+    requests: int | None = field(default=48,
+                                 metadata={"help": "requests to replay (None: the mix's)"})
+    max_tokens: int | None = field(default=32,
                                    metadata={"help": "cap on each request's max_tokens"})
-    rate: float | None = field(default=None,
-                               metadata={"help": "Poisson rate (default: the mix's arrivals)"})
+    rate: float | None = field(default=0.25,
+                               metadata={"help": "Poisson rate (None: the mix's arrivals)"})
+    timeout_s: float = field(default=300.0, metadata={"help": "per-request replay timeout"})
     determinism_prompts: int = field(default=6, metadata={"help": "repeat-suite sample"})
     repeats: int = field(default=3, metadata={"help": "repeats per prompt"})
     threads: int = field(default=1, metadata={"help": "torch threads per engine"})

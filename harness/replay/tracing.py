@@ -1,0 +1,71 @@
+"""One OpenTelemetry span per replayed request and arm, propagated to the arm.
+
+The span's W3C `traceparent` goes out with the request, so an arm that traces (the
+reference engine does) parents its own spans on the replayer's: one trace shows the
+replayer's view and the engine's queue / prefill / decode for the same request.
+Spans are exported over OTLP/HTTP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set; without it
+they are still real, sampled spans (so `traceparent` still propagates), just not exported.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from exporters.records import ArmResult
+
+_PROPAGATOR = TraceContextTextMapPropagator()
+
+
+def replay_tracer_provider(service_name: str = "layergate-replayer") -> TracerProvider:
+    provider = TracerProvider(resource=Resource.create(
+        {"service.name": os.environ.get("OTEL_SERVICE_NAME", service_name)}))
+    if (os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+            or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")):
+        # imported here: the exporter pulls in protobuf, not worth it when nothing exports
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    return provider
+
+
+class ArmSpan:
+    """The span of one request on one arm: `headers` to send, `finish(result)` to end it."""
+
+    def __init__(self, span: trace.Span) -> None:
+        self.span = span
+        self.headers: dict[str, str] = {}
+        _PROPAGATOR.inject(self.headers, context=trace.set_span_in_context(span))
+
+    def finish(self, result: ArmResult) -> None:
+        attrs = {"layergate.ok": result.ok, "gen_ai.usage.output_tokens": result.output_tokens,
+                 "gen_ai.usage.input_tokens": result.prompt_tokens}
+        if result.http_status is not None:
+            attrs["http.response.status_code"] = result.http_status
+        if result.ttft_s is not None:
+            attrs["layergate.ttft_s"] = result.ttft_s
+        if result.finish_reason:
+            attrs["gen_ai.response.finish_reasons"] = (result.finish_reason,)
+        self.span.set_attributes(attrs)
+        if not result.ok:
+            self.span.set_status(Status(StatusCode.ERROR, result.error or "failed"))
+
+
+@contextmanager
+def arm_span(tracer: trace.Tracer, request_id: str, scenario: str, arm: str,
+             endpoint: str) -> Iterator[ArmSpan]:
+    """A CLIENT span around sending `request_id` to `arm` (no request id as a metric label:
+    ids belong on spans, never on Prometheus series)."""
+    with tracer.start_as_current_span(
+            f"replay {arm}", kind=SpanKind.CLIENT, record_exception=True,
+            attributes={"layergate.request_id": request_id, "layergate.scenario": scenario,
+                        "layergate.arm": arm, "url.path": endpoint}) as span:
+        yield ArmSpan(span)
