@@ -21,7 +21,7 @@ from tests.support.engine_runs import run_one, run_requests
 pytestmark = pytest.mark.model
 
 EVAL = Path(__file__).resolve().parents[1] / "scenarios" / "traffic" / "eval.jsonl"
-GREEDY = SamplingParams(max_tokens=10, temperature=0.0)
+GREEDY = SamplingParams(max_tokens=8, temperature=0.0)
 SKIP = (12, 13, 14, 15, 17)  # low block influence on calibration traffic
 
 

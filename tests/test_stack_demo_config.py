@@ -3,6 +3,7 @@ quick preset, the traffic it would replay, and usage errors through the CLI."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from click.testing import CliRunner
 from harness.cli import main
 from harness.stack.demo_config import CANDIDATES, DemoConfig
 from harness.stack.demo_traffic import demo_traffic, determinism_sample
+from harness.stack.demo_words import calibration_notes
 from harness.traffic import read_traffic
 
 
@@ -65,3 +67,12 @@ def test_demo_traffic_is_the_mix_capped(tmp_path: Path) -> None:
 def test_demo_usage_errors_exit_2(args: list[str]) -> None:
     res = CliRunner().invoke(main, ["demo", *args])
     assert res.exit_code == 2, res.output
+
+
+def test_calibration_notes_say_what_calibration_found(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps({"notes": ["dynamic: nothing kept consistency", "static: k=1"]}))
+    assert calibration_notes("dynamic", rules) == [
+        "Calibration (rules.json): dynamic: nothing kept consistency"]
+    assert calibration_notes("engine-switches", rules) == []
+    assert calibration_notes("static", tmp_path / "missing.json") == []

@@ -59,6 +59,8 @@ def command(out: Path, candidate_policy: str, scenario: str, requests: int | Non
     Exit codes: 0 the demo reached a verdict (whatever it is: a fail is a finding, not an
     error), 2 usage error, 4 a part of the stack failed.
     """
+    from harness.gate import PolicyError, load_policy
+    from harness.rundir import RunDirError
     from harness.stack.demo import DemoError, run_demo
     from harness.stack.demo_config import DemoConfig
     from harness.stack.health import StackError
@@ -68,9 +70,13 @@ def command(out: Path, candidate_policy: str, scenario: str, requests: int | Non
     given |= {k: v for k, v in (("requests", requests), ("max_tokens", max_tokens),
                                 ("rate", rate), ("repeats", repeats)) if v is not None}
     config = DemoConfig.quick(out, **given) if quick else DemoConfig(out=out, **given)
+    try:  # a bad policy should fail now, not after minutes of replay
+        load_policy(gate_policy)
+    except PolicyError as exc:
+        raise click.BadParameter(str(exc), param_hint="--policy") from exc
     try:
         outcome = run_demo(config)
-    except (DemoError, StackError, FileNotFoundError) as exc:
+    except (DemoError, StackError, RunDirError, FileNotFoundError) as exc:
         raise InfrastructureError(str(exc)) from exc
     except KeyboardInterrupt:
         click.echo("interrupted: every process the demo started has been stopped", err=True)

@@ -12,6 +12,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.panel import Panel
@@ -21,6 +22,9 @@ from harness.stack.demo_locust import locust_table
 from harness.stack.demo_traffic import demo_traffic, determinism_sample
 from harness.stack.demo_words import plain_words
 from harness.stack.native import NativeStack, RunningStack, StackConfig
+
+if TYPE_CHECKING:
+    from harness.gate import GateResult
 
 SCRAPE_S = 2.0
 DETERMINISM_MAX_TOKENS = 24
@@ -94,7 +98,8 @@ def _determinism(config: DemoConfig, stack: RunningStack, run_dir: Path,
                                       out=run_dir / "determinism", repeats=config.repeats))
 
 
-def _gate_and_reports(config: DemoConfig, run_dir: Path, console: Console):
+def _gate_and_reports(config: DemoConfig, run_dir: Path,
+                      console: Console) -> tuple[GateResult, dict[str, Path]]:
     from harness.gate import evaluate
     from harness.report import print_summary, write_html, write_json, write_junit, write_markdown
 
@@ -146,7 +151,8 @@ def run_demo(config: DemoConfig, console: Console | None = None) -> DemoOutcome:
         clock.lap("gate")
         links = _export(stack, run_dir, config, console)
         outcome = DemoOutcome(run_dir, result.verdict, result.rollout.label, reports, links,
-                              clock.timings, tuple(plain_words(result)), len(result.results))
+                              clock.timings, tuple(plain_words(result, config.candidate_policy)),
+                              len(result.results))
         _write_summary(outcome, result.rollout.reason)
         _where_to_look(outcome, result.rollout.reason, config.hold, console)
         if config.hold:

@@ -3,8 +3,23 @@ skipping does not pay on this model, why — read from the gate's own figures.""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from exporters.figures import OVERALL, Figure
 from harness.gate import GateResult
+
+# the calibrated settings the skipping candidates serve with, and calibration's own notes
+BUNDLED_RULES = Path(__file__).resolve().parents[2] / "scenarios" / "rules" / "smollm2-135m.json"
+SKIPPING = ("dynamic", "static", "speculative")
+
+
+def calibration_notes(candidate: str, path: Path = BUNDLED_RULES) -> list[str]:
+    """What calibration said about this policy (e.g. that no setting keeps outputs)."""
+    if candidate not in SKIPPING or not path.is_file():
+        return []
+    notes = json.loads(path.read_text()).get("notes", [])
+    return [f"Calibration ({path.name}): {n}" for n in notes if n.startswith(f"{candidate}:")]
 
 
 def _figure(result: GateResult, name: str, arm: str = "candidate") -> Figure | None:
@@ -24,7 +39,7 @@ def _caveat(f: Figure) -> str:
     return "" if f.status == "ok" else f" ({f.status}: {f.reason})"
 
 
-def plain_words(result: GateResult) -> list[str]:
+def plain_words(result: GateResult, candidate: str = "dynamic") -> list[str]:
     lines: list[str] = []
     rer, theo = _figure(result, "rer"), _figure(result, "rer_theoretical")
     exact = _figure(result, "exact_match")
@@ -44,12 +59,12 @@ def plain_words(result: GateResult) -> list[str]:
             f"; two full-depth baselines agree on {exact.noise_floor:.0%} (the noise floor)")
         lines.append(f"Its outputs were token-identical to the baseline on {exact.value:.0%} "
                      f"of requests{floor}.{_caveat(exact)}")
-    lines += _why(rer, theo, exact, target)
-    return lines
+    lines += _why(rer, theo, exact, target, candidate in SKIPPING)
+    return lines + calibration_notes(candidate)
 
 
 def _why(rer: Figure | None, theo: Figure | None, exact: Figure | None,
-         target: float) -> list[str]:
+         target: float, skipping: bool) -> list[str]:
     if rer is None:
         return ["RER could not be computed, so the benefit is unknown: no release on faith."]
     if rer.value >= target:
@@ -59,9 +74,13 @@ def _why(rer: Figure | None, theo: Figure | None, exact: Figure | None,
         why.append("Less than half of the skipped compute turned into time: on a 135M model "
                    "the LM head, the embedding, the policy and the batching overheads weigh "
                    "about as much as the layers skipped.")
-    if theo is not None and theo.value == 0:
-        why.append("The candidate skipped no layer compute at all on this traffic, so any "
-                   "gain comes from elsewhere (cache, padding) or is noise.")
+    if theo is not None and theo.value == 0 and skipping:
+        why.append("The candidate skipped no layer compute at all: its calibrated settings "
+                   "skip nothing, because no setting kept outputs consistent with full depth "
+                   "on this 135M model; what remains of RER is noise.")
+    elif theo is not None and theo.value == 0:
+        why.append("The candidate skips no layers; any gain comes from the engine switches "
+                   "(prefix cache, padding) or is noise.")
     if exact is not None and exact.noise_floor is not None \
             and exact.value < exact.noise_floor - 0.05:
         why.append("And it changes outputs well beyond the noise floor: a 30-layer, 135M "
