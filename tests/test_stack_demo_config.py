@@ -76,3 +76,12 @@ def test_calibration_notes_say_what_calibration_found(tmp_path: Path) -> None:
         "Calibration (rules.json): dynamic: nothing kept consistency"]
     assert calibration_notes("engine-switches", rules) == []
     assert calibration_notes("static", tmp_path / "missing.json") == []
+
+
+def test_a_bad_gate_policy_fails_before_anything_starts(tmp_path: Path) -> None:
+    policy = tmp_path / "bad.yaml"
+    policy.write_text("metrics: {rer: {thresold: 1}}\n")
+    res = CliRunner().invoke(main, ["demo", "--policy", str(policy), "--out",
+                                    str(tmp_path / "runs")])
+    assert res.exit_code == 2 and "thresold" in res.output, res.output
+    assert not (tmp_path / "runs").exists()

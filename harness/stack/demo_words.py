@@ -44,9 +44,13 @@ def plain_words(result: GateResult, candidate: str = "dynamic") -> list[str]:
     rer, theo = _figure(result, "rer"), _figure(result, "rer_theoretical")
     exact = _figure(result, "exact_match")
     target = result.policy.target_rer
-    if theo is not None:
+    if theo is not None and theo.value >= 0:
         lines.append(f"The candidate skipped {theo.value:.1%} of the layer compute "
                      "(theoretical saving).")
+    elif theo is not None:
+        lines.append(f"The candidate computed {-theo.value:.1%} more layer work than full "
+                     f"depth (theoretical saving {theo.value:+.1%}: drafts and their "
+                     "verification cost more than they save).")
     if rer is not None:
         way = "lower" if rer.value >= 0 else "higher"
         lines.append(f"Its time per output token was {abs(rer.value):.1%} {way} than the "
