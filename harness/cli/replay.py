@@ -36,9 +36,11 @@ ARM_OPTIONS = ("baseline", "baseline2", "candidate")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=120.0,
               show_default=True, help="Seconds per request before it counts as an error.")
 @click.option("--metrics-port", type=click.IntRange(1, 65535),
-              help="Serve live layergate_replay_* Prometheus metrics on 127.0.0.1:P.")
+              help="Serve live layergate_replay_* Prometheus metrics on port P.")
 @click.option("--web-port", type=click.IntRange(1, 65535),
-              help="Run Locust with its web UI on 127.0.0.1:P (default: headless).")
+              help="Run Locust with its web UI on port P (default: headless).")
+@click.option("--bind-host", default="127.0.0.1", show_default=True, metavar="HOST",
+              help="Address for --metrics-port and --web-port (0.0.0.0 inside a container).")
 @click.option("--model-baseline", metavar="NAME", help="`model` to send to the baseline.")
 @click.option("--model-baseline2", metavar="NAME", help="`model` to send to baseline2.")
 @click.option("--model-candidate", metavar="NAME", help="`model` to send to the candidate.")
@@ -51,7 +53,7 @@ def command(traffic: Path | None, scenario: str | None, baseline: str, baseline2
             candidate: str, out: Path, rate: float | None, users: int | None,
             requests: int | None, speed: float, processes: int, max_in_flight: int,
             resume: bool, timeout: float, metrics_port: int | None, web_port: int | None,
-            model_baseline: str | None, model_baseline2: str | None,
+            bind_host: str, model_baseline: str | None, model_baseline2: str | None,
             model_candidate: str | None, seed: int, skip_invalid: bool,
             no_progress: bool) -> None:
     """Send every traffic record to every arm at the same intended time, streaming, through
@@ -80,7 +82,8 @@ def command(traffic: Path | None, scenario: str | None, baseline: str, baseline2
         config = ReplayConfig(out=out, arms=arms, traffic=traffic, scenario=scenario, rate=rate,
                               users=users, requests=requests, speed=speed, processes=processes,
                               resume=resume, timeout=timeout, metrics_port=metrics_port,
-                              web_port=web_port, models=models, max_in_flight=max_in_flight,
+                              web_port=web_port, bind_host=bind_host, models=models,
+                              max_in_flight=max_in_flight,
                               seed=seed, skip_invalid=skip_invalid, progress=not no_progress)
         run_dir = run_replay(config)
     except (ConfigError, TrafficError, MixError) as exc:

@@ -29,6 +29,8 @@ class ReplayConfig:
     timeout: float = field(default=120.0, metadata={"help": "per-request timeout, seconds"})
     metrics_port: int | None = field(default=None, metadata={"help": "live metrics port"})
     web_port: int | None = field(default=None, metadata={"help": "Locust web UI port"})
+    bind_host: str = field(default="127.0.0.1", metadata={
+        "help": "address the live metrics and the Locust web UI listen on"})
     models: dict[str, str] = field(default_factory=dict,
                                    metadata={"help": "arm -> model name to put in the body"})
     max_in_flight: int = field(default=32, metadata={

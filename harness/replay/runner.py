@@ -51,7 +51,7 @@ def _locust_cmd(config: ReplayConfig, run_dir: Path) -> list[str]:
            "--host", config.arms["baseline"], "--csv", str(run_dir / "locust"),
            "--loglevel", "WARNING", "--logfile", str(run_dir / "locust.log")]
     if config.web_port:
-        cmd += ["--autostart", "--web-host", "127.0.0.1", "--web-port", str(config.web_port)]
+        cmd += ["--autostart", "--web-host", config.bind_host, "--web-port", str(config.web_port)]
     else:
         cmd += ["--headless", "--only-summary"]
     if config.processes > 1:
@@ -165,13 +165,13 @@ def run_replay(config: ReplayConfig) -> Path:
                              "before")
         tail = None
         if config.metrics_port:
-            server, tail = _serve_metrics(config.metrics_port, store)
-            console.print(f"live metrics: http://127.0.0.1:{config.metrics_port}/metrics")
+            server, tail = _serve_metrics(config.metrics_port, config.bind_host, store)
+            console.print(f"live metrics: http://{config.bind_host}:{config.metrics_port}/metrics")
         finished = True
         if total:
             proc = _start_locust(config, run_dir)
             if config.web_port:
-                console.print(f"Locust web UI: http://127.0.0.1:{config.web_port}")
+                console.print(f"Locust web UI: http://{config.bind_host}:{config.web_port}")
             console.print(f"Locust: {config.locust_users} users, {config.processes} process(es),"
                           f" {total} records to send; log in {run_dir / 'locust.log'}")
             try:
@@ -193,10 +193,10 @@ def run_replay(config: ReplayConfig) -> Path:
     return run_dir
 
 
-def _serve_metrics(port: int, store: ResultStore):
+def _serve_metrics(port: int, host: str, store: ResultStore):
     registry = CollectorRegistry()
     try:
-        server, _ = start_http_server(port, "127.0.0.1", registry)
+        server, _ = start_http_server(port, host, registry)
     except OSError as exc:
         raise ConfigError(f"--metrics-port {port}: cannot listen: {exc}") from exc
     return server, StoreTail(store, ReplayMetrics(registry))
