@@ -69,6 +69,7 @@ def judge(rule: MetricRule, figure: Figure | None, scenario: str, counts: bool) 
                      **base)
     base.update(value=figure.value, ci_low=figure.ci_low, ci_high=figure.ci_high,
                 noise_floor=figure.noise_floor, n=figure.n, unit=figure.unit)
+    point = low = high = None
     if figure.value is not None:  # shown even when too few samples to judge
         point, low, high = _compared(rule, figure)
         base.update(compared=point, compared_low=low, compared_high=high)
@@ -104,12 +105,12 @@ def _num(x: float | None, default: float) -> float:
 
 
 def _side(rule: MetricRule, low: float, high: float) -> CheckStatus:
-    good_low, good_high = (low >= rule.threshold, high >= rule.threshold)
+    all_good, any_good = (low >= rule.threshold, high >= rule.threshold)
     if rule.direction == "<=":
-        good_low, good_high = (high <= rule.threshold, low <= rule.threshold)
-    if good_low:  # whole interval on the good side
+        all_good, any_good = (high <= rule.threshold, low <= rule.threshold)
+    if all_good:  # the whole interval on the good side (the threshold itself counts as good)
         return "pass"
-    if not good_high:  # whole interval on the bad side
+    if not any_good:  # the whole interval on the bad side
         return "fail"
     return "inconclusive"
 

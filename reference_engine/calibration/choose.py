@@ -2,24 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from reference_engine.calibration.sweep import SpecCell, SweepCell
 from reference_engine.policies.decider import Condition, Rule
 from reference_engine.policies.rules import SpeculativeDraft
-
-
-@dataclass(frozen=True)
-class Choice:
-    dynamic: tuple[Rule, ...]
-    dynamic_cell: SweepCell | None
-    static_skip: tuple[int, ...]
-    static_consistency: float
-    speculative: SpeculativeDraft
-    speculative_cell: SpecCell | None
-    notes: tuple[str, ...]
 
 
 def choose_dynamic(cells: Sequence[SweepCell], ranking: Sequence[int],
@@ -64,6 +51,3 @@ def choose_speculative(cells: Sequence[SpecCell]) -> tuple[SpeculativeDraft, Spe
                          f"full-depth pass, predicted {best.speedup_vs_full:.2f}x of full "
                          f"decode speed ({verdict})")
 
-
-def finite(x: float) -> float | None:
-    return None if math.isnan(x) else x

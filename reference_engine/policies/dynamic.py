@@ -28,6 +28,7 @@ class DynamicPolicy(Policy):
     def __init__(self, config: EngineConfig, num_layers: int) -> None:
         super().__init__(config, num_layers)
         self.rules = rules_for(config.rules, config.model, num_layers).dynamic
+        detect(torch.zeros(3, 8))  # numpy's first-call setup is paid here, not by a request
         if not self.rules:
             log.warning("dynamic: the rule table is empty (calibration found no threshold that "
                         "keeps its consistency target): every request runs full depth")
