@@ -63,6 +63,7 @@ def _top_p(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     sorted_p, order = torch.sort(probs, descending=True)
     cumulative = torch.cumsum(sorted_p, dim=-1)
     drop = cumulative - sorted_p >= top_p  # the token that crosses top_p stays
+    drop[..., 0] = False  # the most likely token always stays, even if top_p underflows
     sorted_p = sorted_p.masked_fill(drop, 0.0)
     out = torch.zeros_like(probs).scatter_(-1, order, sorted_p)
     return out / out.sum()
