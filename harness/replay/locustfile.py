@@ -81,9 +81,13 @@ class ShadowUser(User):
         if delay > 0:
             gevent.sleep(delay)
         intended = time.perf_counter() - (time.time() - intended_wall)
-        jobs = [gevent.spawn(self._send, record, arm, intended) for arm in item.arms]
+        # rotate which arm goes out first, so no arm is always first on the wire (an A/A
+        # run must not show a systematic RER from send order alone)
+        shift = item.seq % len(item.arms)
+        arms = item.arms[shift:] + item.arms[:shift]
+        jobs = [gevent.spawn(self._send, record, arm, intended) for arm in arms]
         gevent.joinall(jobs)
-        for arm, job in zip(item.arms, jobs, strict=True):
+        for arm, job in zip(arms, jobs, strict=True):
             result = job.value if job.successful() else ArmResult(
                 record.id, arm, record.scenario, ok=False, error=f"replayer: {job.exception!r}")
             proc.store.put(result, intended_at=intended_wall)
