@@ -11,6 +11,8 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2
                    7.5, 10.0, 20.0, 30.0, 60.0)
 DECISION_BUCKETS = (0.00001, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0)
 BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 32, 64)
+# layers per output token: fine-grained up to SmolLM2's 30, coarser for deeper models
+LAYER_BUCKETS = (*range(2, 31, 2), 32, 40, 48, 64, 80, 96, 128)
 MEMORY_BUCKETS = tuple(float(2**n) for n in range(16, 36, 2))  # 64 KiB .. 16 GiB
 
 
@@ -93,6 +95,11 @@ class EngineMetrics:
         self.peak_memory = histogram("layergate_peak_memory_bytes",
                                      "Peak memory per request (KV + activations on CPU).",
                                      MEMORY_BUCKETS)
+        # per request: mean layers executed per output token. Speculative decoding can exceed
+        # the model's depth (draft + verify passes), hence the buckets past 30.
+        self.request_layers = histogram("layergate_request_layers_executed",
+                                        "Mean layers executed per output token, per request.",
+                                        LAYER_BUCKETS)
         self._initialise()
 
     def _initialise(self) -> None:
@@ -104,7 +111,7 @@ class EngineMetrics:
                   self.computed_tokens):
             c.labels(p)
         for h in (self.ttft, self.tpot, self.e2e, self.queue_time, self.decision,
-                  self.batch_size, self.peak_memory):
+                  self.batch_size, self.peak_memory, self.request_layers):
             h.labels(p)
         self.queue_depth.labels(p).set(0)
         self.running.labels(p).set(0)
@@ -130,6 +137,8 @@ class EngineMetrics:
         self.draft.labels(p).inc(r.draft_proposed)
         self.draft_accepted.labels(p).inc(r.draft_accepted)
         self.peak_memory.labels(p).observe(r.peak_memory_bytes)
+        if r.generation_tokens > 0:
+            self.request_layers.labels(p).observe(r.layers_executed / r.generation_tokens)
 
     def record_prefix(self, query_tokens: int, hit_tokens: int) -> None:
         self.prefix_queries.labels(self.policy).inc(query_tokens)

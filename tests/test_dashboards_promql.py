@@ -73,7 +73,8 @@ def observed(full_engine, tmp_path_factory, prometheus_bin) -> Iterator[Observed
         start = time.time()
         run_dir = run_replay(ReplayConfig(
             out=work / "run", arms=stack.arms, traffic=_small_traffic(work / "traffic.jsonl"),
-            metrics_port=stack.replayer_metrics_port, max_in_flight=4, progress=False))
+            metrics_port=stack.replayer_metrics_port, max_in_flight=4, progress=False,
+            metrics_linger_s=3 * SCRAPE_S))
         stack.start_exporter(run_dir, ("--policy", str(POLICY)))
         assert stack.prometheus.wait_for("layergate_run_rer", timeout=20), \
             "the exporter's figures never reached Prometheus"

@@ -208,7 +208,8 @@ def test_real_replay_end_to_end(full_engine: EngineProcess, tmp_path: Path,
             exporter=[f"127.0.0.1:{port}"], rule_files=[ROOT / "dashboards" / "rules.yml"]),
             tmp_path / "prometheus")
         run = run_replay(ReplayConfig(out=tmp_path / "run", arms=arms, traffic=traffic,
-                                      rate=1.0, metrics_port=replay_port, progress=False))
+                                      rate=1.0, metrics_port=replay_port, progress=False,
+                                      metrics_linger_s=3.0))
         # the live replayer counters went through the recording rules
         assert prom.wait_for('arm:layergate_replay_seconds_per_token:rate5m{arm="candidate"}',
                              timeout=30)

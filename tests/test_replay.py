@@ -67,7 +67,7 @@ def test_full_vs_full_writes_a_complete_run(tmp_path: Path, full_engine: EngineP
             "candidate": candidate.url}
     port = free_port()
     config = ReplayConfig(out=tmp_path / "run", arms=arms, traffic=traffic, rate=4.0,
-                          metrics_port=port, progress=False)
+                          metrics_port=port, metrics_linger_s=0, progress=False)
     seen: list[str] = []
     thread = threading.Thread(target=lambda: seen.append(str(run_replay(config))))
     thread.start()

@@ -39,6 +39,9 @@ ARM_OPTIONS = ("baseline", "baseline2", "candidate")
               help="Serve live layergate_replay_* Prometheus metrics on port P.")
 @click.option("--web-port", type=click.IntRange(1, 65535),
               help="Run Locust with its web UI on port P (default: headless).")
+@click.option("--metrics-linger", type=click.FloatRange(min=0), default=15.0, show_default=True,
+              metavar="S", help="With --metrics-port: keep serving the live metrics S seconds "
+              "after the run, so Prometheus scrapes the final counts.")
 @click.option("--bind-host", default="127.0.0.1", show_default=True, metavar="HOST",
               help="Address for --metrics-port and --web-port (0.0.0.0 inside a container).")
 @click.option("--model-baseline", metavar="NAME", help="`model` to send to the baseline.")
@@ -53,8 +56,8 @@ def command(traffic: Path | None, scenario: str | None, baseline: str, baseline2
             candidate: str, out: Path, rate: float | None, users: int | None,
             requests: int | None, speed: float, processes: int, max_in_flight: int,
             resume: bool, timeout: float, metrics_port: int | None, web_port: int | None,
-            bind_host: str, model_baseline: str | None, model_baseline2: str | None,
-            model_candidate: str | None, seed: int, skip_invalid: bool,
+            metrics_linger: float, bind_host: str, model_baseline: str | None,
+            model_baseline2: str | None, model_candidate: str | None, seed: int, skip_invalid: bool,
             no_progress: bool) -> None:
     """Send every traffic record to every arm at the same intended time, streaming, through
     Locust (run in its own process), and write a run directory: manifest.json,
@@ -83,6 +86,7 @@ def command(traffic: Path | None, scenario: str | None, baseline: str, baseline2
                               users=users, requests=requests, speed=speed, processes=processes,
                               resume=resume, timeout=timeout, metrics_port=metrics_port,
                               web_port=web_port, bind_host=bind_host, models=models,
+                              metrics_linger_s=metrics_linger,
                               max_in_flight=max_in_flight,
                               seed=seed, skip_invalid=skip_invalid, progress=not no_progress)
         run_dir = run_replay(config)

@@ -29,6 +29,9 @@ class ReplayConfig:
     timeout: float = field(default=120.0, metadata={"help": "per-request timeout, seconds"})
     metrics_port: int | None = field(default=None, metadata={"help": "live metrics port"})
     web_port: int | None = field(default=None, metadata={"help": "Locust web UI port"})
+    metrics_linger_s: float = field(default=15.0, metadata={
+        "help": "keep serving the live metrics this long after the run, so Prometheus scrapes "
+                "the final counts (one scrape interval is enough)"})
     bind_host: str = field(default="127.0.0.1", metadata={
         "help": "address the live metrics and the Locust web UI listen on"})
     models: dict[str, str] = field(default_factory=dict,

@@ -186,6 +186,9 @@ def run_replay(config: ReplayConfig) -> Path:
         status = "complete" if finished and not missing else "interrupted"
     finally:
         if server is not None:
+            if status == "complete" and config.metrics_linger_s > 0:
+                tail.poll()  # the last rows, then one scrape interval for Prometheus to see them
+                time.sleep(config.metrics_linger_s)
             server.shutdown()
         final = dataclasses.replace(manifest, notes=tuple(notes))
         write_manifest(run_dir, final.with_status(status, store.counts_by_arm()))

@@ -77,7 +77,7 @@ def _replay(config: DemoConfig, stack: RunningStack, run_dir: Path, console: Con
     console.rule(f"replay of {config.scenario} to baseline, baseline2 and candidate")
     run_replay(ReplayConfig(out=run_dir, arms=stack.arms, traffic=traffic,
                             metrics_port=stack.replayer_metrics_port, timeout=config.timeout_s,
-                            progress=True))
+                            metrics_linger_s=3 * SCRAPE_S, progress=True))
     manifest = read_manifest(run_dir)
     if manifest.status != "complete":
         raise DemoError(f"the replay ended {manifest.status}: {'; '.join(manifest.notes)}")
