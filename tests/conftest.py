@@ -12,6 +12,15 @@ from tests.support.processes import EngineProcess, start_engine
 
 
 @pytest.fixture(scope="session")
+def real_model():
+    """The real SmolLM2, loaded once in-process (fp32, 1 thread) for every engine-level test."""
+    from reference_engine.config import EngineConfig
+    from reference_engine.loading import load_model
+
+    return load_model(EngineConfig(threads=1))
+
+
+@pytest.fixture(scope="session")
 def full_engine() -> Iterator[EngineProcess]:
     """A real SmolLM2 engine, policy full, fp32, 1 thread, on 127.0.0.1."""
     proc = start_engine("--policy", "full")

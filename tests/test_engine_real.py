@@ -12,7 +12,6 @@ from reference_engine.api import SamplingParams
 from reference_engine.config import EngineConfig
 from reference_engine.engine import Engine
 from reference_engine.extension import EXTENSION_KEYS
-from reference_engine.loading import load_model
 from tests.support.engine_runs import run_one, run_requests
 
 pytestmark = pytest.mark.model
@@ -36,8 +35,8 @@ GREEDY = SamplingParams(max_tokens=16, temperature=0.0)
 
 
 @pytest.fixture(scope="module")
-def loaded():
-    return load_model(EngineConfig(threads=1))
+def loaded(real_model):
+    return real_model
 
 
 @pytest.fixture(scope="module")

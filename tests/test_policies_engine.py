@@ -13,7 +13,6 @@ import pytest
 from reference_engine.api import SamplingParams
 from reference_engine.config import EngineConfig
 from reference_engine.engine import Engine
-from reference_engine.loading import load_model
 from reference_engine.policies.decider import Condition, Rule
 from reference_engine.policies.rules import RulesFile, SpeculativeDraft, save_rules
 from tests.support.engine_runs import run_one, run_requests
@@ -35,8 +34,8 @@ def _eval_messages(count: int) -> list[list[dict]]:
 
 
 @pytest.fixture(scope="module")
-def loaded():
-    return load_model(EngineConfig(threads=1))
+def loaded(real_model):
+    return real_model
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ from prometheus_client import CollectorRegistry
 from reference_engine.api import SamplingParams
 from reference_engine.config import EngineConfig
 from reference_engine.engine import Engine
-from reference_engine.loading import load_model
 from reference_engine.policies import Policy, mask_fingerprint
 from reference_engine.prefix_cache import PrefixCache, block_hashes
 from reference_engine.runner import ModelRunner
@@ -102,8 +101,8 @@ def test_block_hashes_chain_the_whole_prefix():
 
 
 @pytest.mark.model
-def test_real_model_outputs_identical_with_cache_and_padding_switches():
-    loaded = load_model(EngineConfig(threads=1))
+def test_real_model_outputs_identical_with_cache_and_padding_switches(real_model):
+    loaded = real_model
     tok = loaded.tokenizer
     system = ("You are a careful assistant for a hardware store. Answer in one short "
               "sentence, name the aisle when you can, and never invent products.")
