@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.stack.engines import EngineSpec
-from harness.stack.health import wait_healthy
+from harness.stack.health import StackError, wait_healthy
 from harness.stack.ports import free_port
 from harness.stack.processes import ManagedProcess, ProcessSet
 from harness.stack.prometheus import PrometheusServer, start_prometheus
-from harness.stack.prometheus_config import ScrapeTargets
+from harness.stack.prometheus_config import ENGINE_JOB, ScrapeTargets
 
 DASHBOARDS_DIR = Path(__file__).resolve().parents[2] / "dashboards"
 RULES_FILE = DASHBOARDS_DIR / "rules.yml"
@@ -102,6 +102,17 @@ def NativeStack(config: StackConfig,  # noqa: N802 - reads as a resource, like o
             scrape_interval_s=config.scrape_interval_s)
         say("starting prometheus")
         prom = start_prometheus(processes, targets, config.workdir / "prometheus")
+        _wait_first_scrape(prom, len(targets.engines))
         yield RunningStack(arms, prom, replayer_port, exporter_port, processes)
     finally:
         processes.close()
+
+
+def _wait_first_scrape(prom: PrometheusServer, engines: int, timeout: float = 60.0) -> None:
+    """Prometheus is ready some seconds before its first scrape. Traffic sent before that
+    scrape lands in the counters' first sample, where no rate() can ever show it, so wait
+    until every engine has been scraped once."""
+    if engines and not prom.wait_for(f'count(up{{job="{ENGINE_JOB}"}} == 1) >= {engines}',
+                                     timeout=timeout):
+        raise StackError(f"Prometheus did not scrape the {engines} engine(s) within "
+                         f"{timeout:.0f}s of starting")
