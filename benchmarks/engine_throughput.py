@@ -15,19 +15,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import queue
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+from engine_calls import greedy_request
 from prometheus_client import CollectorRegistry
 
 PROMPTS = ["Tell me about the moon.", "Write a short poem about rain.",
@@ -42,17 +41,8 @@ LONG = ["Here is some background. " * 40 + "Now summarise it.",
 # ---------------------------------------------------------------- engine vs HF, batch 1
 
 def engine_generate(engine, ids: list[int], max_tokens: int) -> tuple[list[int], float]:
-    from reference_engine.api import FinishEvent, GenerationRequest, SamplingParams
-
-    events: queue.Queue = queue.Queue()
-    start = time.perf_counter()
-    engine.submit(GenerationRequest(uuid.uuid4().hex, tuple(ids),
-                                    SamplingParams(max_tokens=max_tokens, temperature=0.0),
-                                    start), events.put)
-    while not isinstance(event := events.get(timeout=300), FinishEvent):
-        pass
-    elapsed = time.perf_counter() - start
-    return event.extension["token_ids"], elapsed
+    extension, elapsed = greedy_request(engine, ids, max_tokens, timeout=300)
+    return extension["token_ids"], elapsed
 
 
 def hf_generate(model, ids: list[int], max_tokens: int) -> tuple[list[int], float]:

@@ -13,12 +13,11 @@ every policy alike; prefix cache off, so prefill is never served from cache.
 from __future__ import annotations
 
 import argparse
-import queue
 import statistics
-import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from engine_calls import greedy_request
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,16 +34,8 @@ class Arm:
 
 
 def run(engine, ids, max_tokens: int) -> dict:
-    from reference_engine.api import FinishEvent, GenerationRequest, SamplingParams
-
-    events: queue.Queue = queue.Queue()
-    start = time.perf_counter()
-    engine.submit(GenerationRequest(uuid.uuid4().hex, tuple(ids),
-                                    SamplingParams(max_tokens=max_tokens, temperature=0.0),
-                                    start), events.put)
-    while not isinstance(event := events.get(timeout=600), FinishEvent):
-        pass
-    return {**event.extension, "e2e_s": time.perf_counter() - start}
+    extension, elapsed = greedy_request(engine, ids, max_tokens)
+    return {**extension, "e2e_s": elapsed}
 
 
 def counted(arm: Arm, decode):
