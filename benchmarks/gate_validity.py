@@ -20,8 +20,11 @@ then the rates; writes everything to OUT/validity.json. Expensive on CPU: every 
 the mix through three engines.
 
     .venv/bin/python benchmarks/gate_validity.py --repeats 20
-    .venv/bin/python benchmarks/gate_validity.py --repeats 2 --requests 20 --users 4 \
-        --timeout 600   # a shared 2-core machine
+    .venv/bin/python benchmarks/gate_validity.py --experiments aa --repeats 2 --requests 20
+
+Every replay has the demo's shape (`layergate demo`'s requests, max_tokens cap, Poisson
+rate and timeout; each overridable) with a fresh draw of the mix per repeat. The
+determinism sub-run is not part of these runs (the policies do not require it).
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ sys.path.insert(0, str(ROOT))  # run as a script from anywhere: tests.support is
 from harness.gate import GateResult, evaluate  # noqa: E402
 from harness.gate.policy import default_policy_dir  # noqa: E402
 from harness.replay import ReplayConfig, run_replay  # noqa: E402
+from harness.stack.demo_config import DemoConfig  # noqa: E402
+from harness.stack.demo_traffic import demo_traffic  # noqa: E402
 from tests.support.processes import EngineProcess, free_port, start_engine  # noqa: E402
 
 EXPERIMENTS = ("aa", "static", "slow", "speculative", "cache")
@@ -62,6 +67,7 @@ class Outcome:
     run_dir: str
     verdicts: dict[str, str]
     failing: dict[str, list[str]]  # policy -> gating checks that failed
+    unsure: dict[str, list[str]] = field(default_factory=dict)  # ... that were inconclusive
     figures: dict[str, list[float | None]] = field(default_factory=dict)
     statuses: dict[str, str] = field(default_factory=dict)  # check -> status under default
 
@@ -157,10 +163,14 @@ def engines(**arms: tuple[str, ...]) -> Iterator[dict[str, EngineProcess]]:
 # --- one replay, judged under every policy -----------------------------------------------
 
 def replay_and_judge(experiment: str, repeat: int, arms: dict[str, str], args) -> Outcome:
+    """One replay of the demo's traffic shape, drawn with its own seed (another sample of
+    the mix and other arrival times every repeat), judged under every shipped policy."""
     out = Path(args.out) / f"{experiment}-{repeat:02d}"
     scenario = "chat-multiturn" if experiment == "cache" else args.scenario
-    config = ReplayConfig(out=out, arms=arms, scenario=scenario, rate=args.rate,
-                          users=args.users, requests=args.requests, seed=repeat,
+    traffic = demo_traffic(scenario, out.parent / f"{out.name}.traffic.jsonl",
+                           args.requests, args.max_tokens,
+                           None if args.users else args.rate, seed=1000 + repeat)
+    config = ReplayConfig(out=out, arms=arms, traffic=traffic, users=args.users,
                           timeout=args.timeout, progress=False)
     t0 = time.monotonic()
     outcome = judge(experiment, repeat, run_replay(config))
@@ -176,7 +186,9 @@ def judge(experiment: str, repeat: int, run_dir: Path) -> Outcome:
     outcome = Outcome(experiment, repeat, str(run_dir),
                       {p: r.verdict for p, r in results.items()},
                       {p: [f"{c.name}[{c.arm}]" for c in r.checks if c.gating
-                           and c.status == "fail"] for p, r in results.items()})
+                           and c.status == "fail"] for p, r in results.items()},
+                      {p: [f"{c.name}[{c.arm}]" for c in r.checks if c.gating
+                           and c.status == "inconclusive"] for p, r in results.items()})
     checks = {c.name: c for c in results["default"].overall}
     for name in ("rer", "latency_ratio", "exact_match", "termination_accuracy",
                  "cache_hit_delta"):
@@ -193,7 +205,9 @@ def describe(o: Outcome) -> str:
             + "  | " + "  ".join(f"{k} {_fmt(v)} {o.statuses.get(k, '')}"
                                  for k, v in o.figures.items())
             + (f"  | failing(no-regression): {o.failing['no-regression']}"
-               if o.failing["no-regression"] else ""))
+               if o.failing["no-regression"] else "")
+            + (f"  | inconclusive(no-regression): {o.unsure['no-regression']}"
+               if o.unsure.get("no-regression") else ""))
 
 
 def _fmt(v: list[float | None]) -> str:
@@ -232,6 +246,16 @@ def replay_all(chosen: list[str], args) -> list[Outcome]:
     return outcomes
 
 
+def share(k: int, n: int) -> dict[str, float | int]:
+    """k of n runs, with its exact (Clopper-Pearson) 95 % interval: 20 of 20 still only
+    shows a rate >= 0.83."""
+    from scipy.stats import beta
+
+    low = float(beta.ppf(0.025, k, n - k + 1)) if k > 0 else 0.0
+    high = float(beta.ppf(0.975, k + 1, n - k)) if k < n else 1.0
+    return {"k": k, "n": n, "rate": k / n, "ci95": [round(low, 3), round(high, 3)]}
+
+
 def summarise(outcomes: list[Outcome]) -> dict[str, dict]:
     summary: dict[str, dict] = {}
     for name in EXPERIMENTS:
@@ -242,15 +266,29 @@ def summarise(outcomes: list[Outcome]) -> dict[str, dict]:
         row: dict = {"runs": n}
         for policy in POLICIES:
             for verdict in ("pass", "fail", "inconclusive"):
-                row[f"{policy}:{verdict}"] = sum(o.verdicts[policy] == verdict for o in runs) / n
-        row["default fails on rer alone"] = sum(
-            o.failing["default"] == ["rer[candidate]"] for o in runs) / n
-        row["exact_match passes"] = sum(o.statuses.get("exact_match") == "pass"
-                                        for o in runs) / n
-        rers = [o.figures["rer"][0] for o in runs if o.figures.get("rer", [None])[0] is not None]
-        row["mean rer"] = sum(rers) / len(rers) if rers else None
+                row[f"{policy}:{verdict}"] = share(
+                    sum(o.verdicts[policy] == verdict for o in runs), n)
+        row["default fails on rer alone"] = share(
+            sum(o.failing["default"] == ["rer[candidate]"] for o in runs), n)
+        row["exact_match passes"] = share(
+            sum(o.statuses.get("exact_match") == "pass" for o in runs), n)
+        for name_ in ("rer", "latency_ratio", "cache_hit_delta"):
+            values = [o.figures[name_] for o in runs if o.figures.get(name_, [None])[0]
+                      is not None]
+            if values:
+                row[f"mean {name_}"] = sum(v[0] for v in values) / len(values)
+        rers = [o.figures["rer"] for o in runs if o.figures.get("rer", [None, None])[1]
+                is not None]
+        # an identical candidate's RER CI should cover 0 about 95 % of the time
+        row["rer ci above 0"] = share(sum(v[1] > 0 for v in rers), len(rers)) if rers else None
         summary[name] = row
     return summary
+
+
+def _show(v: object) -> str:
+    if isinstance(v, dict) and "k" in v:
+        return f"{v['k']}/{v['n']} [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}]"
+    return f"{v:.3f}" if isinstance(v, float) else str(v)
 
 
 def main() -> None:
@@ -259,16 +297,18 @@ def main() -> None:
     parser.add_argument("--experiments", default=",".join(EXPERIMENTS),
                         help=f"comma-separated subset of {','.join(EXPERIMENTS)}")
     parser.add_argument("--scenario", default="saas-mix", help="mix for all but `cache`")
-    parser.add_argument("--requests", type=int, default=None,
-                        help="requests per replay (default: the mix's, 60 for saas-mix as "
-                             "in the demo)")
-    parser.add_argument("--rate", type=float, default=None,
-                        help="arrivals per second (default: the mix's schedule)")
+    demo = DemoConfig(out=Path("runs"))
+    parser.add_argument("--requests", type=int, default=demo.requests,
+                        help="requests per replay (default: the demo's)")
+    parser.add_argument("--max-tokens", type=int, default=demo.max_tokens,
+                        help="cap on each request's max_tokens (default: the demo's)")
+    parser.add_argument("--rate", type=float, default=demo.rate,
+                        help="Poisson arrivals per second (default: the demo's)")
     parser.add_argument("--users", type=int, default=None,
-                        help="closed loop with N users instead of the mix's arrivals (for a "
+                        help="closed loop with N users instead of Poisson arrivals (for a "
                              "machine too slow to keep up with them)")
-    parser.add_argument("--timeout", type=float, default=120.0,
-                        help="per-request timeout, seconds")
+    parser.add_argument("--timeout", type=float, default=demo.timeout_s,
+                        help="per-request timeout, seconds (default: the demo's)")
     parser.add_argument("--out", default=f"runs/gate-validity-{time.strftime('%Y%m%dT%H%M%S')}",
                         help="directory for the runs and validity.json")
     parser.add_argument("--rejudge", metavar="DIR",
@@ -294,8 +334,7 @@ def main() -> None:
     summary = summarise(outcomes)
     print(f"\nsummary ({time.monotonic() - t0:.0f}s):")
     for name, row in summary.items():
-        print(f"  {name}: " + ", ".join(
-            f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
+        print(f"  {name}: " + ", ".join(f"{k} {_show(v)}" for k, v in row.items()))
     path = Path(args.out) / "validity.json"
     path.write_text(json.dumps({"args": vars(args), "summary": summary,
                                 "runs": [o.__dict__ for o in outcomes]}, indent=2))

@@ -1,9 +1,13 @@
 """Cache-hit delta: CHD = |h_X - h_A| / h_A, h = prefix-cache hit rate of an arm.
 
 Overall, h comes from each arm's `/metrics` scraped before and after the run (counter
-deltas), as DESIGN.md defines it; no CI (one number per arm). Per scenario the counters
-cannot tell scenarios apart, so h comes from the per-request `layergate` extension
-(`prefix_cache_hit_tokens` / `prefix_cache_query_tokens`), bootstrapped like the rest.
+deltas), as DESIGN.md defines it. Counters give one number per arm and no spread, so the
+CI is the paired bootstrap of the same ratio from the per-request `layergate` extension
+(`prefix_cache_hit_tokens` / `prefix_cache_query_tokens`); an arm without the extension
+(vLLM) has a point value only. Per scenario the counters cannot tell scenarios apart, so
+there h comes from the extension alone. The candidate's figure also carries its excess
+over the noise floor (baseline2 against the baseline) with the interval of that
+difference from the same resamples.
 A baseline hit rate of 0, or absent counters, makes the figure not computable, never 0.
 """
 
@@ -85,15 +89,43 @@ def figures(table: SumTable, al: Aligned, scrapes: Sequence[MetricsScrape],
     if BASELINE2 in arms:
         floor = delta(h_a, hit_rate(scrapes, BASELINE2)[0])[0]
     for arm in arms:
-        per = estimate(table, _stat(arm), al.scenario_names, config, NAME, arm)
+        noise = _stat(BASELINE2) if arm == CANDIDATE and BASELINE2 in arms else None
+        per = estimate(table, _stat(arm), al.scenario_names, config, NAME, arm, noise=noise,
+                       excess=True)
         overall, scenarios = per[0], per[1:]
         h_x, why_x = hit_rate(scrapes, arm)
         value, why = delta(h_a, h_x)
         n = int(al.arms[BASELINE].present.sum())
         status, reason = status_for(value, n, config.min_samples, why_a or why_x or why)
-        out.append(Figure(NAME, value, arm, OVERALL, n=n, status=status, reason=reason,
-                          noise_floor=floor if arm == CANDIDATE else None,
-                          detail={"h_baseline": h_a, f"h_{arm}": h_x, "source": "scrapes",
-                                  "from_extension": overall.value}))
-        out += [Figure(**{**f.__dict__, "detail": {"source": "extension"}}) for f in scenarios]
+        low, high = _interval(value, overall)
+        detail = {"h_baseline": h_a, f"h_{arm}": h_x, "source": "scrapes",
+                  "from_extension": overall.value,
+                  "ci_source": "per-request extension, bootstrap" if low is not None else None}
+        if arm == CANDIDATE and floor is not None and value is not None:
+            # the excess over the noise floor: the point from the scrapes, its interval from
+            # the same per-request resamples (A' vs A is as timing-dependent as B vs A)
+            e_ci = overall.detail.get("excess_ci")
+            detail["excess"] = value - floor
+            detail["excess_ci"] = _widen(value - floor, e_ci) if e_ci else None
+        out.append(Figure(NAME, value, arm, OVERALL, ci_low=low, ci_high=high, n=n,
+                          status=status, reason=reason,
+                          noise_floor=floor if arm == CANDIDATE else None, detail=detail))
+        out += [Figure(**{**f.__dict__, "detail": {**f.detail, "source": "extension"}})
+                for f in scenarios]
     return out
+
+
+def _interval(value: float | None, overall: Figure) -> tuple[float | None, float | None]:
+    """The scrape value's CI: the per-request bootstrap interval of the same ratio (the
+    counters give one number per arm, no spread), widened to contain the scrape value
+    when the two sources disagree, so the interval never claims more than either."""
+    if value is None or overall.ci_low is None or overall.ci_high is None:
+        return None, None
+    return min(overall.ci_low, value), max(overall.ci_high, value)
+
+
+def _widen(point: float, ci: Sequence[float | None]) -> list[float] | None:
+    low, high = ci
+    if low is None or high is None:
+        return None
+    return [min(low, point), max(high, point)]

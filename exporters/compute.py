@@ -19,8 +19,9 @@ def compute_figures(results: Iterable[ArmResult], scrapes: Sequence[MetricsScrap
                     determinism: Iterable[ArmResult] | None = None,
                     config: MetricsConfig | None = None) -> list[Figure]:
     """Figures of a shadow replay (`repeat` 0 rows; arm `recorded` = the traffic's recorded
-    responses, the termination oracle) and of its repeat suite (`determinism`, or the
-    rows of `results` that belong to repeated prompts when None)."""
+    responses, judged against by `termination_accuracy_recorded` only) and of its repeat
+    suite (`determinism`, or the rows of `results` that belong to repeated prompts when
+    None)."""
     config = config if config is not None else MetricsConfig()
     results = list(results)
     # prompts sent more than once belong to a repeat suite, not to the shadow replay

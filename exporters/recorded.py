@@ -1,4 +1,5 @@
-"""The response recorded in production (traffic `response`), as the termination oracle."""
+"""The response recorded in production (traffic `response`), the oracle of
+`termination_accuracy_recorded`."""
 
 from __future__ import annotations
 
@@ -35,6 +36,6 @@ def recorded_result(request_id: str, scenario: str, response: Mapping[str, Any])
 def recorded_results(requests: Iterable[tuple[str, str, Mapping[str, Any] | None]]
                      ) -> list[ArmResult]:
     """`recorded` rows for the (id, scenario, response) of every request that has one; add
-    them to the results given to `compute_figures` to make them the termination oracle."""
+    them to the results given to `compute_figures` for `termination_accuracy_recorded`."""
     return [recorded_result(rid, scenario, response) for rid, scenario, response in requests
             if response]

@@ -1,7 +1,7 @@
 """Termination accuracy: did the arm end where the oracle ended?
 
-The oracle is the response recorded in the traffic (arm `recorded`) when the request has
-one, else the baseline. With tolerance t tokens (MetricsConfig.termination_tolerance):
+The oracle is always the baseline the arm ran beside. With tolerance t tokens
+(MetricsConfig.termination_tolerance):
 
 | oracle \\ arm | length                | stop                                              |
 | ------------ | --------------------- | ------------------------------------------------- |
@@ -9,6 +9,11 @@ one, else the baseline. With tolerance t tokens (MetricsConfig.termination_toler
 | stop         | truncated             | premature if < oracle - t, overrun if > oracle + t |
 
 Any finish_reason other than "length" counts as a natural stop. The four shares sum to 1.
+
+`termination_accuracy_recorded` is the share ending correctly against the response recorded
+in the traffic (arm `recorded`) instead, per arm (baseline included) over the requests that
+have one; it is kept apart because a recording from another server or made by hand is not
+something even the baseline reproduces. The candidate's noise floor is the baseline's value.
 """
 
 from __future__ import annotations
@@ -24,17 +29,7 @@ from exporters.figures import Figure
 KINDS = ("correct", "truncated", "premature", "overrun")
 NAMES = {"correct": "termination_accuracy", "truncated": "termination_truncated",
          "premature": "termination_premature", "overrun": "termination_overrun"}
-
-
-def _oracle(al: Aligned) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(ok, length_stop, tokens, from_recording) of the oracle per request."""
-    a = al.arms[BASELINE]
-    rec = al.arms.get(RECORDED)
-    if rec is None:
-        return a.ok, a.length_stop, a.tokens, np.zeros(al.n, dtype=bool)
-    use = rec.ok
-    return (use | a.ok, np.where(use, rec.length_stop, a.length_stop),
-            np.where(use, rec.tokens, a.tokens), use)
+RECORDED_NAME = "termination_accuracy_recorded"
 
 
 def classify(o_len: np.ndarray, o_tok: np.ndarray, x_len: np.ndarray, x_tok: np.ndarray,
@@ -50,34 +45,79 @@ def classify(o_len: np.ndarray, o_tok: np.ndarray, x_len: np.ndarray, x_tok: np.
             "overrun": overrun}
 
 
+def recorded_arms(al: Aligned) -> tuple[str, ...]:
+    """Arms judged against the recording: none without one, else every arm that ran."""
+    if RECORDED not in al.arms:
+        return ()
+    return tuple(a for a in (BASELINE, CANDIDATE, BASELINE2) if a in al.arms)
+
+
 def columns(al: Aligned, config: MetricsConfig) -> dict[str, np.ndarray]:
+    return _baseline_columns(al, config) | _recorded_columns(al, config)
+
+
+def _baseline_columns(al: Aligned, config: MetricsConfig) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
-    if BASELINE not in al.arms:
-        return out
-    o_ok, o_len, o_tok, _ = _oracle(al)
     for arm in compared_arms(al):
-        x = al.arms[arm]
-        valid = o_ok & x.ok
-        kinds = classify(o_len, o_tok, x.length_stop, x.tokens, config.termination_tolerance)
+        a, x = al.arms[BASELINE], al.arms[arm]
+        valid = a.ok & x.ok
+        kinds = classify(a.length_stop, a.tokens, x.length_stop, x.tokens,
+                         config.termination_tolerance)
         out[f"term.{arm}.n"] = valid.astype(float)
         out |= {f"term.{arm}.{k}": (valid & m).astype(float) for k, m in kinds.items()}
     return out
 
 
+def _recorded_columns(al: Aligned, config: MetricsConfig) -> dict[str, np.ndarray]:
+    arms = recorded_arms(al)
+    if not arms:
+        return {}
+    rec = al.arms[RECORDED]
+    out = {"termrec.recorded": rec.ok.astype(float)}
+    for arm in arms:
+        x = al.arms[arm]
+        valid = rec.ok & x.ok
+        correct = classify(rec.length_stop, rec.tokens, x.length_stop, x.tokens,
+                           config.termination_tolerance)["correct"]
+        out[f"termrec.{arm}.n"] = valid.astype(float)
+        out[f"termrec.{arm}.correct"] = (valid & correct).astype(float)
+    return out
+
+
+def _share(prefix: str, arm: str, kind: str, undefined: str) -> SumStat:
+    return SumStat(lambda c, n: c / n, (f"{prefix}.{arm}.{kind}", f"{prefix}.{arm}.n"),
+                   f"{prefix}.{arm}.n", undefined)
+
+
 def figures(table: SumTable, al: Aligned, config: MetricsConfig) -> list[Figure]:
     arms = compared_arms(al)
-    if not arms:
-        return []
-    from_recording = int(_oracle(al)[3].sum())
+    detail = {"oracle": BASELINE, "tolerance_tokens": config.termination_tolerance}
     out: list[Figure] = []
     for arm in arms:
         for kind in KINDS:
             def stat(a: str, k: str = kind) -> SumStat:
-                return SumStat(lambda c, n: c / n, (f"term.{a}.{k}", f"term.{a}.n"),
-                               f"term.{a}.n", "no request succeeded on the arm and the oracle")
+                return _share("term", a, k, "no request succeeded on the arm and the baseline")
             noise = stat(BASELINE2) if arm == CANDIDATE and BASELINE2 in arms else None
             out += estimate(table, stat(arm), al.scenario_names, config, NAMES[kind], arm,
-                            noise=noise,
-                            detail=lambda s: {"oracle_recorded": from_recording,
-                                              "tolerance_tokens": config.termination_tolerance})
+                            noise=noise, detail=lambda s: dict(detail))
+    return out + _recorded_figures(table, al, config)
+
+
+def _recorded_figures(table: SumTable, al: Aligned, config: MetricsConfig) -> list[Figure]:
+    arms = recorded_arms(al)
+
+    def stat(a: str) -> SumStat:
+        return _share("termrec", a, "correct",
+                      "no request with a recorded response succeeded on the arm")
+
+    def detail(stratum: int | None) -> dict[str, int]:
+        return {"recorded_requests": int(round(table.sums("termrec.recorded", stratum)[0])),
+                "tolerance_tokens": config.termination_tolerance}
+
+    out: list[Figure] = []
+    for arm in arms:
+        # the baseline's own agreement with the recording is what the candidate's is read against
+        noise = stat(BASELINE) if arm == CANDIDATE and BASELINE in arms else None
+        out += estimate(table, stat(arm), al.scenario_names, config, RECORDED_NAME, arm,
+                        noise=noise, detail=detail)
     return out

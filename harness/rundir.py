@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from exporters.recorded import recorded_results
 from exporters.records import ArmResult, MetricsScrape
 from harness.manifest import MANIFEST, Manifest, parse_manifest
 from harness.store import ResultStore, StoreError
@@ -40,6 +41,22 @@ class Run:
     @property
     def complete(self) -> bool:
         return self.manifest.status == "complete"
+
+    def results_with_recorded(self) -> list[ArmResult]:
+        """`results` plus a row on arm `recorded` for each replayed request whose traffic line
+        carries a recorded response: the rows both `metrics` and `gate` compute figures from.
+        A malformed recorded response raises RunDirError."""
+        if self.traffic is None:
+            return list(self.results)
+        try:
+            recorded = recorded_results((t.id, t.scenario, t.response)
+                                        for t in self.traffic.records)
+        except ValueError as exc:
+            raise RunDirError(f"{self.path / TRAFFIC}: {exc}") from exc
+        # a request the run never replayed would only add an empty row, and with it perhaps
+        # a scenario whose every figure is not computable
+        replayed = {r.request_id for r in self.results}
+        return [*self.results, *(r for r in recorded if r.request_id in replayed)]
 
 
 def scrape_path(run_dir: str | Path, arm: str, when: str) -> Path:

@@ -232,12 +232,14 @@ def arrival_offsets(arrival: Arrival, records: list[TrafficRecord], seed: int) -
 
 
 def build_traffic(name_or_path: str | Path, requests: int | None = None,
-                  rate: float | None = None) -> list[TrafficRecord]:
+                  rate: float | None = None, seed: int | None = None) -> list[TrafficRecord]:
     """The traffic a mix describes: drawn records with `offset_s` set to their send time.
 
     `requests` overrides the mix's count; `rate` its arrival rate (timestamp replay then
-    becomes Poisson at that rate)."""
+    becomes Poisson at that rate); `seed` its seed (another draw and other arrivals)."""
     mix = load_mix(name_or_path)
+    if seed is not None:
+        mix = dataclasses.replace(mix, seed=seed)
     records = select(mix, requests or mix.requests)
     arrival = mix.arrival
     if rate is not None:

@@ -86,14 +86,61 @@ def test_termination_breakdown_by_kind() -> None:
     assert sum(get(figs, n).value for n in expect) == pytest.approx(1.0)
 
 
-def test_recorded_response_is_the_termination_oracle() -> None:
-    recorded = recorded_result("1", "s", {"choices": [{"finish_reason": "length",
-                                                       "message": {"content": "x"}}],
-                                          "usage": {"completion_tokens": 16}})
-    res = [r("1", "baseline", finish="stop", tokens=4), r("1", "candidate", finish="length",
-                                                          tokens=16), recorded]
-    f = get(compute_figures(res, config=CFG), "termination_accuracy")
-    assert f.value == 1.0 and f.detail["oracle_recorded"] == 1
+def _recording(rid: str, scenario: str, finish: str, tokens: int) -> ArmResult:
+    return recorded_result(rid, scenario, {"choices": [{"finish_reason": finish,
+                                                        "message": {"content": "x"}}],
+                                           "usage": {"completion_tokens": tokens}})
+
+
+def test_termination_oracle_is_the_baseline_and_the_recording_has_its_own_figure() -> None:
+    # (id, scenario, recorded, baseline, candidate): (finish, tokens); baseline2 = baseline;
+    # None: no recording / the candidate failed. Tolerance 2 tokens.
+    cases = [("1", "a", ("length", 16), ("stop", 4), ("stop", 4)),
+             ("2", "a", ("stop", 10), ("stop", 10), ("stop", 11)),
+             ("3", "a", ("stop", 10), ("stop", 20), ("stop", 20)),
+             ("4", "b", None, ("stop", 8), ("stop", 3)),
+             ("5", "b", ("stop", 10), ("stop", 10), None)]
+    res = []
+    for rid, scenario, rec, base, cand in cases:
+        res += [r(rid, arm, scenario=scenario, finish=base[0], tokens=base[1])
+                for arm in ("baseline", "baseline2")]
+        res.append(r(rid, "candidate", scenario=scenario, finish=cand[0], tokens=cand[1])
+                   if cand else r(rid, "candidate", scenario=scenario, ok=False))
+        res += [_recording(rid, scenario, *rec)] if rec else []
+    figs = compute_figures(res, config=CFG)
+    # against the baseline: 1-3 correct, 4 premature (3 < 8 - 2), 5 failed on the candidate
+    ta = get(figs, "termination_accuracy")
+    assert ta.value == pytest.approx(3 / 4) and ta.n == 4 and ta.noise_floor == 1.0
+    assert ta.detail["oracle"] == "baseline" and ta.detail["tolerance_tokens"] == 2
+    assert get(figs, "termination_premature").value == pytest.approx(1 / 4)
+    assert get(figs, "termination_overrun").value == 0.0
+    assert get(figs, "termination_accuracy", "baseline2").value == 1.0
+    # against the recording (1, 2, 3, 5): 1 premature (4 < 16 - 2), 2 correct (11 within
+    # 10 + 2), 3 overrun (20 > 10 + 2), 5 correct where the arm answered it
+    recorded = {arm: get(figs, "termination_accuracy_recorded", arm)
+                for arm in ("baseline", "baseline2", "candidate")}
+    assert recorded["baseline"].value == pytest.approx(2 / 4) and recorded["baseline"].n == 4
+    assert recorded["baseline2"].value == pytest.approx(2 / 4) and recorded["baseline2"].n == 4
+    cand = recorded["candidate"]
+    assert cand.value == pytest.approx(1 / 3) and cand.n == 3
+    assert cand.noise_floor == pytest.approx(2 / 4)  # the baseline's own agreement
+    assert cand.detail["recorded_requests"] == 4 and cand.detail["tolerance_tokens"] == 2
+    assert recorded["baseline"].noise_floor is None
+    a = get(figs, "termination_accuracy_recorded", scenario="a")
+    assert a.value == pytest.approx(1 / 3) and a.n == 3 and a.detail["recorded_requests"] == 3
+    b = get(figs, "termination_accuracy_recorded", scenario="b")
+    assert b.value is None and b.status == "not_computable" and b.n == 0
+    assert get(figs, "termination_accuracy_recorded", "baseline", "b").value == 1.0
+
+
+def test_no_recording_no_recorded_termination_figure() -> None:
+    res = [r(str(i), arm) for i in range(3) for arm in ("baseline", "candidate")]
+    figs = compute_figures(res, config=CFG)
+    assert get(figs, "termination_accuracy").value == 1.0
+    assert not [f for f in figs if f.name == "termination_accuracy_recorded"]
+
+
+def test_malformed_recording_names_what_is_missing() -> None:
     with pytest.raises(ValueError, match="usage.completion_tokens"):
         recorded_result("2", "s", {"choices": [{"finish_reason": "stop"}]})
 

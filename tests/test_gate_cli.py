@@ -16,6 +16,7 @@ from exporters.records import ArmResult
 from harness.cli import main
 from harness.manifest import Manifest, write_manifest
 from harness.store import ResultStore
+from harness.traffic import TrafficRecord, write_traffic
 
 ARMS = {"baseline": "http://127.0.0.1:9001", "baseline2": "http://127.0.0.1:9002",
         "candidate": "http://127.0.0.1:9003"}
@@ -244,3 +245,55 @@ def _policy_file(name: str) -> Path:
     from harness.gate.policy import default_policy_dir
 
     return default_policy_dir() / name
+
+
+def add_recordings(run_dir: Path, response: dict, n: int = 30) -> Path:
+    """traffic.jsonl for `build_run`'s requests, every 2nd recording `response`, plus a
+    recorded request the run never replayed."""
+    records = [TrafficRecord(f"req-{i:04d}", i * 0.1, SCENARIOS[i % 3], "/v1/chat/completions",
+                             {"messages": [{"role": "user", "content": f"q{i}"}],
+                              "max_tokens": 64}, response if i % 2 == 0 else None)
+               for i in range(n)]
+    records.append(TrafficRecord("not-replayed", 9.0, "other", "/v1/chat/completions",
+                                 {"messages": [{"role": "user", "content": "q"}]}, response))
+    write_traffic(run_dir / "traffic.jsonl", records)
+    return run_dir
+
+
+# a recording from another server that ran to the length limit (64); every arm stops earlier
+OTHER_SERVER = {"choices": [{"finish_reason": "length", "message": {"content": "x"}}],
+                "usage": {"completion_tokens": 64}}
+
+
+def test_metrics_and_gate_agree_on_termination_with_recorded_responses(tmp_path):
+    run = add_recordings(build_run(tmp_path / "run"), OTHER_SERVER)
+    figures = tmp_path / "figures.json"
+    result = CliRunner().invoke(main, ["metrics", str(run), "--json", str(figures)])
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "gate.json"
+    code, output = gate(run, "--json", out)
+    assert code == 0, output  # the recording does not fail an unchanged ending
+    report = json.loads(out.read_text())
+    doc = json.loads(figures.read_text())
+
+    def figure(name: str) -> dict:
+        return next(f for f in doc["figures"]
+                    if (f["name"], f["arm"], f["scenario"]) == (name, "candidate", "all"))
+
+    ta, gated = figure("termination_accuracy"), report["metrics"]["termination_accuracy"]
+    assert ta["value"] == gated["value"] == 1.0  # against the baseline in both
+    assert (ta["ci_low"], ta["ci_high"], ta["n"]) == (gated["ci_low"], gated["ci_high"],
+                                                      gated["n"])
+    rec, info = figure("termination_accuracy_recorded"), \
+        report["metrics"]["termination_accuracy_recorded"]
+    assert rec["value"] == info["value"] == 0.0 and rec["n"] == info["n"] == 15
+    assert info["status"] == "info" and info["noise_floor"] == 0.0  # the baseline's: also 0
+    assert "other" not in report["scenarios"]  # the unreplayed recording added nothing
+
+
+def test_malformed_recorded_response_is_an_infrastructure_error(tmp_path):
+    run = add_recordings(build_run(tmp_path / "run"), {"choices": [{"finish_reason": "stop"}]})
+    code, output = gate(run)
+    assert code == 4 and "usage.completion_tokens" in output
+    result = CliRunner().invoke(main, ["metrics", str(run)])
+    assert result.exit_code == 4 and "usage.completion_tokens" in result.output

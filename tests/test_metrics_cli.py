@@ -94,9 +94,13 @@ def test_table_and_json(tmp_path: Path) -> None:
     assert em["value"] == pytest.approx(22 / 30) and em["noise_floor"] == 1.0
     assert em["detail"]["excess"] == pytest.approx(22 / 30 - 1)
     assert _figure(doc, "cache_hit_delta")["value"] == pytest.approx(0.2)
-    # the recorded responses (every 5th) are the oracle there: all end on the length limit
-    assert _figure(doc, "termination_accuracy")["value"] == 1.0
-    assert _figure(doc, "termination_accuracy")["detail"]["oracle_recorded"] == 6
+    ta = _figure(doc, "termination_accuracy")
+    assert ta["value"] == 1.0 and ta["n"] == 30 and ta["detail"]["oracle"] == "baseline"
+    # the recorded responses (every 5th) have their own figure: all end on the length limit
+    rec = _figure(doc, "termination_accuracy_recorded")
+    assert rec["value"] == 1.0 and rec["n"] == 6 and rec["detail"]["recorded_requests"] == 6
+    assert rec["noise_floor"] == 1.0 and rec["status"] == "insufficient"
+    assert _figure(doc, "termination_accuracy_recorded", arm="baseline")["value"] == 1.0
     assert {f["scenario"] for f in doc["figures"]} == {"all", "short", "long"}
     assert _figure(doc, "token_efficiency", arm="baseline")["value"] == 1.0  # 12 + 7 of 19
 

@@ -105,15 +105,11 @@ def _target(target_rer: float | None, policy: Any) -> float:
 
 def _figures(run: Run, config: MetricsConfig) -> list[Figure]:
     from exporters.compute import compute_figures
-    from exporters.recorded import recorded_results
     from harness.rundir import RunDirError
 
-    results = list(run.results)
+    results = run.results_with_recorded()  # the same rows as the gate's
+    determinism = run.determinism.results if run.determinism is not None else None
     try:
-        if run.traffic is not None:  # recorded production responses: the termination oracle
-            results += recorded_results((t.id, t.scenario, t.response)
-                                        for t in run.traffic.records)
-        determinism = run.determinism.results if run.determinism is not None else None
         return compute_figures(results, run.scrapes, determinism=determinism, config=config)
     except ValueError as exc:  # two rows for one (request, arm), a malformed response...
         raise RunDirError(f"{run.path}: cannot compute figures: {exc}") from exc

@@ -27,12 +27,13 @@ def evaluate(run_dir: str | Path, policy_path: str | Path | Policy | None = None
 def evaluate_run(run: Run, policy: Policy) -> GateResult:
     determinism = run.determinism.results if run.determinism is not None else None
     config = MetricsConfig(target_rer=policy.target_rer)
-    # The oracle is the baseline the candidate ran beside, not responses recorded in
-    # production (`layergate metrics` adds those): a recording from another server would
-    # fail termination accuracy for an identical candidate (measured: 0.9 on an A/A run of
-    # 20 saas-mix requests, the same 0.9 for baseline2).
+    # The traffic's recorded responses only feed termination_accuracy_recorded, which no
+    # policy gates; termination_accuracy is judged against the baseline the candidate ran
+    # beside (a recording from another server scored even an A/A run 0.9 on 20 saas-mix
+    # requests). So the gate sees the same figures as `layergate metrics`.
+    results = run.results_with_recorded()
     try:
-        figures = compute_figures(run.results, run.scrapes, determinism=determinism,
+        figures = compute_figures(results, run.scrapes, determinism=determinism,
                                   config=config)
     except ValueError as exc:  # two rows for one (request, arm), a malformed response...
         raise RunDirError(f"{run.path}: cannot compute figures from its results: {exc}") from exc

@@ -30,8 +30,9 @@ Direction = Literal[">=", "<="]
 FIGURE_NAMES = frozenset({
     "rer", "rer_decode", "rer_theoretical", "rer_realisation", "rrr",
     "termination_accuracy", "termination_truncated", "termination_premature",
-    "termination_overrun", "cache_hit_delta", "output_determinism", "resource_determinism",
-    "latency_determinism", "exact_match", "first_divergence", "bleu", "chrf", "token_kl",
+    "termination_overrun", "termination_accuracy_recorded", "cache_hit_delta",
+    "output_determinism", "resource_determinism", "latency_determinism", "exact_match",
+    "first_divergence", "bleu", "chrf", "token_kl",
     "ttft_p50", "ttft_p90", "ttft_p99", "tpot_p50", "tpot_p90", "tpot_p99", "itl_p50",
     "itl_p90", "itl_p99", "e2e_p50", "e2e_p90", "e2e_p99", "e2e_jitter", "goodput",
     "token_efficiency", "error_rate", "latency_ratio",

@@ -21,9 +21,11 @@ def capped(records: list[TrafficRecord], max_tokens: int | None) -> list[Traffic
 
 
 def demo_traffic(scenario: str, path: Path, requests: int | None, max_tokens: int | None,
-                 rate: float | None) -> Path:
-    """Write the replay's input traffic (the mix's arrivals unless `rate` is given)."""
-    return write_traffic(path, capped(build_traffic(scenario, requests, rate), max_tokens))
+                 rate: float | None, seed: int | None = None) -> Path:
+    """Write the replay's input traffic (the mix's arrivals unless `rate` is given; the
+    mix's draw unless `seed` is given)."""
+    return write_traffic(path, capped(build_traffic(scenario, requests, rate, seed),
+                                      max_tokens))
 
 
 def determinism_sample(records_path: Path, path: Path, prompts: int,
