@@ -169,7 +169,8 @@ def replay_and_judge(experiment: str, repeat: int, arms: dict[str, str], args) -
     scenario = "chat-multiturn" if experiment == "cache" else args.scenario
     traffic = demo_traffic(scenario, out.parent / f"{out.name}.traffic.jsonl",
                            args.requests, args.max_tokens,
-                           None if args.users else args.rate, seed=1000 + repeat)
+                           None if args.users or args.mix_arrivals else args.rate,
+                           seed=1000 + repeat)
     config = ReplayConfig(out=out, arms=arms, traffic=traffic, users=args.users,
                           timeout=args.timeout, progress=False)
     t0 = time.monotonic()
@@ -304,6 +305,8 @@ def main() -> None:
                         help="cap on each request's max_tokens (default: the demo's)")
     parser.add_argument("--rate", type=float, default=demo.rate,
                         help="Poisson arrivals per second (default: the demo's)")
+    parser.add_argument("--mix-arrivals", action="store_true",
+                        help="the mix's own arrival schedule instead of --rate")
     parser.add_argument("--users", type=int, default=None,
                         help="closed loop with N users instead of Poisson arrivals (for a "
                              "machine too slow to keep up with them)")

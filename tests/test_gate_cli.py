@@ -15,6 +15,7 @@ from junitparser import Error, Failure, JUnitXml, Skipped
 from exporters.records import ArmResult
 from harness.cli import main
 from harness.manifest import Manifest, write_manifest
+from harness.rundir import scrape_path
 from harness.store import ResultStore
 from harness.traffic import TrafficRecord, write_traffic
 
@@ -35,10 +36,13 @@ class Shape:
     errors: int = 0  # candidate requests that failed
     status: str = "complete"
     layers: int = 20  # layers the candidate executes per token (the model has 30)
+    # prefix-cache hit tokens per request (of 12 queried) of the baselines and the candidate;
+    # None: no hits and no /metrics scrapes
+    cache_hits: tuple[int, int] | None = None
 
 
 def _row(rid: str, arm: str, scenario: str, tokens: list[int], e2e: float, layers: int,
-         ok: bool = True) -> ArmResult:
+         ok: bool = True, hits: int = 0) -> ArmResult:
     if not ok:
         return ArmResult(request_id=rid, arm=arm, scenario=scenario, ok=False,
                          error="HTTP 503: overloaded", http_status=503)
@@ -52,7 +56,7 @@ def _row(rid: str, arm: str, scenario: str, tokens: list[int], e2e: float, layer
                    "layers_executed_per_token": [layers] * n,
                    "mean_layers_executed": float(layers),
                    "theoretical_saving": 1 - layers / 30, "computed_tokens": n + 12,
-                   "prefix_cache_query_tokens": 12, "prefix_cache_hit_tokens": 0,
+                   "prefix_cache_query_tokens": 12, "prefix_cache_hit_tokens": hits,
                    "peak_memory_bytes": 1_000_000})
 
 
@@ -60,6 +64,7 @@ def build_run(path: Path, shape: Shape = Shape(), seed: int = 0) -> Path:
     """A run directory with baseline, baseline2 and candidate written through the store."""
     rng = random.Random(seed)
     path.mkdir(parents=True, exist_ok=True)
+    base_hits, cand_hits = shape.cache_hits or (0, 0)
     with ResultStore(path / "results.sqlite") as store:
         for i in range(shape.n):
             rid, scenario = f"req-{i:04d}", SCENARIOS[i % 3]
@@ -71,15 +76,31 @@ def build_run(path: Path, shape: Shape = Shape(), seed: int = 0) -> Path:
             per_token = rng.uniform(0.04, 0.06)
             for arm in ("baseline", "baseline2"):
                 jitter = rng.uniform(0.97, 1.03)
-                store.put(_row(rid, arm, scenario, tokens, per_token * len(tokens) * jitter, 30))
+                store.put(_row(rid, arm, scenario, tokens, per_token * len(tokens) * jitter, 30,
+                               hits=base_hits))
             e2e = per_token * len(cand) * shape.speed * rng.uniform(0.97, 1.03)
             store.put(_row(rid, "candidate", scenario, cand, e2e, shape.layers,
-                           ok=i >= shape.errors))
+                           ok=i >= shape.errors, hits=cand_hits))
+    if shape.cache_hits is not None:
+        for arm in ARMS:
+            hits = (cand_hits if arm == "candidate" else base_hits) * shape.n
+            write_cache_scrapes(path, arm, hits, 12 * shape.n)
     counts = {arm: {"ok": shape.n, "error": 0} for arm in ARMS}
     manifest = Manifest.new("replay", {"constructed": True}, ARMS,
                             {"path": "traffic.jsonl", "sha256": "0" * 64, "count": shape.n})
     write_manifest(path, manifest.with_status(shape.status, counts))
     return path
+
+
+def write_cache_scrapes(run_dir: Path, arm: str, hits: int, queries: int) -> None:
+    """The arm's `/metrics` before (zero) and after the run, prefix-cache counters only."""
+    for when, (h, q) in (("before", (0, 0)), ("after", (hits, queries))):
+        path = scrape_path(run_dir, arm, when)
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("# TYPE layergate_prefix_cache_hits_total counter\n"
+                        f"layergate_prefix_cache_hits_total {h}\n"
+                        "# TYPE layergate_prefix_cache_queries_total counter\n"
+                        f"layergate_prefix_cache_queries_total {q}\n")
 
 
 def add_determinism(run_dir: Path, status: str = "complete", prompts: int = 6,
@@ -108,7 +129,9 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("runs")
     return {
         "good": build_run(root / "good"),
-        "identical": build_run(root / "identical", Shape(speed=1.0, layers=30)),
+        "identical": build_run(root / "identical", Shape(speed=1.0, layers=30,
+                                                         cache_hits=(6, 6))),
+        "cache_lost": build_run(root / "cache_lost", Shape(cache_hits=(6, 3))),
         "diverging": build_run(root / "diverging", Shape(diverge_every=2)),
         "small": build_run(root / "small", Shape(n=9)),
         "errors": build_run(root / "errors", Shape(errors=3)),
@@ -152,6 +175,19 @@ def test_identical_arms_pass_no_regression_and_fail_default_on_rer_alone(runs, t
     report = json.loads(path.read_text())
     failed = [k for k, m in report["metrics"].items() if m["status"] == "fail"]
     assert failed == ["rer"], report["run"]["reasons"]
+    chd = report["metrics"]["cache_hit_delta"]
+    assert (chd["value"], chd["ci_low"], chd["ci_high"], chd["status"]) == (0, 0, 0, "pass")
+
+
+def test_a_candidate_that_lost_prefix_cache_hits_fails_no_regression(runs, tmp_path):
+    path = tmp_path / "chd.json"
+    code, output = gate(runs["cache_lost"], "--policy", _policy_file("no-regression.yaml"),
+                        "--json", path)
+    assert code == 1, output
+    chd = json.loads(path.read_text())["metrics"]["cache_hit_delta"]
+    # h_A = 6 / 12, h_B = 3 / 12: |0.25 - 0.5| / 0.5, every request alike so the CI is tight
+    assert chd["value"] == pytest.approx(0.5) and chd["status"] == "fail"
+    assert chd["ci_low"] == pytest.approx(0.5) and chd["ci_high"] == pytest.approx(0.5)
 
 
 def test_diverging_candidate_fails_with_junit_failure_messages(runs, tmp_path):
