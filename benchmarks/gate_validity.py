@@ -235,7 +235,8 @@ def run_experiment(name: str, args) -> list[Outcome]:
             if name == "slow":
                 arms["candidate"] = stack.enter_context(
                     DelayProxy(arms["candidate"], SLOWDOWN)).url
-            return [replay_and_judge(name, k, arms, args) for k in range(args.repeats)]
+            return [replay_and_judge(name, k, arms, args)
+                    for k in range(args.first, args.first + args.repeats)]
 
 
 def replay_all(chosen: list[str], args) -> list[Outcome]:
@@ -295,6 +296,9 @@ def _show(v: object) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=20, help="replays per experiment")
+    parser.add_argument("--first", type=int, default=0,
+                        help="number of the first repeat (and its traffic seed): more runs "
+                             "for an earlier --out start where it stopped")
     parser.add_argument("--experiments", default=",".join(EXPERIMENTS),
                         help=f"comma-separated subset of {','.join(EXPERIMENTS)}")
     parser.add_argument("--scenario", default="saas-mix", help="mix for all but `cache`")

@@ -23,7 +23,13 @@ from harness.rundir import load_run
 from harness.scenarios import SCENARIOS_DIR
 from harness.store import ResultStore
 from harness.traffic import TrafficRecord, read_traffic, traffic_sha256, write_traffic
-from tests.support.processes import EngineProcess, free_port, layergate_cmd, start_engine
+from tests.support.processes import (
+    EngineProcess,
+    free_port,
+    interruptible,
+    layergate_cmd,
+    start_engine,
+)
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
@@ -189,7 +195,7 @@ def test_ctrl_c_marks_the_run_interrupted_and_resume_completes(
     args = ["replay", "--traffic", str(traffic), "--baseline", full_engine.url,
             "--candidate", full_engine.url, "--out", str(out), "--no-progress"]
     proc = subprocess.Popen(layergate_cmd(*args), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True, preexec_fn=interruptible)
     _wait_for_rows(out / "results.sqlite", "baseline", 1)
     proc.send_signal(signal.SIGINT)
     output = proc.communicate(timeout=60)[0]

@@ -19,6 +19,7 @@ import yaml
 from harness.stack import ProcessSet, ScrapeTargets, render_prometheus_config
 from harness.stack.prometheus import start_prometheus
 from harness.stack.prometheus_config import write_prometheus_config
+from tests.support.processes import interruptible
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -122,7 +123,8 @@ CHILD = textwrap.dedent("""
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_every_child_stops_on_interrupt(tmp_path: Path, sig: int) -> None:
     parent = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path)],
-                              stdout=subprocess.PIPE, text=True, cwd=ROOT)
+                              stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                              preexec_fn=interruptible)
     pids = json.loads(parent.stdout.readline())
     assert all(_alive(p) for p in pids)
     parent.send_signal(sig)

@@ -43,6 +43,13 @@ class EngineProcess:
         return self.proc.returncode
 
 
+def interruptible() -> None:
+    """`preexec_fn` for a child the test will Ctrl-C: a shell's background job (`cmd &`,
+    e.g. `nohup make test &`) inherits SIGINT ignored, and Python then never turns it into
+    KeyboardInterrupt. Restoring the default lets the child see Ctrl-C as a user would."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def layergate_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "harness.cli", *args]
 
