@@ -186,10 +186,8 @@ def judge(experiment: str, repeat: int, run_dir: Path) -> Outcome:
         policy: evaluate(run_dir, default_policy_dir() / f"{policy}.yaml") for policy in POLICIES}
     outcome = Outcome(experiment, repeat, str(run_dir),
                       {p: r.verdict for p, r in results.items()},
-                      {p: [f"{c.name}[{c.arm}]" for c in r.checks if c.gating
-                           and c.status == "fail"] for p, r in results.items()},
-                      {p: [f"{c.name}[{c.arm}]" for c in r.checks if c.gating
-                           and c.status == "inconclusive"] for p, r in results.items()})
+                      {p: _gating(r, "fail") for p, r in results.items()},
+                      {p: _gating(r, "inconclusive") for p, r in results.items()})
     checks = {c.name: c for c in results["default"].overall}
     for name in ("rer", "latency_ratio", "exact_match", "termination_accuracy",
                  "cache_hit_delta"):
@@ -199,6 +197,11 @@ def judge(experiment: str, repeat: int, run_dir: Path) -> Outcome:
                                      c.compared_low, c.compared_high]
             outcome.statuses[name] = c.status
     return outcome
+
+
+def _gating(result: GateResult, status: str) -> list[str]:
+    """The gating checks of `result` with `status`, as name[arm]."""
+    return [f"{c.name}[{c.arm}]" for c in result.checks if c.gating and c.status == status]
 
 
 def describe(o: Outcome) -> str:

@@ -97,16 +97,17 @@ def figures(table: SumTable, al: Aligned, scrapes: Sequence[MetricsScrape],
         value, why = delta(h_a, h_x)
         n = int(al.arms[BASELINE].present.sum())
         status, reason = status_for(value, n, config.min_samples, why_a or why_x or why)
-        low, high = _interval(value, overall)
+        # counters give no spread: the CI is the per-request bootstrap of the same ratio
+        low, high = _widen(value, (overall.ci_low, overall.ci_high))
         detail = {"h_baseline": h_a, f"h_{arm}": h_x, "source": "scrapes",
                   "from_extension": overall.value,
                   "ci_source": "per-request extension, bootstrap" if low is not None else None}
         if arm == CANDIDATE and floor is not None and value is not None:
             # the excess over the noise floor: the point from the scrapes, its interval from
             # the same per-request resamples (A' vs A is as timing-dependent as B vs A)
-            e_ci = overall.detail.get("excess_ci")
+            e_low, e_high = _widen(value - floor, overall.detail.get("excess_ci") or (None, None))
             detail["excess"] = value - floor
-            detail["excess_ci"] = _widen(value - floor, e_ci) if e_ci else None
+            detail["excess_ci"] = None if e_low is None else [e_low, e_high]
         out.append(Figure(NAME, value, arm, OVERALL, ci_low=low, ci_high=high, n=n,
                           status=status, reason=reason,
                           noise_floor=floor if arm == CANDIDATE else None, detail=detail))
@@ -115,17 +116,11 @@ def figures(table: SumTable, al: Aligned, scrapes: Sequence[MetricsScrape],
     return out
 
 
-def _interval(value: float | None, overall: Figure) -> tuple[float | None, float | None]:
-    """The scrape value's CI: the per-request bootstrap interval of the same ratio (the
-    counters give one number per arm, no spread), widened to contain the scrape value
-    when the two sources disagree, so the interval never claims more than either."""
-    if value is None or overall.ci_low is None or overall.ci_high is None:
-        return None, None
-    return min(overall.ci_low, value), max(overall.ci_high, value)
-
-
-def _widen(point: float, ci: Sequence[float | None]) -> list[float] | None:
+def _widen(point: float | None, ci: Sequence[float | None]
+           ) -> tuple[float | None, float | None]:
+    """`ci` widened to contain `point` (the scrape value) when the two sources disagree, so
+    the interval never claims more than either; (None, None) when either is missing."""
     low, high = ci
-    if low is None or high is None:
-        return None
-    return [min(low, point), max(high, point)]
+    if point is None or low is None or high is None:
+        return None, None
+    return min(low, point), max(high, point)
