@@ -6,8 +6,9 @@ compared with calling the server directly — side by side, in one run.
         [--processes 1,2] [--tokens 16]
 
 "paired" = one traffic record sent to both arms (baseline and candidate, both the echo
-server). Direct rows call the server with the same streaming client code (httpx) from a
-thread pool of the same size, so the difference is Locust + scheduling + the store.
+server). Direct rows call the server with the same `client.send` (httpx transport) from a
+thread pool of the same size; the replay sends with it too (gevent transport, under Locust),
+so the difference is Locust + gevent + scheduling + the store.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ from pathlib import Path
 import httpx
 
 from harness.replay import ReplayConfig, run_replay
-from harness.replay.client import send_request
-from harness.rundir import load_run
+from harness.replay.client import Target, send
+from harness.replay.transport import HttpxTransport
+from harness.rundir import RunDir
 from harness.scenarios import SCENARIOS_DIR
-from harness.store import ResultStore
 from harness.traffic import TrafficRecord, read_traffic, write_traffic
 
 HERE = Path(__file__).resolve().parent
@@ -71,19 +72,23 @@ def pct(values: list[float], q: float) -> float:
 def direct(url: str, records: list[TrafficRecord], users: int) -> tuple[float, list[float]]:
     """Paired rate and per-request E2E when each record goes straight to both 'arms', with
     2 x users requests in flight, as the replayer has (each user sends to both arms)."""
-    with httpx.Client(limits=httpx.Limits(max_connections=users * 2)) as client:
-        def one(job: tuple[TrafficRecord, str]) -> float:
-            r = send_request(client, url, job[0], job[1], intended=time.perf_counter(),
-                             timeout=30)
-            if not r.ok:
-                raise RuntimeError(r.error)
-            return r.e2e_s
+    transport = HttpxTransport(max_connections=users * 2)
 
-        jobs = [(r, arm) for r in records for arm in ("baseline", "candidate")]
-        start = time.perf_counter()
+    def one(job: tuple[TrafficRecord, str]) -> float:
+        r = send(transport, Target(job[1], url), job[0], intended=time.perf_counter(),
+                 timeout=30)
+        if not r.ok:
+            raise RuntimeError(r.error)
+        return r.e2e_s
+
+    jobs = [(r, arm) for r in records for arm in ("baseline", "candidate")]
+    start = time.perf_counter()
+    try:
         with ThreadPoolExecutor(users * 2) as pool:
             e2e = list(pool.map(one, jobs))
-        return len(records) / (time.perf_counter() - start), e2e
+    finally:
+        transport.close()
+    return len(records) / (time.perf_counter() - start), e2e
 
 
 def replayed(url: str, traffic: Path, out: Path, users: int,
@@ -93,12 +98,14 @@ def replayed(url: str, traffic: Path, out: Path, users: int,
     run_replay(ReplayConfig(out=out, arms={"baseline": url, "candidate": url}, traffic=traffic,
                             users=users, processes=processes, progress=False, timeout=30))
     wall = time.perf_counter() - start
-    run = load_run(out)
+    run_dir = RunDir(out)
+    run = run_dir.load()
     if run.manifest.status != "complete" or not all(r.ok for r in run.results):
         raise RuntimeError(f"replay run {out} is not clean: {run.manifest.counts}")
-    with ResultStore(out / "results.sqlite") as store:
-        first, last = store.conn.execute(
-            "SELECT MIN(intended_at), MAX(recorded_at) FROM results").fetchone()
+    with run_dir.open_store(create=False) as store:
+        rows = store.rows()
+    first = min(r.intended_at for r in rows)
+    last = max(r.recorded_at for r in rows)
     return len(run.traffic) / (last - first), [r.e2e_s for r in run.results], wall
 
 

@@ -1,25 +1,22 @@
-"""`manifest.json` of a run directory (layout in docs/CONTRACTS.md).
+"""The manifest of a run (`manifest.json`, layout in docs/CONTRACTS.md): what ran, with
+which configuration and versions, and how it ended. `harness.rundir.RunDir` reads and writes
+it; this module only says what it holds.
 
-Written atomically (temp file + rename) at every status change, so a crash leaves either
-the old or the new manifest, never half of one. A run starts `running`; it becomes
-`complete` when every (request, arm) has a row in the store, `interrupted` otherwise.
+A run starts `running`; it becomes `complete` when every (request, arm) has a row in the
+store, `interrupted` otherwise.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 import platform
 import sys
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-MANIFEST = "manifest.json"
 Kind = Literal["replay", "determinism"]
 Status = Literal["running", "complete", "interrupted"]
 _PACKAGES = ("layergate", "locust", "httpx", "prometheus-client")
@@ -69,13 +66,10 @@ class Manifest:
         out["notes"] = list(self.notes)
         return out
 
-
-def write_manifest(run_dir: str | Path, manifest: Manifest) -> Path:
-    path = Path(run_dir) / MANIFEST
-    tmp = path.with_name(f".{MANIFEST}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(manifest.to_json(), indent=2, ensure_ascii=False) + "\n")
-    tmp.replace(path)
-    return path
+    def counts_text(self) -> str:
+        """e.g. `baseline 4 ok / 0 error, candidate 3 ok / 1 error`"""
+        return ", ".join(f"{arm} {c['ok']} ok / {c['error']} error"
+                         for arm, c in sorted(self.counts.items()))
 
 
 def parse_manifest(obj: Any, where: str) -> Manifest:
@@ -87,15 +81,11 @@ def parse_manifest(obj: Any, where: str) -> Manifest:
     for key in required:
         if key not in obj:
             raise ValueError(f"{where}: missing key {key!r}")
-    if obj["kind"] not in ("replay", "determinism"):
-        raise ValueError(f"{where}: key 'kind' must be replay or determinism: {obj['kind']!r}")
-    if obj["status"] not in ("running", "complete", "interrupted"):
+    if obj["kind"] not in get_args(Kind):
+        raise ValueError(f"{where}: key 'kind' must be one of {', '.join(get_args(Kind))}: "
+                         f"{obj['kind']!r}")
+    if obj["status"] not in get_args(Status):
         raise ValueError(f"{where}: key 'status' is not a known status: {obj['status']!r}")
     values = {k: v for k, v in obj.items() if k in names}
     values["notes"] = tuple(values.get("notes", ()))
     return Manifest(**values)
-
-
-def read_manifest(run_dir: str | Path) -> Manifest:
-    path = Path(run_dir) / MANIFEST
-    return parse_manifest(json.loads(path.read_text(encoding="utf-8")), str(path))

@@ -1,25 +1,42 @@
-"""The only reader of run directories (layout in docs/CONTRACTS.md).
+"""A run directory as one object (layout in docs/CONTRACTS.md): `RunDir` knows where every
+file of a run lives and is the only code that reads or writes them — the manifest, the
+traffic, the store, the scrapes, Locust's files and the `determinism/` sub-run.
 
-`load_run(path)` returns everything a run holds as plain data; anything missing or
-unreadable raises `RunDirError` (the CLI maps it to exit code 4, infrastructure error).
+`RunDir(path).load()` (or `load_run(path)`) returns everything a run holds as plain data.
+Anything missing or unreadable raises `RunDirError` (the CLI maps it to exit code 4,
+infrastructure error). Directories written by earlier versions load unchanged: reading
+creates nothing.
 """
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from exporters.recorded import recorded_results
 from exporters.records import ArmResult, MetricsScrape
-from harness.manifest import MANIFEST, Manifest, parse_manifest
+from harness.manifest import Manifest, parse_manifest
 from harness.store import ResultStore, StoreError
-from harness.traffic import TrafficError, TrafficFile, read_traffic
+from harness.traffic import (
+    TrafficError,
+    TrafficFile,
+    TrafficRecord,
+    read_traffic,
+    traffic_sha256,
+    write_traffic,
+)
 
+MANIFEST = "manifest.json"
 RESULTS = "results.sqlite"
 TRAFFIC = "traffic.jsonl"
 SCRAPES = "scrapes"
 DETERMINISM = "determinism"
+LOCUST = "locust"  # Locust's --csv prefix: locust_stats.csv, locust_failures.csv, ...
+SCRAPE_TIMES = ("before", "after")
 EXIT_CODE = 4
 
 
@@ -59,49 +76,139 @@ class Run:
         return [*self.results, *(r for r in recorded if r.request_id in replayed)]
 
 
-def scrape_path(run_dir: str | Path, arm: str, when: str) -> Path:
-    return Path(run_dir) / SCRAPES / f"{arm}-{when}.prom"
+class RunDir:
+    """The files of one run directory. Creating the object touches nothing on disk."""
 
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
 
-def _read_scrapes(run_dir: Path) -> list[MetricsScrape]:
-    scrapes = []
-    for path in sorted((run_dir / SCRAPES).glob("*.prom")):
-        arm, _, when = path.stem.rpartition("-")
-        if when not in ("before", "after") or not arm:
-            raise RunDirError(f"{path}: scrape files are named <arm>-before.prom / "
-                              "<arm>-after.prom")
-        scrapes.append(MetricsScrape(arm, when, path.read_text(encoding="utf-8")))
-    return scrapes
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
 
+    # where things are
+    @property
+    def manifest_path(self) -> Path:
+        return self.path / MANIFEST
 
-def _read_manifest(run_dir: Path) -> Manifest:
-    path = run_dir / MANIFEST
-    try:
-        return parse_manifest(json.loads(path.read_text(encoding="utf-8")), str(path))
-    except FileNotFoundError as exc:
-        raise RunDirError(f"{run_dir}: not a run directory (no {MANIFEST})") from exc
-    except (OSError, ValueError) as exc:  # JSONDecodeError is a ValueError
-        raise RunDirError(f"{path}: unreadable manifest: {exc}") from exc
+    @property
+    def results_path(self) -> Path:
+        return self.path / RESULTS
+
+    @property
+    def traffic_path(self) -> Path:
+        return self.path / TRAFFIC
+
+    @property
+    def scrapes_dir(self) -> Path:
+        return self.path / SCRAPES
+
+    def scrape_path(self, arm: str, when: str) -> Path:
+        return self.scrapes_dir / f"{arm}-{when}.prom"
+
+    @property
+    def determinism(self) -> RunDir:
+        """The repeat suite's sub-run (it may not exist yet)."""
+        return RunDir(self.path / DETERMINISM)
+
+    @property
+    def locust_csv_prefix(self) -> Path:
+        return self.path / LOCUST
+
+    @property
+    def locust_stats(self) -> Path:
+        return self.path / f"{LOCUST}_stats.csv"
+
+    @property
+    def locust_log(self) -> Path:
+        return self.path / "locust.log"
+
+    @property
+    def locust_output(self) -> Path:
+        """Locust's stdout and stderr (tracebacks of a crash land here)."""
+        return self.path / "locust.out"
+
+    # the manifest
+    def exists(self) -> bool:
+        """Whether a run was started here (it has a manifest)."""
+        return self.manifest_path.is_file()
+
+    def read_manifest(self) -> Manifest:
+        path = self.manifest_path
+        try:
+            return parse_manifest(json.loads(path.read_text(encoding="utf-8")), str(path))
+        except FileNotFoundError as exc:
+            raise RunDirError(f"{self.path}: not a run directory (no {MANIFEST})") from exc
+        except (OSError, ValueError) as exc:  # JSONDecodeError is a ValueError
+            raise RunDirError(f"{path}: unreadable manifest: {exc}") from exc
+
+    def write_manifest(self, manifest: Manifest) -> Path:
+        """Atomically (temp file + rename): a crash leaves the old or the new manifest,
+        never half of one. Creates the directory."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        tmp = self.path / f".{MANIFEST}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(manifest.to_json(), indent=2, ensure_ascii=False) + "\n")
+        tmp.replace(self.manifest_path)
+        return self.manifest_path
+
+    # the store
+    def open_store(self, create: bool = True) -> ResultStore:
+        """The run's store (results and work queue); `create=False` for readers."""
+        if create:
+            self.path.mkdir(parents=True, exist_ok=True)
+        try:
+            return ResultStore(self.results_path, create=create)
+        except StoreError as exc:
+            raise RunDirError(str(exc)) from exc
+
+    # the traffic
+    def read_traffic(self) -> TrafficFile:
+        try:
+            return read_traffic(self.traffic_path)
+        except TrafficError as exc:
+            raise RunDirError(f"run traffic is invalid: {exc}") from exc
+
+    def write_traffic(self, records: Iterable[TrafficRecord]) -> Path:
+        self.path.mkdir(parents=True, exist_ok=True)
+        return write_traffic(self.traffic_path, records)
+
+    def traffic_summary(self, count: int, source: str | None) -> dict[str, Any]:
+        """The manifest's `traffic` entry for the `count` records written here."""
+        return {"path": str(self.traffic_path), "count": count,
+                "sha256": traffic_sha256(self.traffic_path), "source": source}
+
+    # the scrapes
+    def has_scrape(self, arm: str, when: str) -> bool:
+        return self.scrape_path(arm, when).is_file()
+
+    def write_scrape(self, arm: str, when: str, text: str) -> Path:
+        path = self.scrape_path(arm, when)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    def read_scrapes(self) -> list[MetricsScrape]:
+        scrapes = []
+        for path in sorted(self.scrapes_dir.glob("*.prom")):
+            arm, _, when = path.stem.rpartition("-")
+            if when not in SCRAPE_TIMES or not arm:
+                raise RunDirError(f"{path}: scrape files are named <arm>-before.prom / "
+                                  "<arm>-after.prom")
+            scrapes.append(MetricsScrape(arm, when, path.read_text(encoding="utf-8")))
+        return scrapes
+
+    # everything
+    def load(self) -> Run:
+        """Manifest, results, scrapes, traffic and the `determinism/` sub-run if any."""
+        if not self.path.is_dir():
+            raise RunDirError(f"{self.path}: no such run directory")
+        manifest = self.read_manifest()
+        with self.open_store(create=False) as store:
+            results = store.results()
+        traffic = self.read_traffic() if self.traffic_path.is_file() else None
+        determinism = self.determinism.load() if self.determinism.path.is_dir() else None
+        return Run(self.path, manifest, results, self.read_scrapes(), traffic, determinism)
 
 
 def load_run(path: str | Path) -> Run:
-    """Read a run directory: manifest, results, scrapes, traffic and `determinism/` if any."""
-    run_dir = Path(path)
-    if not run_dir.is_dir():
-        raise RunDirError(f"{run_dir}: no such run directory")
-    manifest = _read_manifest(run_dir)
-    try:
-        with ResultStore(run_dir / RESULTS, create=False) as store:
-            results = store.results()
-    except StoreError as exc:
-        raise RunDirError(str(exc)) from exc
-    traffic = None
-    if (run_dir / TRAFFIC).is_file():
-        try:
-            traffic = read_traffic(run_dir / TRAFFIC)
-        except TrafficError as exc:
-            raise RunDirError(f"run traffic is invalid: {exc}") from exc
-    determinism = None
-    if (run_dir / DETERMINISM).is_dir():
-        determinism = load_run(run_dir / DETERMINISM)
-    return Run(run_dir, manifest, results, _read_scrapes(run_dir), traffic, determinism)
+    """Everything a run directory holds (`RunDir(path).load()`)."""
+    return RunDir(path).load()

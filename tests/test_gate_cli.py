@@ -14,10 +14,9 @@ from junitparser import Error, Failure, JUnitXml, Skipped
 
 from exporters.records import ArmResult
 from harness.cli import main
-from harness.manifest import Manifest, write_manifest
-from harness.rundir import scrape_path
-from harness.store import ResultStore
-from harness.traffic import TrafficRecord, write_traffic
+from harness.manifest import Manifest
+from harness.rundir import RunDir
+from harness.traffic import TrafficRecord
 
 ARMS = {"baseline": "http://127.0.0.1:9001", "baseline2": "http://127.0.0.1:9002",
         "candidate": "http://127.0.0.1:9003"}
@@ -63,9 +62,9 @@ def _row(rid: str, arm: str, scenario: str, tokens: list[int], e2e: float, layer
 def build_run(path: Path, shape: Shape = Shape(), seed: int = 0) -> Path:
     """A run directory with baseline, baseline2 and candidate written through the store."""
     rng = random.Random(seed)
-    path.mkdir(parents=True, exist_ok=True)
+    run = RunDir(path)
     base_hits, cand_hits = shape.cache_hits or (0, 0)
-    with ResultStore(path / "results.sqlite") as store:
+    with run.open_store() as store:
         for i in range(shape.n):
             rid, scenario = f"req-{i:04d}", SCENARIOS[i % 3]
             tokens = [rng.randrange(len(WORDS)) for _ in range(rng.randrange(8, 24))]
@@ -88,34 +87,32 @@ def build_run(path: Path, shape: Shape = Shape(), seed: int = 0) -> Path:
     counts = {arm: {"ok": shape.n, "error": 0} for arm in ARMS}
     manifest = Manifest.new("replay", {"constructed": True}, ARMS,
                             {"path": "traffic.jsonl", "sha256": "0" * 64, "count": shape.n})
-    write_manifest(path, manifest.with_status(shape.status, counts))
+    run.write_manifest(manifest.with_status(shape.status, counts))
     return path
 
 
 def write_cache_scrapes(run_dir: Path, arm: str, hits: int, queries: int) -> None:
     """The arm's `/metrics` before (zero) and after the run, prefix-cache counters only."""
     for when, (h, q) in (("before", (0, 0)), ("after", (hits, queries))):
-        path = scrape_path(run_dir, arm, when)
-        path.parent.mkdir(exist_ok=True)
-        path.write_text("# TYPE layergate_prefix_cache_hits_total counter\n"
-                        f"layergate_prefix_cache_hits_total {h}\n"
-                        "# TYPE layergate_prefix_cache_queries_total counter\n"
-                        f"layergate_prefix_cache_queries_total {q}\n")
+        RunDir(run_dir).write_scrape(arm, when,
+                                     "# TYPE layergate_prefix_cache_hits_total counter\n"
+                                     f"layergate_prefix_cache_hits_total {h}\n"
+                                     "# TYPE layergate_prefix_cache_queries_total counter\n"
+                                     f"layergate_prefix_cache_queries_total {q}\n")
 
 
 def add_determinism(run_dir: Path, status: str = "complete", prompts: int = 6,
                     repeats: int = 3) -> Path:
     """A `determinism/` sub-run: the candidate answering each prompt identically."""
-    sub = run_dir / "determinism"
-    sub.mkdir()
-    with ResultStore(sub / "results.sqlite") as store:
+    sub = RunDir(run_dir).determinism
+    with sub.open_store() as store:
         for i in range(prompts):
             row = _row(f"det-{i}", "candidate", SCENARIOS[i % 3], [i, i + 1, 2], 0.2, 30)
             for k in range(repeats):
                 store.put(replace(row, repeat=k))
     manifest = Manifest.new("determinism", {}, {"candidate": ARMS["candidate"]},
                             {"path": "traffic.jsonl", "sha256": "0" * 64, "count": prompts})
-    write_manifest(sub, manifest.with_status(status, {}))
+    sub.write_manifest(manifest.with_status(status, {}))
     return run_dir
 
 
@@ -292,7 +289,7 @@ def add_recordings(run_dir: Path, response: dict, n: int = 30) -> Path:
                for i in range(n)]
     records.append(TrafficRecord("not-replayed", 9.0, "other", "/v1/chat/completions",
                                  {"messages": [{"role": "user", "content": "q"}]}, response))
-    write_traffic(run_dir / "traffic.jsonl", records)
+    RunDir(run_dir).write_traffic(records)
     return run_dir
 
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 # run only inside the Locust process (Locust monkey-patches the standard library)
-LOCUST_ONLY = {"harness.replay.locustfile", "harness.replay.gevent_client"}
+LOCUST_ONLY = {"harness.replay.locustfile", "harness.replay.gevent_transport"}
 
 SCRIPT = """
 import importlib, pkgutil, sys

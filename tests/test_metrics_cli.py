@@ -15,12 +15,11 @@ from click.testing import CliRunner
 
 from exporters.records import ArmResult
 from harness.cli import main
-from harness.manifest import Manifest, write_manifest
-from harness.rundir import scrape_path
+from harness.manifest import Manifest
+from harness.rundir import RunDir
 from harness.stack.processes import ProcessSet
 from harness.stack.prometheus import start_prometheus
 from harness.stack.prometheus_config import ScrapeTargets
-from harness.store import ResultStore
 from harness.traffic import TrafficRecord, write_traffic
 from tests.support.processes import EngineProcess, free_port, layergate_cmd
 
@@ -47,8 +46,9 @@ def _run_dir(tmp_path: Path, n: int = 30) -> Path:
                                            "message": {"content": "x"}}],
                               "usage": {"completion_tokens": 8}} if i % 5 == 0 else None)
                for i in range(n)]
-    write_traffic(run / "traffic.jsonl", records)
-    with ResultStore(run / "results.sqlite") as store:
+    run_dir = RunDir(run)
+    run_dir.write_traffic(records)
+    with run_dir.open_store() as store:
         for i, rec in enumerate(records):
             for arm, scale, same in (("baseline", 1.0, True), ("baseline2", 1.02, True),
                                      ("candidate", 0.75, i % 4 != 0)):
@@ -63,13 +63,12 @@ def _run_dir(tmp_path: Path, n: int = 30) -> Path:
     arms = {"baseline": "http://a", "baseline2": "http://b", "candidate": "http://c"}
     manifest = Manifest.new("replay", {"rate": 1.0}, arms,
                             {"path": "traffic.jsonl", "sha256": "x", "count": n})
-    write_manifest(run, manifest.with_status("complete", {a: {"ok": n, "error": 0}
-                                                          for a in arms}))
-    scrape_path(run, "baseline", "before").parent.mkdir()
+    run_dir.write_manifest(manifest.with_status("complete", {a: {"ok": n, "error": 0}
+                                                             for a in arms}))
     for arm, (hits, queries) in (("baseline", (50, 100)), ("baseline2", (50, 100)),
                                  ("candidate", (40, 100))):
-        scrape_path(run, arm, "before").write_text(_cache_scrape(0, 0))
-        scrape_path(run, arm, "after").write_text(_cache_scrape(hits, queries))
+        run_dir.write_scrape(arm, "before", _cache_scrape(0, 0))
+        run_dir.write_scrape(arm, "after", _cache_scrape(hits, queries))
     return run
 
 
@@ -194,7 +193,7 @@ def test_real_replay_end_to_end(full_engine: EngineProcess, tmp_path: Path,
     """run_replay against the real engine (as all three arms), live metrics and engine
     counters through the recording rules in a real Prometheus, a repeat suite in the run's
     determinism/ directory, then `layergate metrics`."""
-    from harness.determinism import DeterminismConfig, run_determinism
+    from harness.repeat_suite import DeterminismConfig, run_determinism
     from harness.replay import ReplayConfig, run_replay
 
     url = full_engine.url

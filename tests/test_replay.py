@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import signal
 import subprocess
 import threading
@@ -19,9 +18,8 @@ from prometheus_client import CollectorRegistry
 
 from harness.replay import ReplayConfig, run_replay
 from harness.replay.live import ReplayMetrics
-from harness.rundir import load_run
+from harness.rundir import RunDir, load_run
 from harness.scenarios import SCENARIOS_DIR
-from harness.store import ResultStore
 from harness.traffic import TrafficRecord, read_traffic, traffic_sha256, write_traffic
 from tests.support.processes import (
     EngineProcess,
@@ -51,15 +49,23 @@ def candidate() -> Iterator[EngineProcess]:
     proc.stop()
 
 
-def _wait_for_rows(path: Path, arm: str, n: int, timeout: float = 120) -> None:
+def _wait_for_rows(out: Path, arm: str, n: int, timeout: float = 120) -> None:
+    run = RunDir(out)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if path.exists():
-            with contextlib.suppress(Exception), ResultStore(path) as store:
+        if run.results_path.exists():
+            with contextlib.suppress(Exception), run.open_store(create=False) as store:
                 if store.counts_by_arm().get(arm, {}).get("ok", 0) >= n:
                     return
         time.sleep(0.1)
-    raise AssertionError(f"no {n} {arm} results in {path} after {timeout}s")
+    raise AssertionError(f"no {n} {arm} results in {out} after {timeout}s")
+
+
+def _recorded(out: Path, arm: str) -> list[tuple[str, float]]:
+    """(request_id, recorded_at) of the arm's rows: a row rewritten would change."""
+    with RunDir(out).open_store(create=False) as store:
+        return sorted((row.result.request_id, row.recorded_at) for row in store.rows()
+                      if row.result.arm == arm)
 
 
 def test_full_vs_full_writes_a_complete_run(tmp_path: Path, full_engine: EngineProcess,
@@ -89,7 +95,7 @@ def test_full_vs_full_writes_a_complete_run(tmp_path: Path, full_engine: EngineP
     run = load_run(seen[0])
     assert run.manifest.status == "complete" and run.manifest.kind == "replay"
     assert run.manifest.arms == arms
-    assert run.manifest.traffic["sha256"] == traffic_sha256(run.path / "traffic.jsonl")
+    assert run.manifest.traffic["sha256"] == traffic_sha256(RunDir(run.path).traffic_path)
     assert run.manifest.counts == {arm: {"ok": 6, "error": 0} for arm in arms}
     assert run.manifest.config["rate"] == 4.0 and run.manifest.versions["locust"]
     assert sorted((s.arm, s.when) for s in run.scrapes) == sorted(
@@ -137,9 +143,8 @@ def test_two_processes_give_the_same_results_as_one(tmp_path: Path,
         run = load_run(out)
         assert run.manifest.status == "complete"
         counts[processes] = Counter((r.request_id, r.arm, r.ok) for r in run.results)
-        with ResultStore(out / "results.sqlite") as store:
-            workers[processes] = {w for (w,) in store.conn.execute(
-                "SELECT DISTINCT worker FROM results")}
+        with RunDir(out).open_store(create=False) as store:
+            workers[processes] = {row.worker for row in store.rows()}
     assert counts[1] == counts[2] and sum(counts[2].values()) == 6
     assert len(workers[2]) == 2, "both Locust workers should have sent requests"
 
@@ -152,7 +157,7 @@ def test_killed_candidate_is_recorded_and_resume_fills_the_gaps(
     restarted: list[EngineProcess] = []
 
     def kill_then_restart() -> None:
-        _wait_for_rows(out / "results.sqlite", "candidate", 1)
+        _wait_for_rows(out, "candidate", 1)
         candidate.stop(signal.SIGKILL)
         restarted.append(start_engine("--policy", "full"))  # meanwhile the run goes on
 
@@ -167,9 +172,7 @@ def test_killed_candidate_is_recorded_and_resume_fills_the_gaps(
     assert all(r.error for r in failed)
     assert any("connect" in r.error.lower() for r in failed)
     assert any("candidate after" in n for n in run.manifest.notes)  # its scrape failed
-    with ResultStore(out / "results.sqlite") as store:
-        baseline_rows = store.conn.execute(
-            "SELECT request_id, recorded_at FROM results WHERE arm = 'baseline'").fetchall()
+    baseline_rows = _recorded(out, "baseline")
 
     killer.join()
     assert restarted, "the candidate did not restart"
@@ -183,9 +186,7 @@ def test_killed_candidate_is_recorded_and_resume_fills_the_gaps(
     assert run.manifest.arms["candidate"] == restarted[0].url
     assert run.manifest.counts == {"baseline": {"ok": 4, "error": 0},
                                    "candidate": {"ok": 4, "error": 0}}
-    with ResultStore(out / "results.sqlite") as store:
-        assert store.conn.execute("SELECT request_id, recorded_at FROM results WHERE "
-                                  "arm = 'baseline'").fetchall() == baseline_rows
+    assert _recorded(out, "baseline") == baseline_rows
 
 
 def test_ctrl_c_marks_the_run_interrupted_and_resume_completes(
@@ -196,13 +197,13 @@ def test_ctrl_c_marks_the_run_interrupted_and_resume_completes(
             "--candidate", full_engine.url, "--out", str(out), "--no-progress"]
     proc = subprocess.Popen(layergate_cmd(*args), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, preexec_fn=interruptible)
-    _wait_for_rows(out / "results.sqlite", "baseline", 1)
+    _wait_for_rows(out, "baseline", 1)
     proc.send_signal(signal.SIGINT)
     output = proc.communicate(timeout=60)[0]
     assert proc.returncode == 1, output
     assert "interrupted" in output
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["status"] == "interrupted" and manifest["finished"]
+    manifest = RunDir(out).read_manifest()
+    assert manifest.status == "interrupted" and manifest.finished
     done = load_run(out).results
     assert 1 <= len(done) < 6
 

@@ -1,8 +1,11 @@
-"""The results store (SQLite, WAL, several writer processes), the manifest and `load_run`."""
+"""The results store (SQLite, WAL, several writer processes), its work queue (claims,
+leases, idempotent completion, re-sends), and the run directory (`RunDir`), including
+directories written before the queue had leases."""
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -10,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from exporters.records import ArmResult
-from harness.manifest import Manifest, read_manifest, write_manifest
-from harness.rundir import RunDirError, load_run, scrape_path
-from harness.store import ResultStore
-from harness.traffic import TrafficRecord, write_traffic
+from harness.manifest import Manifest
+from harness.rundir import RunDir, RunDirError, load_run
+from harness.store import QueueEntry, QueueProgress, ResultStore, WorkItem
+from harness.traffic import TrafficRecord
 
 FULL = ArmResult(
     request_id="r1", arm="candidate", scenario="long", ok=True, http_status=200, ttft_s=0.1,
@@ -24,21 +27,37 @@ FULL = ArmResult(
     repeat=1, concurrency=4)
 
 
+def record(i: int) -> TrafficRecord:
+    return TrafficRecord(f"r{i}", float(i), "short", "/v1/chat/completions",
+                         {"messages": [{"role": "user", "content": f"q{i}"}]})
+
+
+def entries(n: int, arms: tuple[str, ...] = ("baseline", "candidate")) -> list[QueueEntry]:
+    return [QueueEntry(record(i), arms, float(i)) for i in range(n)]
+
+
+def ok(rid: str, arm: str) -> ArmResult:
+    return ArmResult(rid, arm, "short", ok=True, output_tokens=1)
+
+
 def test_every_field_round_trips(tmp_path: Path) -> None:
     with ResultStore(tmp_path / "r.sqlite") as store:
         store.put(FULL, intended_at=1.0)
-        store.put(ArmResult("r1", "baseline", "long", ok=False, error="timeout after 1s"))
+        store.put(ArmResult("r1", "baseline", "long", ok=False, error="timeout after 1s"),
+                  worker="w9")
         assert store.results() == [FULL, ArmResult("r1", "baseline", "long", ok=False,
                                                    error="timeout after 1s")]
-        mode = store.conn.execute("PRAGMA journal_mode").fetchone()[0]
-        assert mode == "wal"
+        rows = store.rows()
+        assert rows[0].intended_at == 1.0 and rows[1].worker == "w9"
+        assert rows[0].recorded_at <= rows[1].recorded_at
 
 
 def test_a_repeated_pair_replaces_the_error(tmp_path: Path) -> None:
     with ResultStore(tmp_path / "r.sqlite") as store:
         store.put(ArmResult("r1", "candidate", "s", ok=False, error="connection failed"))
+        assert store.pairs() == {("r1", "candidate")} and store.pairs(ok_only=True) == set()
         store.put(ArmResult("r1", "candidate", "s", ok=True, output_tokens=2))
-        assert store.count() == 1 and store.ok_pairs() == {("r1", "candidate")}
+        assert store.count() == 1 and store.pairs(ok_only=True) == {("r1", "candidate")}
         assert store.counts_by_arm() == {"candidate": {"ok": 1, "error": 0}}
 
 
@@ -62,47 +81,173 @@ def test_concurrent_writer_processes_lose_nothing(tmp_path: Path) -> None:
         assert store.count() == 900
 
 
-def _run_dir(tmp_path: Path) -> Path:
-    run = tmp_path / "run"
-    run.mkdir()
-    write_traffic(run / "traffic.jsonl", [TrafficRecord("r1", 0.0, "long", "/v1/completions",
-                                                        {"prompt": "x"})])
-    with ResultStore(run / "results.sqlite") as store:
+# --- the work queue ---------------------------------------------------------------------
+
+def test_claims_go_in_order_and_are_due_from_the_first_claim(tmp_path: Path) -> None:
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        assert store.queue.fill(entries(3)) == 3
+        assert store.queue.started_at() is None
+        first = store.queue.claim("w1", lease_s=10, now=1000.0)
+        later = store.queue.claim("w2", lease_s=10, limit=5, now=1005.0)
+        assert [i.record.id for i in first + later] == ["r0", "r1", "r2"]
+        assert store.queue.started_at() == 1000.0
+        assert [i.due_at for i in first + later] == [1000.0, 1001.0, 1002.0]
+        assert all(i.attempt == 1 and i.arms == ("baseline", "candidate")
+                   for i in first + later)
+        assert first[0].record == record(0)  # the whole record: no traffic file needed
+        assert store.queue.claim("w3", lease_s=10, now=1006.0) == []
+        assert store.queue.progress().leased == 3
+
+
+def test_completion_writes_results_once(tmp_path: Path) -> None:
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        store.queue.fill(entries(1))
+        (item,) = store.queue.claim("w1", lease_s=10)
+        results = [ok("r0", "baseline"), ok("r0", "candidate")]
+        assert store.queue.complete(item, results, "w1", intended_at=5.0)
+        assert not store.queue.complete(item, [ArmResult("r0", "baseline", "short", ok=False,
+                                                         error="late")], "w2")
+        rows = store.rows()
+        assert [r.result for r in rows] == results
+        assert {r.worker for r in rows} == {"w1"} and {r.intended_at for r in rows} == {5.0}
+        progress = store.queue.progress()
+        assert (progress.done, progress.leased, progress.total) == (1, 0, 1)
+        with pytest.raises(ValueError, match="do not belong to work item"):
+            store.queue.complete(item, [ok("r9", "baseline")], "w1")
+
+
+def test_an_expired_lease_is_sent_again_and_the_late_answer_dropped(tmp_path: Path) -> None:
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        store.queue.fill(entries(2))
+        dead = store.queue.claim("dead", lease_s=30, now=100.0)[0]  # due 100, lease to 130
+        alive = store.queue.claim("alive", lease_s=30, now=100.0)[0]  # due 101, lease to 131
+        assert store.queue.complete(alive, [ok("r1", "baseline")], "alive")
+        assert store.queue.release_expired(now=129.0) == 0
+        assert store.queue.release_expired(now=131.0) == 1  # only the unfinished one
+        (again,) = store.queue.claim("w2", lease_s=30, now=132.0)
+        assert (again.seq, again.attempt, again.due_at) == (dead.seq, 2, 132.0)
+        assert store.queue.complete(again, [ok("r0", "baseline")], "w2")
+        # the dead worker's answer arrives after all: dropped, the re-sent one stays
+        assert not store.queue.complete(dead, [ArmResult("r0", "baseline", "short", ok=False,
+                                                         error="late")], "dead")
+        assert store.results() == [ok("r1", "baseline"), ok("r0", "baseline")]
+        assert store.queue.progress() == QueueProgress(total=2, done=2, leased=0, resent=1)
+
+
+def test_release_puts_back_what_an_owner_held(tmp_path: Path) -> None:
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        store.queue.fill(entries(3))
+        store.queue.claim("gone", lease_s=1000, limit=2)
+        store.queue.claim("here", lease_s=1000)
+        assert store.queue.release("gone") == 2
+        assert [i.record.id for i in store.queue.claim("new", 1000, limit=5)] == ["r0", "r1"]
+        assert store.queue.progress().resent == 2
+
+
+def test_a_work_item_travels_as_json() -> None:
+    item = WorkItem(7, record(3), ("baseline",), 12.5, 2)
+    assert WorkItem.from_json(json.loads(json.dumps(item.to_json()))) == item
+
+
+CLAIMER = """
+import json, sys
+from harness.store import ResultStore
+store = ResultStore(sys.argv[1])
+seqs = []
+while True:
+    items = store.queue.claim(sys.argv[2], lease_s=60, limit=3)
+    if not items:
+        break
+    seqs += [i.seq for i in items]
+print(json.dumps(seqs))
+"""
+
+
+def test_claimer_processes_split_the_queue_without_duplicates(tmp_path: Path) -> None:
+    path = tmp_path / "r.sqlite"
+    with ResultStore(path) as store:
+        store.queue.fill(entries(200))
+    procs = [subprocess.Popen([sys.executable, "-c", CLAIMER, str(path), f"w{i}"],
+                              stdout=subprocess.PIPE, text=True) for i in range(3)]
+    claimed = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+    every = [seq for seqs in claimed for seq in seqs]
+    assert sorted(every) == list(range(1, 201))
+
+
+# --- the run directory ----------------------------------------------------------------
+
+def _run_dir(tmp_path: Path) -> RunDir:
+    run = RunDir(tmp_path / "run")
+    run.write_traffic([TrafficRecord("r1", 0.0, "long", "/v1/completions", {"prompt": "x"})])
+    with run.open_store() as store:
         store.put(FULL)
     manifest = Manifest.new("replay", {"rate": 1.0}, {"baseline": "http://a"},
-                            {"path": "traffic.jsonl", "sha256": "x", "count": 1})
-    write_manifest(run, manifest.with_status("complete", {"candidate": {"ok": 1, "error": 0}}))
-    scrape_path(run, "baseline", "before").parent.mkdir()
-    scrape_path(run, "baseline", "before").write_text("layergate_requests_total 1\n")
+                            run.traffic_summary(1, "t.jsonl"))
+    run.write_manifest(manifest.with_status("complete", {"candidate": {"ok": 1, "error": 0}}))
+    run.write_scrape("baseline", "before", "layergate_requests_total 1\n")
     return run
 
 
-def test_load_run_reads_everything(tmp_path: Path) -> None:
-    run = load_run(_run_dir(tmp_path))
+def test_load_reads_everything(tmp_path: Path) -> None:
+    run_dir = _run_dir(tmp_path)
+    run = run_dir.load()
     assert run.complete and run.manifest.kind == "replay" and run.results == [FULL]
     assert [(s.arm, s.when) for s in run.scrapes] == [("baseline", "before")]
     assert run.traffic is not None and len(run.traffic) == 1 and run.determinism is None
-    assert read_manifest(run.path).versions["layergate"]
+    assert run.manifest.traffic["count"] == 1 and len(run.manifest.traffic["sha256"]) == 64
+    assert run_dir.read_manifest() == run.manifest
+    assert not any(p.name.endswith(".tmp") for p in run_dir.path.iterdir())
 
 
 def test_unreadable_run_dirs_raise_run_dir_error(tmp_path: Path) -> None:
     with pytest.raises(RunDirError, match="no such run directory"):
         load_run(tmp_path / "missing")
     run = _run_dir(tmp_path)
-    (run / "results.sqlite").write_bytes(b"this is not sqlite" * 100)
+    run.results_path.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(RunDirError, match="results.sqlite"):
-        load_run(run)
-    (run / "manifest.json").write_text(json.dumps({"id": "x"}))
+        load_run(run.path)
+    run.manifest_path.write_text(json.dumps({"id": "x"}))
     with pytest.raises(RunDirError, match="missing key 'kind'"):
-        load_run(run)
-    (run / "manifest.json").unlink()
+        load_run(run.path)
+    run.manifest_path.unlink()
     with pytest.raises(RunDirError, match="not a run directory"):
-        load_run(run)
+        load_run(run.path)
     assert RunDirError.exit_code == 4
 
 
+# the schema of the queue before it had owners and leases (results.sqlite of runs written
+# until this change, e.g. every run in a benchmark's output directory)
+EARLIER_QUEUE = (
+    "CREATE TABLE replay_queue (seq INTEGER PRIMARY KEY, request_id TEXT NOT NULL,"
+    " arms TEXT NOT NULL, offset_s REAL NOT NULL, claimed_by TEXT, claimed_at REAL,"
+    " done INTEGER NOT NULL DEFAULT 0)",
+    "CREATE TABLE replay_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+)
+
+
+def test_an_earlier_run_directory_loads_and_resumes(tmp_path: Path) -> None:
+    run = _run_dir(tmp_path)
+    conn = sqlite3.connect(run.results_path)
+    conn.execute("DROP TABLE work_queue")
+    conn.execute("DROP TABLE queue_meta")
+    for statement in EARLIER_QUEUE:
+        conn.execute(statement)
+    conn.execute("INSERT INTO replay_queue (request_id, arms, offset_s, done) "
+                 "VALUES ('r1', '[\"candidate\"]', 0.0, 1)")
+    conn.commit()
+    conn.close()
+    before = run.results_path.read_bytes()
+    assert run.load().results == [FULL]  # reading changes nothing
+    assert run.results_path.read_bytes() == before
+    with run.open_store() as store:  # a resume refills the queue in the new schema
+        assert store.queue.fill(entries(1)) == 1
+        tables = {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master")}
+        assert "replay_queue" not in tables and "work_queue" in tables
+        assert store.results() == [FULL]
+
+
 def test_harness_parts_import_without_torch_or_locust() -> None:
-    code = ("import sys, harness.replay, harness.capture, harness.determinism, harness.rundir, "
+    code = ("import sys, harness.replay, harness.capture, harness.repeat_suite, harness.rundir, "
             "harness.scenarios, harness.cli.replay, harness.cli.capture, "
             "harness.cli.determinism; "
             "print(sorted(m for m in ('torch', 'transformers', 'locust', 'gevent') "

@@ -23,7 +23,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter
 
 from harness.capture.redact import redact
-from harness.replay.sse import StreamAccumulator, StreamError, sse_payloads
+from harness.replay.openai_stream import StreamAccumulator, StreamError
 from harness.scenarios import length_class
 from harness.traffic import (
     COMPLETIONS,
@@ -61,9 +61,7 @@ def rebuild_response(raw: bytes, streamed: bool, endpoint: str) -> dict[str, Any
         return json.loads(text)
     acc = StreamAccumulator()
     for line in text.splitlines():
-        payload = sse_payloads(line)
-        if payload is not None:
-            acc.feed_payload(payload, 0.0)
+        acc.feed_line(line, 0.0)
     return acc.to_response(endpoint)
 
 

@@ -58,8 +58,8 @@ def command(targets: tuple[str, ...], traffic: Path, repeats: int, concurrency: 
 
     Exit codes: 0 complete, 1 interrupted, 2 usage error.
     """
-    from harness.determinism import DeterminismConfig, DeterminismError, run_determinism
-    from harness.manifest import read_manifest
+    from harness.repeat_suite import DeterminismConfig, DeterminismError, run_determinism
+    from harness.rundir import RunDir
     from harness.traffic import TrafficError
 
     try:
@@ -73,7 +73,5 @@ def command(targets: tuple[str, ...], traffic: Path, repeats: int, concurrency: 
     except KeyboardInterrupt:
         click.echo(f"interrupted: {out} is marked interrupted", err=True)
         raise SystemExit(1) from None
-    manifest = read_manifest(run_dir)
-    counts = ", ".join(f"{arm} {c['ok']} ok / {c['error']} error"
-                       for arm, c in sorted(manifest.counts.items()))
-    click.echo(f"{manifest.status}: {run_dir} ({counts})")
+    manifest = RunDir(run_dir).read_manifest()
+    click.echo(f"{manifest.status}: {run_dir} ({manifest.counts_text()})")

@@ -72,6 +72,7 @@ def command(traffic: Path | None, scenario: str | None, baseline: str, baseline2
     Exit codes: 0 complete, 1 interrupted, 2 usage error (bad option, traffic or mix).
     """
     from harness.replay import ConfigError, ReplayConfig, run_replay
+    from harness.rundir import RunDir, RunDirError
     from harness.scenarios import MixError
     from harness.traffic import TrafficError
 
@@ -92,16 +93,15 @@ def command(traffic: Path | None, scenario: str | None, baseline: str, baseline2
         run_dir = run_replay(config)
     except (ConfigError, TrafficError, MixError) as exc:
         raise click.UsageError(str(exc)) from exc
+    except RunDirError as exc:  # --resume of a directory that cannot be read
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(exc.exit_code) from None
     except KeyboardInterrupt:
         click.echo(f"interrupted: the run in {out} is marked interrupted; "
                    "finish it with --resume", err=True)
         raise SystemExit(1) from None
-    from harness.manifest import read_manifest
-
-    manifest = read_manifest(run_dir)
-    counts = ", ".join(f"{arm} {c['ok']} ok / {c['error']} error"
-                       for arm, c in sorted(manifest.counts.items()))
-    click.echo(f"{manifest.status}: {run_dir} ({counts})")
+    manifest = RunDir(run_dir).read_manifest()
+    click.echo(f"{manifest.status}: {run_dir} ({manifest.counts_text()})")
     for note in manifest.notes:
         click.echo(f"note: {note}", err=True)
     if manifest.status != "complete":

@@ -1,101 +1,83 @@
-"""Send one traffic record to one arm, streaming, and turn the answer into an `ArmResult`.
+"""Send one traffic record to one arm, streaming, and turn the answer into an `ArmResult`:
+the one way a request leaves layergate, for the replay (gevent, under Locust) and for the
+repeat suite and benchmarks (httpx, in threads) alike.
 
-Times are measured from `intended` (a `time.perf_counter()` value: when the request was
-*meant* to go out), so a late send counts against the arm (no coordinated omission).
-Every failure — timeout, refused connection, 4xx / 5xx, a broken stream — becomes an
-`ArmResult` with `ok=False` and the error in words; nothing here raises.
-Plain httpx: it runs under Locust's gevent (the sockets are patched) and in threads.
+Timeout: the answer must be complete by `intended + timeout`, where `intended` is the
+`time.perf_counter()` value at which the request was *meant* to go out. That one deadline
+covers everything — waiting for a connection, connecting, sending, the headers and every
+chunk — and counts the time a late send lost (open loop, no coordinated omission): a request
+sent after its deadline fails at once without going out. Latencies count from `intended`
+too. Every failure (timeout, refused connection, HTTP 4xx / 5xx, a broken or malformed
+stream) becomes an `ArmResult` with `ok=False` and the reason in words; nothing raises.
 """
 
 from __future__ import annotations
 
-import copy
-import json
 import time
-from typing import Any
-
-import httpx
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from exporters.records import ArmResult
-from harness.replay.sse import StreamAccumulator, StreamError, sse_payloads
+from harness.replay.openai_stream import (
+    REQUEST_HEADERS,
+    ResultBuilder,
+    StreamAccumulator,
+    StreamError,
+    encode_body,
+    error_message,
+)
+from harness.replay.transport import (
+    ConnectFailed,
+    StreamBroken,
+    Transport,
+    TransportTimeout,
+)
 from harness.traffic import TrafficRecord
 
 
-def streaming_body(record: TrafficRecord, model: str | None) -> dict[str, Any]:
-    body = copy.deepcopy(dict(record.body))
-    body["stream"] = True
-    body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
-    if model:
-        body["model"] = model
-    return body
+@dataclass(frozen=True)
+class Target:
+    """Where an arm's requests go: its base URL, and the `model` to put in the body."""
+
+    arm: str
+    url: str
+    model: str | None = None
+
+    def url_for(self, endpoint: str) -> str:
+        return self.url.rstrip("/") + endpoint
 
 
-def result_base(record: TrafficRecord, arm: str, repeat: int = 0,
-                concurrency: int = 1) -> dict[str, Any]:
-    return dict(request_id=record.id, arm=arm, scenario=record.scenario,
-                max_tokens=record.max_tokens, repeat=repeat, concurrency=concurrency)
-
-
-def error_message(raw: bytes, status: int) -> str:
-    text = raw.decode("utf-8", errors="replace")
-    try:
-        message = json.loads(text).get("error", {}).get("message")
-    except (ValueError, AttributeError):
-        message = None
-    return f"HTTP {status}: {message or text[:300]}"
-
-
-def send_request(client: httpx.Client, base_url: str, record: TrafficRecord, arm: str, *,
-                 intended: float, timeout: float, model: str | None = None,
-                 repeat: int = 0, concurrency: int = 1) -> ArmResult:
-    """POST `record` to `base_url + record.endpoint` and read the SSE stream to the end."""
-    base = result_base(record, arm, repeat, concurrency)
+def send(transport: Transport, target: Target, record: TrafficRecord, *, intended: float,
+         timeout: float, headers: Mapping[str, str] | None = None, repeat: int = 0,
+         concurrency: int = 1) -> ArmResult:
+    """POST `record` to `target` and read the SSE stream to its end (see the module's
+    docstring for the deadline)."""
+    build = ResultBuilder(record, target.arm, intended, repeat, concurrency)
     acc = StreamAccumulator()
-    status = None
     deadline = intended + timeout
+    if time.perf_counter() >= deadline:
+        return build.failure(f"timeout after {timeout}s: its send time had already passed")
+    status = None
     try:
-        with client.stream("POST", base_url.rstrip("/") + record.endpoint,
-                           json=streaming_body(record, model), timeout=timeout) as response:
-            status = response.status_code
+        with transport.post(target.url_for(record.endpoint), encode_body(record, target.model),
+                            {**REQUEST_HEADERS, **(headers or {})}, deadline) as response:
+            status = response.status
             if status >= 400:
-                return failure(base, status, error_message(response.read(), status), acc,
-                               intended)
-            for line in response.iter_lines():
-                payload = sse_payloads(line)
-                if payload is not None:
-                    acc.feed_payload(payload, time.perf_counter() - intended)
-                if time.perf_counter() > deadline:
-                    raise httpx.ReadTimeout(f"no complete answer within {timeout}s")
+                return build.failure(error_message(response.read(), status), status)
+            for line in response.lines():
+                now = time.perf_counter()
+                acc.feed_line(line, now - intended)
                 if acc.done:
                     break
-    except httpx.TimeoutException as exc:
-        return failure(base, status, f"timeout after {timeout}s: {exc}", acc, intended)
-    except httpx.ConnectError as exc:
-        return failure(base, status, f"connection failed: {exc}", acc, intended)
-    except (httpx.HTTPError, StreamError) as exc:
-        return failure(base, status, f"{type(exc).__name__}: {exc}", acc, intended)
-    return finish(base, status, acc, intended)
-
-
-def finish(base: dict[str, Any], status: int | None, acc: StreamAccumulator,
-           intended: float) -> ArmResult:
-    """The result of a stream read to its end (a failure when it never said why it ended)."""
-    e2e = time.perf_counter() - intended
-    if acc.finish_reason is None:
-        return failure(base, status, "stream ended without a finish_reason", acc, intended)
-    times = acc.token_times
-    return ArmResult(
-        ok=True, http_status=status, ttft_s=times[0] if times else e2e, e2e_s=e2e,
-        itl_s=tuple(b - a for a, b in zip(times, times[1:], strict=False)),
-        output_text=acc.output_text, output_tokens=acc.output_tokens,
-        prompt_tokens=acc.prompt_tokens, finish_reason=acc.finish_reason,
-        token_ids=acc.token_ids, logprobs=tuple(acc.logprobs) if acc.logprobs else None,
-        top_logprobs=tuple(acc.top_logprobs) if acc.top_logprobs else None,
-        extension=acc.extension, **base)
-
-
-def failure(base: dict[str, Any], status: int | None, error: str, acc: StreamAccumulator,
-            intended: float) -> ArmResult:
-    return ArmResult(ok=False, error=error, http_status=status,
-                     e2e_s=time.perf_counter() - intended, output_text=acc.output_text,
-                     **base)
+                if now > deadline:  # a server that keeps talking never makes a socket wait
+                    raise TransportTimeout("deadline passed while the stream went on")
+            e2e = time.perf_counter() - intended
+    except TransportTimeout:
+        return build.failure(f"timeout after {timeout}s", status, acc)
+    except ConnectFailed as exc:
+        return build.failure(f"connection failed: {exc}", status, acc)
+    except StreamBroken as exc:
+        return build.failure(f"connection broken: {exc}", status, acc)
+    except StreamError as exc:
+        return build.failure(str(exc), status, acc)
+    return build.finished(status, acc, e2e)

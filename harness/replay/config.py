@@ -26,7 +26,8 @@ class ReplayConfig:
     speed: float = field(default=1.0, metadata={"help": "timestamp replay speed factor"})
     processes: int = field(default=1, metadata={"help": "Locust worker processes"})
     resume: bool = field(default=False, metadata={"help": "send only what is missing"})
-    timeout: float = field(default=120.0, metadata={"help": "per-request timeout, seconds"})
+    timeout: float = field(default=120.0, metadata={
+        "help": "seconds from the intended send until the whole answer must be in"})
     metrics_port: int | None = field(default=None, metadata={"help": "live metrics port"})
     web_port: int | None = field(default=None, metadata={"help": "Locust web UI port"})
     metrics_linger_s: float = field(default=15.0, metadata={

@@ -1,19 +1,16 @@
 """The Locust user of a shadow replay. Loaded only by `locust -f` in its own process
 (Locust monkey-patches the standard library): never import this module elsewhere.
 
-The parent (`harness.replay.runner`) passes the plan in the environment variable
-`LAYERGATE_REPLAY_PLAN` (JSON: run_dir, arms, models, timeout, closed_loop, users) and fills the
-queue in the run's SQLite file. Each user loops: claim the next record (see `queue.py`),
-sleep until its intended time (open loop; closed loop sends at once), send it to every
-arm it still needs concurrently, write each `ArmResult` to the store and report it to
-Locust's stats (`POST <arm>:<scenario>` for E2E, `TTFT <arm>:<scenario>` for TTFT).
+The parent (`harness.replay.runner`) hands over a `WorkerPlan` in the environment and the
+work in the run's queue. Each user loops: claim the next record from the `WorkSource`,
+sleep until it is due (open loop; closed loop sends at once), send it to every arm it still
+needs concurrently (`client.send` over the gevent transport), hand the results back and
+report them to Locust's stats (`POST <arm>:<scenario>` for E2E, `TTFT <arm>:<scenario>`).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import socket
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -22,13 +19,14 @@ import gevent
 from locust import User, constant, task
 
 from exporters.records import ArmResult
-from harness.replay import queue
-from harness.replay.gevent_client import ArmClients
+from harness.replay.client import Target, send
+from harness.replay.gevent_transport import GeventTransport
 from harness.replay.tracing import arm_span, replay_tracer_provider
-from harness.store import ResultStore
-from harness.traffic import TrafficRecord, read_traffic
+from harness.replay.work import StoreWork, WorkerPlan, WorkSource
+from harness.rundir import RunDir
+from harness.store import this_process
+from harness.traffic import TrafficRecord
 
-PLAN_ENV = "LAYERGATE_REPLAY_PLAN"
 IDLE_S = 0.2  # how often a user with nothing to do looks at the queue again
 
 
@@ -37,11 +35,10 @@ class _Process:
     """Per-process state, opened lazily after Locust has forked its workers."""
 
     pid: int
-    plan: dict[str, Any]
-    records: dict[str, TrafficRecord]
-    store: ResultStore
-    worker: str
-    arms: ArmClients  # one connection pool per arm, shared by the process's users
+    plan: WorkerPlan
+    targets: dict[str, Target]
+    work: WorkSource
+    transport: GeventTransport  # connection pools shared by the process's users
     tracer: Any  # one span per request and arm; its traceparent goes to the arm
 
 
@@ -51,13 +48,11 @@ _STATE: _Process | None = None
 def _state() -> _Process:
     global _STATE
     if _STATE is None or _STATE.pid != os.getpid():
-        plan = json.loads(os.environ[PLAN_ENV])
-        traffic = read_traffic(os.path.join(plan["run_dir"], "traffic.jsonl"))
-        store = ResultStore(os.path.join(plan["run_dir"], "results.sqlite"))
-        queue.ensure_schema(store.conn)
-        _STATE = _Process(os.getpid(), plan, {r.id: r for r in traffic.records}, store,
-                          f"{socket.gethostname()}:{os.getpid()}",
-                          ArmClients(plan["arms"], plan["timeout"], plan["users"]),
+        plan = WorkerPlan.from_env(os.environ)
+        work = StoreWork(RunDir(plan.run_dir), this_process(), plan.lease_s)
+        _STATE = _Process(os.getpid(), plan, plan.targets, work,
+                          GeventTransport(concurrency=plan.users * len(plan.arms),
+                                          network_timeout=plan.timeout),
                           replay_tracer_provider().get_tracer("harness.replay"))
     return _STATE
 
@@ -71,12 +66,12 @@ class ShadowUser(User):
     @task
     def replay_next(self) -> None:
         proc = self.proc
-        item = queue.claim(proc.store.conn, proc.worker)
+        item = proc.work.claim()
         if item is None:
             gevent.sleep(IDLE_S)  # the parent stops Locust once every item is done
             return
-        record = proc.records[item.request_id]
-        intended_wall = time.time() if proc.plan["closed_loop"] else item.t0 + item.offset_s
+        record = item.record
+        intended_wall = time.time() if proc.plan.closed_loop else item.due_at
         delay = intended_wall - time.time()
         if delay > 0:
             gevent.sleep(delay)
@@ -87,20 +82,18 @@ class ShadowUser(User):
         arms = item.arms[shift:] + item.arms[:shift]
         jobs = [gevent.spawn(self._send, record, arm, intended) for arm in arms]
         gevent.joinall(jobs)
-        for arm, job in zip(arms, jobs, strict=True):
-            result = job.value if job.successful() else ArmResult(
-                record.id, arm, record.scenario, ok=False, error=f"replayer: {job.exception!r}")
-            proc.store.put(result, intended_at=intended_wall)
-            self._report(result)
-        queue.mark_done(proc.store.conn, item.seq)
+        results = [job.value if job.successful() else ArmResult(
+            record.id, arm, record.scenario, ok=False, error=f"replayer: {job.exception!r}")
+            for arm, job in zip(arms, jobs, strict=True)]
+        if proc.work.complete(item, results, intended_wall):
+            for result in results:
+                self._report(result)
 
     def _send(self, record: TrafficRecord, arm: str, intended: float) -> ArmResult:
-        plan = self.proc.plan
-        with arm_span(self.proc.tracer, record.id, record.scenario, arm,
-                      record.endpoint) as span:
-            result = self.proc.arms.send(record, arm, intended=intended,
-                                         timeout=plan["timeout"], model=plan["models"].get(arm),
-                                         headers=span.headers)
+        proc = self.proc
+        with arm_span(proc.tracer, record.id, record.scenario, arm, record.endpoint) as span:
+            result = send(proc.transport, proc.targets[arm], record, intended=intended,
+                          timeout=proc.plan.timeout, headers=span.headers)
             span.finish(result)
         return result
 

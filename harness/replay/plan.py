@@ -6,22 +6,20 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from pathlib import Path
+from collections.abc import Iterable
 
 from harness import scenarios
 from harness.replay.config import ConfigError, ReplayConfig
+from harness.store import QueueEntry
 from harness.traffic import TrafficRecord, read_traffic
 
 log = logging.getLogger(__name__)
 
 
-def load_records(path: Path | None, skip_invalid: bool = False,
-                 config: ReplayConfig | None = None) -> list[TrafficRecord]:
-    """Records of a run. With `config`, builds them from its traffic or scenario and
-    rewrites `offset_s` to the intended schedule, so the run's traffic.jsonl says exactly
-    what was sent when."""
-    if config is None:
-        return list(read_traffic(path, skip_invalid=skip_invalid).records)
+def load_records(config: ReplayConfig) -> list[TrafficRecord]:
+    """The records of a fresh run, from its traffic file or scenario, with `offset_s`
+    rewritten to the intended schedule, so the run's traffic.jsonl says exactly what was
+    sent when."""
     if config.scenario is not None:
         # the mix sets the send times (its arrival process, or --rate); --speed still applies
         records = scenarios.build_traffic(config.scenario, requests=config.requests,
@@ -47,13 +45,15 @@ def _rescale(records: list[TrafficRecord], offsets: list[float],
             for r, o in zip(records, offsets, strict=True)]
 
 
-def pending_items(records: list[TrafficRecord], arms: dict[str, str],
-                  done: set[tuple[str, str]]) -> list[tuple[str, tuple[str, ...], float]]:
-    """(request_id, arms still missing, offset) in time order, offsets shifted to start at 0."""
+def pending_items(records: list[TrafficRecord], arms: Iterable[str],
+                  done: set[tuple[str, str]], speed: float = 1.0) -> list[QueueEntry]:
+    """Each record with the arms still missing from `done`, in time order, offsets shifted
+    to start at 0 and divided by `speed`."""
+    arms = tuple(arms)
     items = []
     for record in sorted(records, key=lambda r: r.offset_s):
         missing = tuple(arm for arm in arms if (record.id, arm) not in done)
         if missing:
-            items.append((record.id, missing, record.offset_s))
-    start = items[0][2] if items else 0.0
-    return [(rid, missing, offset - start) for rid, missing, offset in items]
+            items.append(QueueEntry(record, missing, record.offset_s))
+    start = items[0].offset_s if items else 0.0
+    return [dataclasses.replace(e, offset_s=(e.offset_s - start) / speed) for e in items]

@@ -1,4 +1,4 @@
-"""Scrape each arm's `/metrics` before and after a run into `scrapes/<arm>-<when>.prom`.
+"""Scrape each arm's `/metrics` before and after a run into the run directory's scrapes.
 
 An arm whose metrics cannot be read does not stop the run: the failure is returned as a
 note for the manifest (the cache-hit delta then says it is not computable).
@@ -6,14 +6,13 @@ note for the manifest (the cache-hit delta then says it is not computable).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import httpx
 
-from harness.rundir import scrape_path
+from harness.rundir import RunDir
 
 
-def scrape_arms(arms: dict[str, str], run_dir: Path, when: str, timeout: float = 10.0) -> list[str]:
+def scrape_arms(arms: dict[str, str], run: RunDir, when: str,
+                timeout: float = 10.0) -> list[str]:
     """Write one file per arm that answers; return a note for each arm that did not."""
     notes = []
     for arm, url in arms.items():
@@ -23,7 +22,5 @@ def scrape_arms(arms: dict[str, str], run_dir: Path, when: str, timeout: float =
         except httpx.HTTPError as exc:
             notes.append(f"scrape {arm} {when}: {url}/metrics failed: {exc}")
             continue
-        path = scrape_path(run_dir, arm, when)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(response.text, encoding="utf-8")
+        run.write_scrape(arm, when, response.text)
     return notes

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.panel import Panel
 
+from harness.rundir import RunDir
 from harness.stack.demo_config import DemoConfig
 from harness.stack.demo_locust import locust_table
 from harness.stack.demo_traffic import demo_traffic, determinism_sample
@@ -69,7 +70,6 @@ class _Clock:
 
 
 def _replay(config: DemoConfig, stack: RunningStack, run_dir: Path, console: Console) -> None:
-    from harness.manifest import read_manifest
     from harness.replay import ReplayConfig, run_replay
 
     traffic = demo_traffic(config.scenario, run_dir / "stack" / "demo-traffic.jsonl",
@@ -78,16 +78,17 @@ def _replay(config: DemoConfig, stack: RunningStack, run_dir: Path, console: Con
     run_replay(ReplayConfig(out=run_dir, arms=stack.arms, traffic=traffic,
                             metrics_port=stack.replayer_metrics_port, timeout=config.timeout_s,
                             metrics_linger_s=3 * SCRAPE_S, progress=True))
-    manifest = read_manifest(run_dir)
+    manifest = RunDir(run_dir).read_manifest()
     if manifest.status != "complete":
         raise DemoError(f"the replay ended {manifest.status}: {'; '.join(manifest.notes)}")
 
 
 def _determinism(config: DemoConfig, stack: RunningStack, run_dir: Path,
                  console: Console) -> None:
-    from harness.determinism import DeterminismConfig, run_determinism
+    from harness.repeat_suite import DeterminismConfig, run_determinism
 
-    sample = determinism_sample(run_dir / "traffic.jsonl", run_dir / "stack" / "repeat.jsonl",
+    run = RunDir(run_dir)
+    sample = determinism_sample(run.traffic_path, run_dir / "stack" / "repeat.jsonl",
                                 config.determinism_prompts,
                                 min(config.max_tokens or DETERMINISM_MAX_TOKENS,
                                     DETERMINISM_MAX_TOKENS))
@@ -95,7 +96,7 @@ def _determinism(config: DemoConfig, stack: RunningStack, run_dir: Path,
                  "repeats on baseline and candidate")
     targets = {arm: stack.arms[arm] for arm in ("baseline", "candidate")}
     run_determinism(DeterminismConfig(targets=targets, traffic=sample,
-                                      out=run_dir / "determinism", repeats=config.repeats))
+                                      out=run.determinism.path, repeats=config.repeats))
 
 
 def _gate_and_reports(config: DemoConfig, run_dir: Path,
@@ -170,11 +171,12 @@ def _where_to_look(outcome: DemoOutcome, rollout_reason: str, hold: bool,
     console.print(Panel("\n".join(lines), title="verdict", subtitle=timing))
     # paths and links unwrapped, so they can be copied from any terminal width
     say = [f"{kind:9s} {path}" for kind, path in outcome.reports.items()]
-    say.append(f"{'locust':9s} {outcome.run_dir / 'locust_stats.csv'}")
+    locust_stats = RunDir(outcome.run_dir).locust_stats
+    say.append(f"{'locust':9s} {locust_stats}")
     say += [f"{name}: {url}" for name, url in outcome.links.items()]
     if not hold:
         say.append("(Prometheus stops with the demo: pass --hold to keep the stack up)")
-    table = locust_table(outcome.run_dir / "locust_stats.csv", outcome.replayed)
+    table = locust_table(locust_stats, outcome.replayed)
     if table is not None:
         console.print(table)
     console.rule("where to look")

@@ -1,8 +1,11 @@
-"""The repeat suite: send each prompt N times at each concurrency level and store token ids,
-latency and the engine-reported peak memory (`layergate.peak_memory_bytes`) per request.
+"""The repeat suite (`layergate determinism`): send each prompt N times at each concurrency
+level and store token ids, latency and the engine-reported peak memory
+(`layergate.peak_memory_bytes`) per request, from which `exporters` compute output,
+resource and latency determinism.
 
-Not a load test, so plain httpx with a thread pool of `concurrency` threads: at level c,
-c requests are in flight at once. Results go to the same store as a replay, one row per
+Not a load test: a thread pool of `concurrency` threads, so at level c, c requests are in
+flight at once, each through the replay's own `client.send` (httpx transport, the same
+deadline and latency definitions). Results go to the same store as a replay, one row per
 (request_id, arm, repeat, concurrency); the manifest's kind is `determinism`.
 """
 
@@ -14,15 +17,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 from rich.progress import Progress
 
 from exporters.records import ArmResult
-from harness.manifest import Manifest, write_manifest
-from harness.replay.client import send_request
-from harness.rundir import RESULTS, TRAFFIC
-from harness.store import ResultStore
-from harness.traffic import TrafficRecord, read_traffic, traffic_sha256, write_traffic
+from harness.manifest import Manifest
+from harness.replay.client import Target, send
+from harness.replay.transport import HttpxTransport, Transport
+from harness.rundir import RunDir
+from harness.traffic import TrafficRecord, read_traffic
 
 
 class DeterminismError(ValueError):
@@ -37,7 +39,8 @@ class DeterminismConfig:
     repeats: int = field(default=5, metadata={"help": "sends of each prompt per level"})
     concurrency: tuple[int, ...] = field(default=(1,), metadata={"help": "in-flight levels"})
     requests: int | None = field(default=None, metadata={"help": "use the first K records"})
-    timeout: float = field(default=120.0, metadata={"help": "per-request timeout, seconds"})
+    timeout: float = field(default=120.0, metadata={
+        "help": "seconds from the intended send until the whole answer must be in"})
     model: str | None = field(default=None, metadata={"help": "`model` to put in the body"})
     skip_invalid: bool = False
     progress: bool = True
@@ -60,22 +63,20 @@ class DeterminismConfig:
         return out
 
 
-def _prepare(config: DeterminismConfig) -> list[TrafficRecord]:
-    if (config.out / "manifest.json").exists():
-        raise DeterminismError(f"{config.out} already holds a run; choose another --out")
+def _prepare(config: DeterminismConfig, run: RunDir) -> list[TrafficRecord]:
+    if run.exists():
+        raise DeterminismError(f"{run.path} already holds a run; choose another --out")
     traffic = read_traffic(config.traffic, skip_invalid=config.skip_invalid)
     records = list(traffic.records[: config.requests])
-    config.out.mkdir(parents=True, exist_ok=True)
-    write_traffic(config.out / TRAFFIC, records)
+    run.write_traffic(records)
     return records
 
 
-def _send_level(client: httpx.Client, config: DeterminismConfig, arm: str, url: str,
+def _send_level(transport: Transport, config: DeterminismConfig, target: Target,
                 records: list[TrafficRecord], repeat: int, level: int) -> list[ArmResult]:
     def one(record: TrafficRecord) -> ArmResult:
-        return send_request(client, url, record, arm, intended=time.perf_counter(),
-                            timeout=config.timeout, model=config.model, repeat=repeat,
-                            concurrency=level)
+        return send(transport, target, record, intended=time.perf_counter(),
+                    timeout=config.timeout, repeat=repeat, concurrency=level)
 
     with ThreadPoolExecutor(max_workers=level) as pool:
         return list(pool.map(one, records))
@@ -83,29 +84,29 @@ def _send_level(client: httpx.Client, config: DeterminismConfig, arm: str, url: 
 
 def run_determinism(config: DeterminismConfig) -> Path:
     """Run the repeat suite; returns the run directory (status complete or interrupted)."""
-    records = _prepare(config)
+    run = RunDir(config.out)
+    records = _prepare(config, run)
     manifest = Manifest.new("determinism", config.to_json(), dict(config.targets),
-                            {"path": str(config.out / TRAFFIC), "count": len(records),
-                             "sha256": traffic_sha256(config.out / TRAFFIC),
-                             "source": str(config.traffic)})
-    write_manifest(config.out, manifest)
-    store = ResultStore(config.out / RESULTS)
+                            run.traffic_summary(len(records), str(config.traffic)))
+    run.write_manifest(manifest)
+    store = run.open_store()
     total = len(config.targets) * len(config.concurrency) * config.repeats * len(records)
     status = "interrupted"
-    limits = httpx.Limits(max_connections=max(config.concurrency) * 2)
+    transport = HttpxTransport(max_connections=max(config.concurrency) * 2)
     try:
-        with httpx.Client(timeout=config.timeout, limits=limits) as client, \
-                Progress(disable=not config.progress) as bar:
+        with Progress(disable=not config.progress) as bar:
             task = bar.add_task("determinism", total=total)
             for arm, url in config.targets.items():
+                target = Target(arm, url, config.model)
                 for level in config.concurrency:
                     for repeat in range(config.repeats):
-                        for result in _send_level(client, config, arm, url, records, repeat,
+                        for result in _send_level(transport, config, target, records, repeat,
                                                   level):
                             store.put(result)
                         bar.advance(task, len(records))
         status = "complete"
     finally:
-        write_manifest(config.out, manifest.with_status(status, store.counts_by_arm()))
+        transport.close()
+        run.write_manifest(manifest.with_status(status, store.counts_by_arm()))
         store.close()
-    return config.out
+    return run.path

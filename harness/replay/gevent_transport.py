@@ -1,0 +1,113 @@
+"""The transport of the Locust process: geventhttpclient (what Locust's FastHttpUser is built
+on), one connection pool per origin. Under gevent it is several times cheaper per request
+than httpx (benchmarks/replay_overhead.py), and the replayer's own cost is part of what it
+measures. Imports gevent: only the Locust process may import this module.
+
+The deadline is one `gevent.Timeout` around the whole exchange, the body's reading included.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
+from http.client import HTTPException
+
+from gevent import Timeout
+from geventhttpclient import HTTPClient
+from geventhttpclient.response import HTTPParseError, HTTPSocketPoolResponse
+from geventhttpclient.url import URL
+
+from harness.replay.transport import (
+    ConnectFailed,
+    Response,
+    StreamBroken,
+    TransportError,
+    TransportTimeout,
+)
+
+_READ_ERRORS = (HTTPParseError, HTTPException, OSError)
+_UNREACHABLE = {errno.ECONNREFUSED, errno.ENETUNREACH, errno.EHOSTUNREACH}
+
+
+def _request_error(exc: Exception) -> TransportError:
+    """A failure before the response headers: no connection, or a broken one."""
+    if isinstance(exc, socket.gaierror) or getattr(exc, "errno", None) in _UNREACHABLE:
+        return ConnectFailed(f"{type(exc).__name__}: {exc}")
+    return StreamBroken(f"{type(exc).__name__}: {exc}")
+
+
+class _GeventResponse:
+    def __init__(self, response: HTTPSocketPoolResponse) -> None:
+        self._response = response
+        self.status = response.status_code
+
+    def read(self) -> bytes:
+        try:
+            return self._response.read()
+        except _READ_ERRORS as exc:
+            raise StreamBroken(f"{type(exc).__name__}: {exc}") from exc
+
+    def lines(self) -> Iterator[str]:
+        readline = self._response.readline
+        while True:
+            try:
+                line = readline(b"\n")
+            except _READ_ERRORS as exc:
+                raise StreamBroken(f"{type(exc).__name__}: {exc}") from exc
+            if not line:
+                return
+            yield line.decode("utf-8").rstrip("\r\n")
+
+
+class GeventTransport:
+    """`concurrency` connections per origin (users x arms that share it)."""
+
+    def __init__(self, concurrency: int, network_timeout: float = 600.0) -> None:
+        self.concurrency = concurrency
+        self.network_timeout = network_timeout  # a backstop; the deadline comes first
+        self._clients: dict[str, HTTPClient] = {}
+        self._targets: dict[str, tuple[HTTPClient, str]] = {}
+
+    def _target(self, url: str) -> tuple[HTTPClient, str]:
+        found = self._targets.get(url)
+        if found is None:
+            parsed = URL(url)
+            origin = f"{parsed.scheme}://{parsed.host}:{parsed.port}"
+            client = self._clients.get(origin)
+            if client is None:
+                client = self._clients[origin] = HTTPClient.from_url(
+                    parsed, concurrency=self.concurrency, connection_timeout=10.0,
+                    network_timeout=self.network_timeout)
+            found = self._targets[url] = (client, parsed.request_uri)
+        return found
+
+    @contextmanager
+    def post(self, url: str, body: bytes, headers: Mapping[str, str],
+             deadline: float) -> Iterator[Response]:
+        client, path = self._target(url)
+        timer = Timeout(max(deadline - time.perf_counter(), 1e-4))
+        timer.start()
+        try:
+            try:
+                response = client.request("POST", path, body=body, headers=dict(headers))
+            except _READ_ERRORS as exc:
+                raise _request_error(exc) from exc
+            try:
+                yield _GeventResponse(response)
+                with suppress(TransportError):  # the answer is complete; only reuse is lost
+                    _GeventResponse(response).read()  # the end of the chunked body
+            finally:
+                response.release()
+        except Timeout as exc:
+            if exc is not timer:
+                raise
+            raise TransportTimeout("deadline passed") from None
+        finally:
+            timer.cancel()
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            client.close()

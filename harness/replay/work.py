@@ -1,0 +1,75 @@
+"""What a Locust process needs to replay, and nothing more: its plan (handed over by the
+parent in an environment variable) and a `WorkSource` to claim records from and hand
+results to.
+
+Today every Locust process claims straight from the run's store (`StoreWork`). A worker
+that owns nothing on disk only needs another `WorkSource` — one that asks a master for work
+over Locust's messages — and a plan without `run_dir`: the user loop does not change.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Protocol
+
+from exporters.records import ArmResult
+from harness.replay.client import Target
+from harness.rundir import RunDir
+from harness.store import ResultStore, WorkItem
+
+PLAN_ENV = "LAYERGATE_REPLAY_PLAN"
+# a lease runs this long past the request's own deadline (due + timeout): time to write the
+# results even when the store is busy, before the record counts as lost and is sent again
+LEASE_MARGIN_S = 60.0
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    arms: dict[str, str]  # arm -> base URL
+    models: dict[str, str]  # arm -> `model` to put in the body
+    timeout: float
+    closed_loop: bool
+    users: int  # Locust users of the whole run
+    run_dir: str | None = None  # where StoreWork finds the queue; None on a bare worker
+
+    @property
+    def targets(self) -> dict[str, Target]:
+        return {arm: Target(arm, url, self.models.get(arm)) for arm, url in self.arms.items()}
+
+    @property
+    def lease_s(self) -> float:
+        return self.timeout + LEASE_MARGIN_S
+
+    def to_env(self) -> dict[str, str]:
+        return {PLAN_ENV: json.dumps(asdict(self))}
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> WorkerPlan:
+        return cls(**json.loads(environ[PLAN_ENV]))
+
+
+class WorkSource(Protocol):
+    def claim(self) -> WorkItem | None:
+        """The next record to send, or None when there is nothing to do right now."""
+
+    def complete(self, item: WorkItem, results: Sequence[ArmResult],
+                 intended_at: float) -> bool:
+        """Hand over the item's results; False when they were dropped (already done)."""
+
+
+class StoreWork:
+    """Work from the run directory's own queue, one connection per process."""
+
+    def __init__(self, run: RunDir, owner: str, lease_s: float) -> None:
+        self.store: ResultStore = run.open_store()
+        self.owner, self.lease_s = owner, lease_s
+
+    def claim(self) -> WorkItem | None:
+        items = self.store.queue.claim(self.owner, self.lease_s)
+        return items[0] if items else None
+
+    def complete(self, item: WorkItem, results: Sequence[ArmResult],
+                 intended_at: float) -> bool:
+        return self.store.queue.complete(item, results, self.owner, intended_at)

@@ -1,0 +1,165 @@
+"""The work queue of a replay: tables `work_queue` and `queue_meta` beside `results`, owned
+by the run's `ResultStore` (`store.queue`); no SQL about it lives anywhere else.
+
+One row per traffic record still to send: the record itself (so whoever claims it needs no
+traffic file), the arms it still needs, and its intended offset. A claim takes the next free
+rows atomically for an owner and a lease, so several processes split the traffic without
+duplicates; the first claim fixes `t0`, the wall-clock start every claimer shares (a record
+is due at `t0 + offset_s`). `complete` writes the record's results and marks it done in one
+transaction, once: a second completion (a late answer for a record whose lease ran out and
+which was sent again) is dropped, so each (request, arm, repeat) has exactly one result.
+`release_expired` (or `release`, for an owner known to be gone) puts unfinished rows back;
+the next claim sends them again, due at once, and counts the re-send.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from exporters.records import ArmResult
+from harness.store.rows import insert
+from harness.store.sqlite import write_transaction
+from harness.traffic import TrafficRecord, parse_record
+
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS work_queue (seq INTEGER PRIMARY KEY, request_id TEXT NOT NULL,"
+    " record TEXT NOT NULL, arms TEXT NOT NULL, offset_s REAL NOT NULL, owner TEXT,"
+    " lease_until REAL, claims INTEGER NOT NULL DEFAULT 0, done INTEGER NOT NULL DEFAULT 0)",
+    "CREATE TABLE IF NOT EXISTS queue_meta (key TEXT PRIMARY KEY, value REAL NOT NULL)",
+)
+_EARLIER = ("replay_queue", "replay_meta")  # the queue before leases; dropped by `fill`
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    """What `fill` takes: a record, the arms it still needs, its offset from the start."""
+
+    record: TrafficRecord
+    arms: tuple[str, ...]
+    offset_s: float
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """A claimed record. `due_at` is the wall-clock time (`time.time()`) it is meant to be
+    sent: `t0 + offset_s` on its first claim, the claim time when it is sent again."""
+
+    seq: int
+    record: TrafficRecord
+    arms: tuple[str, ...]
+    due_at: float
+    attempt: int  # 1, or more when an earlier lease ran out
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON, e.g. for a message to a worker that has no run directory."""
+        return {"seq": self.seq, "record": self.record.to_json(), "arms": list(self.arms),
+                "due_at": self.due_at, "attempt": self.attempt}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> WorkItem:
+        record = parse_record(obj["record"], Path("work item"), obj["seq"])
+        return cls(obj["seq"], record, tuple(obj["arms"]), obj["due_at"], obj["attempt"])
+
+
+@dataclass(frozen=True)
+class QueueProgress:
+    total: int  # rows in the queue
+    done: int  # completed
+    leased: int  # claimed, not yet completed
+    resent: int  # claims beyond the first (leases that ran out)
+
+
+class WorkQueue:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    @staticmethod
+    def create_schema(conn: sqlite3.Connection) -> None:
+        for statement in SCHEMA:
+            conn.execute(statement)
+
+    def fill(self, entries: Iterable[QueueEntry]) -> int:
+        """Replace the queue with `entries`, in send order; returns how many."""
+        rows = [(e.record.id, json.dumps(e.record.to_json(), ensure_ascii=False),
+                 json.dumps(list(e.arms)), e.offset_s) for e in entries]
+        with write_transaction(self.conn) as conn:
+            for table in _EARLIER:
+                conn.execute(f"DROP TABLE IF EXISTS {table}")
+            conn.execute("DELETE FROM work_queue")
+            conn.execute("DELETE FROM queue_meta")
+            conn.executemany("INSERT INTO work_queue (request_id, record, arms, offset_s) "
+                             "VALUES (?, ?, ?, ?)", rows)
+        return len(rows)
+
+    def claim(self, owner: str, lease_s: float, limit: int = 1,
+              now: float | None = None) -> list[WorkItem]:
+        """Up to `limit` free rows, in order, leased to `owner` until `lease_s` seconds after
+        they are due; [] when nothing is free (everything is done or leased)."""
+        now = time.time() if now is None else now
+        with write_transaction(self.conn) as conn:
+            conn.execute("INSERT OR IGNORE INTO queue_meta (key, value) VALUES ('t0', ?)",
+                         (now,))
+            t0 = conn.execute("SELECT value FROM queue_meta WHERE key = 't0'").fetchone()[0]
+            rows = conn.execute(
+                "SELECT seq, record, arms, offset_s, claims FROM work_queue "
+                "WHERE done = 0 AND owner IS NULL ORDER BY seq LIMIT ?", (limit,)).fetchall()
+            items = []
+            for row in rows:
+                due = t0 + row["offset_s"] if row["claims"] == 0 else now
+                conn.execute("UPDATE work_queue SET owner = ?, lease_until = ?, "
+                             "claims = claims + 1 WHERE seq = ?",
+                             (owner, max(now, due) + lease_s, row["seq"]))
+                record = parse_record(json.loads(row["record"]), Path("work_queue"), row["seq"])
+                items.append(WorkItem(row["seq"], record, tuple(json.loads(row["arms"])), due,
+                                      row["claims"] + 1))
+        return items
+
+    def complete(self, item: WorkItem, results: Sequence[ArmResult], owner: str,
+                 intended_at: float | None = None) -> bool:
+        """Write `results` and mark `item` done, in one transaction. False (nothing
+        written) when it is already done: the late answer of an earlier claim."""
+        strays = {r.request_id for r in results} - {item.record.id}
+        if strays:
+            raise ValueError(f"results for {sorted(strays)} do not belong to work item "
+                             f"{item.seq} ({item.record.id})")
+        with write_transaction(self.conn) as conn:
+            row = conn.execute("SELECT request_id, done FROM work_queue WHERE seq = ?",
+                               (item.seq,)).fetchone()
+            if row is None or row["request_id"] != item.record.id or row["done"]:
+                return False
+            for result in results:
+                insert(conn, result, intended_at, owner)
+            conn.execute("UPDATE work_queue SET done = 1, owner = ? WHERE seq = ?",
+                         (owner, item.seq))
+        return True
+
+    def release_expired(self, now: float | None = None) -> int:
+        """Put back every unfinished row whose lease has run out; returns how many."""
+        now = time.time() if now is None else now
+        return self.conn.execute(
+            "UPDATE work_queue SET owner = NULL, lease_until = NULL "
+            "WHERE done = 0 AND owner IS NOT NULL AND lease_until < ?", (now,)).rowcount
+
+    def release(self, owner: str) -> int:
+        """Put back every unfinished row leased to `owner` (known to be gone)."""
+        return self.conn.execute(
+            "UPDATE work_queue SET owner = NULL, lease_until = NULL "
+            "WHERE done = 0 AND owner = ?", (owner,)).rowcount
+
+    def progress(self) -> QueueProgress:
+        row = self.conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(done), 0), "
+            "COALESCE(SUM(done = 0 AND owner IS NOT NULL), 0), "
+            "COALESCE(SUM(MAX(claims - 1, 0)), 0) FROM work_queue").fetchone()
+        return QueueProgress(*(int(v) for v in row))
+
+    def started_at(self) -> float | None:
+        """`t0`: the wall-clock time of the first claim, None before it."""
+        row = self.conn.execute("SELECT value FROM queue_meta WHERE key = 't0'").fetchone()
+        return None if row is None else row[0]

@@ -1,0 +1,97 @@
+"""The results of a run: table `results` of `results.sqlite`, read and written through
+`ResultStore`, which also owns the run's work queue (`store.queue`, see `queue.py`).
+
+One row is written in one transaction as the response completes, so the store never holds
+half a result; a repeated (request, arm, repeat, concurrency) replaces the earlier row (that
+is how `--resume` turns an error into a result).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from exporters.records import ArmResult
+from harness.store.queue import WorkQueue
+from harness.store.rows import decode, insert, schema
+from harness.store.sqlite import connect
+
+
+class StoreError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class StoredResult:
+    """A row as stored: the result and the columns around it."""
+
+    result: ArmResult
+    intended_at: float | None  # wall clock (time.time()) it was meant to be sent
+    recorded_at: float  # wall clock it was written
+    worker: str | None  # who sent it ("host:pid", or a worker's name)
+
+
+class ResultStore:
+    """Read and write a run's `results.sqlite`, and own its work queue (`self.queue`).
+    One instance per process; `create=False` opens an existing store read-only in effect
+    (it creates no table, so an old run directory loads unchanged)."""
+
+    def __init__(self, path: str | Path, create: bool = True) -> None:
+        self.path = Path(path)
+        if not create and not self.path.is_file():
+            raise StoreError(f"{self.path}: no results store")
+        try:
+            self.conn = connect(self.path)
+            if create:
+                self.conn.execute(schema())
+                WorkQueue.create_schema(self.conn)
+            self.conn.execute("SELECT 1 FROM results LIMIT 1")
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: not a readable results store: {exc}") from exc
+        self.queue = WorkQueue(self.conn)
+
+    def put(self, result: ArmResult, intended_at: float | None = None,
+            worker: str | None = None) -> None:
+        insert(self.conn, result, intended_at, worker)
+
+    def results(self) -> list[ArmResult]:
+        rows = self.conn.execute("SELECT * FROM results ORDER BY rowid").fetchall()
+        return [decode(r) for r in rows]
+
+    def rows(self) -> list[StoredResult]:
+        """Every row with when it was meant to be sent, written, and by whom."""
+        rows = self.conn.execute("SELECT * FROM results ORDER BY rowid").fetchall()
+        return [StoredResult(decode(r), r["intended_at"], r["recorded_at"], r["worker"])
+                for r in rows]
+
+    def rows_after(self, rowid: int) -> list[tuple[int, ArmResult]]:
+        """Rows written after `rowid` (a replaced row gets a new rowid), for live tailing."""
+        rows = self.conn.execute("SELECT rowid AS _rowid, * FROM results WHERE rowid > ? "
+                                 "ORDER BY rowid", (rowid,)).fetchall()
+        return [(r["_rowid"], decode(r)) for r in rows]
+
+    def count(self) -> int:
+        return self.conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+
+    def pairs(self, ok_only: bool = False) -> set[tuple[str, str]]:
+        """(request_id, arm) with a row; with `ok_only`, with an ok row."""
+        where = " WHERE ok = 1" if ok_only else ""
+        rows = self.conn.execute(f"SELECT request_id, arm FROM results{where}")
+        return {(r[0], r[1]) for r in rows}
+
+    def counts_by_arm(self) -> dict[str, dict[str, int]]:
+        counts: dict[str, dict[str, int]] = {}
+        for arm, ok, n in self.conn.execute(
+                "SELECT arm, ok, COUNT(*) FROM results GROUP BY arm, ok"):
+            counts.setdefault(arm, {"ok": 0, "error": 0})["ok" if ok else "error"] = n
+        return counts
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> ResultStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,71 @@
+"""How an `ArmResult` is laid out in table `results`: one column per field (lists and
+objects as JSON), plus when it was meant to be sent, when it was written, and by whom.
+Primary key (request_id, arm, repeat, concurrency)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from dataclasses import fields
+from typing import Any
+
+from exporters.records import ArmResult
+
+_JSON_FIELDS = {"itl_s", "token_ids", "logprobs", "top_logprobs", "extension"}
+_COLUMNS = [f.name for f in fields(ArmResult)]
+_TYPES = {"ok": "INTEGER NOT NULL", "http_status": "INTEGER", "ttft_s": "REAL", "e2e_s": "REAL",
+          "output_tokens": "INTEGER", "prompt_tokens": "INTEGER", "max_tokens": "INTEGER",
+          "repeat": "INTEGER NOT NULL", "concurrency": "INTEGER NOT NULL"}
+# extra columns beyond ArmResult: when it was meant to be sent, written, and by which process
+_EXTRA = {"intended_at": "REAL", "recorded_at": "REAL NOT NULL", "worker": "TEXT"}
+_NAMES = [*_COLUMNS, *_EXTRA]
+_QUOTED = ", ".join(f'"{name}"' for name in _NAMES)
+_INSERT = (f"INSERT OR REPLACE INTO results ({_QUOTED}) "
+           f"VALUES ({', '.join('?' * len(_NAMES))})")
+
+
+def schema() -> str:
+    cols = [f'"{name}" {_TYPES.get(name, "TEXT")}' for name in _COLUMNS]
+    cols += [f'"{name}" {kind}' for name, kind in _EXTRA.items()]
+    return (f"CREATE TABLE IF NOT EXISTS results ({', '.join(cols)}, "
+            "PRIMARY KEY (request_id, arm, repeat, concurrency))")
+
+
+def this_process() -> str:
+    """The default writer name: host and process id."""
+    return f"{os.uname().nodename}:{os.getpid()}"
+
+
+def _encode(result: ArmResult) -> list[Any]:
+    row = []
+    for name in _COLUMNS:
+        value = getattr(result, name)
+        if name in _JSON_FIELDS:
+            value = None if value is None else json.dumps(value, ensure_ascii=False)
+        elif name == "ok":
+            value = int(value)
+        row.append(value)
+    return row
+
+
+def decode(row: sqlite3.Row) -> ArmResult:
+    values: dict[str, Any] = {}
+    for name in _COLUMNS:
+        value = row[name]
+        if name in _JSON_FIELDS and value is not None:
+            value = json.loads(value)
+            value = (value or {}) if name == "extension" else tuple(value)
+        elif name == "ok":
+            value = bool(value)
+        values[name] = value
+    values["itl_s"] = values["itl_s"] or ()
+    values["extension"] = values["extension"] or {}
+    return ArmResult(**values)
+
+
+def insert(conn: sqlite3.Connection, result: ArmResult, intended_at: float | None,
+           worker: str | None) -> None:
+    """Write one row (a repeated key replaces the old row); the caller owns the transaction."""
+    conn.execute(_INSERT, [*_encode(result), intended_at, time.time(), worker or this_process()])
