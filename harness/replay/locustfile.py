@@ -49,6 +49,9 @@ def _state() -> _Process:
     global _STATE
     if _STATE is None or _STATE.pid != os.getpid():
         plan = WorkerPlan.from_env(os.environ)
+        if plan.run_dir is None:
+            raise RuntimeError("this Locust process got no run directory to claim work from "
+                               "(a worker fed by a master is not built yet)")
         work = StoreWork(RunDir(plan.run_dir), this_process(), plan.lease_s)
         _STATE = _Process(os.getpid(), plan, plan.targets, work,
                           GeventTransport(concurrency=plan.users * len(plan.arms),

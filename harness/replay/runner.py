@@ -36,6 +36,7 @@ from harness.traffic import TrafficRecord
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 POLL_S = 0.25
+RELEASE_S = 5.0  # how often expired leases go back to the queue (a write: not every poll)
 
 
 class ReplayError(RuntimeError):
@@ -121,12 +122,15 @@ def _follow(proc: subprocess.Popen, store: ResultStore, tail: StoreTail | None,
     back the records of a Locust process that died holding them."""
     columns = (TextColumn("replay"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[rows]} results"), TimeElapsedColumn())
+    released = time.monotonic()
     with Progress(*columns, disable=not show, transient=False) as bar:
         task = bar.add_task("replay", total=total, rows=0)
         while True:
             if tail is not None:
                 tail.poll()
-            store.queue.release_expired()
+            if time.monotonic() - released > RELEASE_S:
+                store.queue.release_expired()
+                released = time.monotonic()
             done = store.queue.progress().done
             bar.update(task, completed=done, rows=store.count())
             if done >= total:
