@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from exporters.records import ArmResult
-from harness.store.rows import insert
+from harness.store.rows import encode_row, insert_rows
 from harness.store.sqlite import write_transaction
 from harness.traffic import TrafficRecord, parse_record
 
@@ -102,23 +102,22 @@ class WorkQueue:
         """Up to `limit` free rows, in order, leased to `owner` until `lease_s` seconds after
         they are due; [] when nothing is free (everything is done or leased)."""
         now = time.time() if now is None else now
-        with write_transaction(self.conn) as conn:
+        with write_transaction(self.conn) as conn:  # short: Locust users wait on this lock
             conn.execute("INSERT OR IGNORE INTO queue_meta (key, value) VALUES ('t0', ?)",
                          (now,))
             t0 = conn.execute("SELECT value FROM queue_meta WHERE key = 't0'").fetchone()[0]
             rows = conn.execute(
-                "SELECT seq, record, arms, offset_s, claims FROM work_queue "
-                "WHERE done = 0 AND owner IS NULL ORDER BY seq LIMIT ?", (limit,)).fetchall()
-            items = []
-            for row in rows:
-                due = t0 + row["offset_s"] if row["claims"] == 0 else now
-                conn.execute("UPDATE work_queue SET owner = ?, lease_until = ?, "
-                             "claims = claims + 1 WHERE seq = ?",
-                             (owner, max(now, due) + lease_s, row["seq"]))
-                record = parse_record(json.loads(row["record"]), Path("work_queue"), row["seq"])
-                items.append(WorkItem(row["seq"], record, tuple(json.loads(row["arms"])), due,
-                                      row["claims"] + 1))
-        return items
+                "UPDATE work_queue SET owner = :owner, claims = claims + 1, lease_until = "
+                "MAX(:now, CASE WHEN claims = 0 THEN :t0 + offset_s ELSE :now END) + :lease "
+                "WHERE seq IN (SELECT seq FROM work_queue WHERE done = 0 AND owner IS NULL "
+                "ORDER BY seq LIMIT :limit) RETURNING seq, record, arms, offset_s, claims",
+                {"owner": owner, "now": now, "t0": t0, "lease": lease_s,
+                 "limit": limit}).fetchall()
+        return [WorkItem(row["seq"],
+                         parse_record(json.loads(row["record"]), Path("work_queue"), row["seq"]),
+                         tuple(json.loads(row["arms"])),
+                         t0 + row["offset_s"] if row["claims"] == 1 else now, row["claims"])
+                for row in sorted(rows, key=lambda r: r["seq"])]
 
     def complete(self, item: WorkItem, results: Sequence[ArmResult], owner: str,
                  intended_at: float | None = None) -> bool:
@@ -128,16 +127,14 @@ class WorkQueue:
         if strays:
             raise ValueError(f"results for {sorted(strays)} do not belong to work item "
                              f"{item.seq} ({item.record.id})")
+        rows = [encode_row(result, intended_at, owner) for result in results]
         with write_transaction(self.conn) as conn:
-            row = conn.execute("SELECT request_id, done FROM work_queue WHERE seq = ?",
-                               (item.seq,)).fetchone()
-            if row is None or row["request_id"] != item.record.id or row["done"]:
-                return False
-            for result in results:
-                insert(conn, result, intended_at, owner)
-            conn.execute("UPDATE work_queue SET done = 1, owner = ? WHERE seq = ?",
-                         (owner, item.seq))
-        return True
+            first = conn.execute("UPDATE work_queue SET done = 1, owner = ? "
+                                 "WHERE seq = ? AND request_id = ? AND done = 0",
+                                 (owner, item.seq, item.record.id)).rowcount
+            if first:
+                insert_rows(conn, rows)
+        return bool(first)
 
     def release_expired(self, now: float | None = None) -> int:
         """Put back every unfinished row whose lease has run out; returns how many."""

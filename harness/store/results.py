@@ -14,7 +14,7 @@ from pathlib import Path
 
 from exporters.records import ArmResult
 from harness.store.queue import WorkQueue
-from harness.store.rows import decode, insert, schema
+from harness.store.rows import decode, encode_row, insert_rows, schema
 from harness.store.sqlite import connect
 
 
@@ -53,7 +53,7 @@ class ResultStore:
 
     def put(self, result: ArmResult, intended_at: float | None = None,
             worker: str | None = None) -> None:
-        insert(self.conn, result, intended_at, worker)
+        insert_rows(self.conn, [encode_row(result, intended_at, worker)])
 
     def results(self) -> list[ArmResult]:
         rows = self.conn.execute("SELECT * FROM results ORDER BY rowid").fetchall()

@@ -38,6 +38,11 @@ def this_process() -> str:
     return f"{os.uname().nodename}:{os.getpid()}"
 
 
+def encode_row(result: ArmResult, intended_at: float | None, worker: str | None) -> list[Any]:
+    """The row's values, computed before a transaction so the write lock is held briefly."""
+    return [*_encode(result), intended_at, time.time(), worker or this_process()]
+
+
 def _encode(result: ArmResult) -> list[Any]:
     row = []
     for name in _COLUMNS:
@@ -65,7 +70,6 @@ def decode(row: sqlite3.Row) -> ArmResult:
     return ArmResult(**values)
 
 
-def insert(conn: sqlite3.Connection, result: ArmResult, intended_at: float | None,
-           worker: str | None) -> None:
-    """Write one row (a repeated key replaces the old row); the caller owns the transaction."""
-    conn.execute(_INSERT, [*_encode(result), intended_at, time.time(), worker or this_process()])
+def insert_rows(conn: sqlite3.Connection, rows: list[list[Any]]) -> None:
+    """Write encoded rows (a repeated key replaces the old row)."""
+    conn.executemany(_INSERT, rows)
