@@ -13,17 +13,30 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from exporters.catalogue import (
+    BLEU,
+    ERROR_RATE,
+    EXACT_MATCH,
+    LATENCY_RATIO,
+    RER,
+    RER_THEORETICAL,
+    TERMINATION_ACCURACY,
+    ExitCode,
+)
+from harness.cli.exits import exit_codes_help
+
 if TYPE_CHECKING:
     from exporters.config import MetricsConfig
     from exporters.figures import Figure
     from harness.rundir import Run
 
-INFRASTRUCTURE_ERROR = 4
-KEY_FIGURES = ("rer", "rer_theoretical", "termination_accuracy", "exact_match", "bleu",
-               "latency_ratio", "error_rate")
+# the figures of the per-scenario table
+KEY_FIGURES = (RER, RER_THEORETICAL, TERMINATION_ACCURACY, EXACT_MATCH, BLEU, LATENCY_RATIO,
+               ERROR_RATE)
 
 
-@click.command("metrics")
+@click.command("metrics", epilog=exit_codes_help(ExitCode.PASS, ExitCode.USAGE,
+                                                  ExitCode.INFRASTRUCTURE, PASS="done"))
 @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every figure (value, CI, noise floor, n, status, detail) as JSON.")
@@ -54,7 +67,6 @@ def command(run_dir: Path, json_path: Path | None, port: int | None, host: str,
     marked insufficient; figures whose definition does not apply, not computable.
 
     With OTEL_EXPORTER_OTLP_ENDPOINT set, the figures are also pushed over OTLP.
-    Exit codes: 0 done, 2 usage error, 4 run directory unreadable.
     """
     from rich.console import Console
 
@@ -74,7 +86,7 @@ def command(run_dir: Path, json_path: Path | None, port: int | None, host: str,
             gate = _gate(run, policy) if policy is not None else None
     except RunDirError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise SystemExit(INFRASTRUCTURE_ERROR) from exc
+        raise SystemExit(ExitCode.INFRASTRUCTURE) from exc
     _print_tables(run, figures, gate)
     if json_path is not None:
         _write_json(json_path, run, figures, gate)

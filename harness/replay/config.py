@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from exporters.records import ARMS
+from exporters.catalogue import ARMS
 
 
 class ConfigError(ValueError):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.panel import Panel
 
+from exporters.catalogue import BASELINE, CANDIDATE, FAIL, PASS
 from harness.stack.demo_config import DemoConfig
 from harness.stack.demo_locust import locust_table
 from harness.stack.demo_traffic import demo_traffic, determinism_sample
@@ -93,7 +94,7 @@ def _determinism(config: DemoConfig, stack: RunningStack, run_dir: Path,
                                     DETERMINISM_MAX_TOKENS))
     console.rule(f"determinism: {config.determinism_prompts} prompts x {config.repeats} "
                  "repeats on baseline and candidate")
-    targets = {arm: stack.arms[arm] for arm in ("baseline", "candidate")}
+    targets = {arm: stack.arms[arm] for arm in (BASELINE, CANDIDATE)}
     run_determinism(DeterminismConfig(targets=targets, traffic=sample,
                                       out=run_dir / "determinism", repeats=config.repeats))
 
@@ -162,7 +163,7 @@ def run_demo(config: DemoConfig, console: Console | None = None) -> DemoOutcome:
 
 def _where_to_look(outcome: DemoOutcome, rollout_reason: str, hold: bool,
                    console: Console) -> None:
-    style = {"pass": "green", "fail": "red"}.get(outcome.verdict, "yellow")
+    style = {PASS: "green", FAIL: "red"}.get(outcome.verdict, "yellow")
     lines = [f"verdict: [bold {style}]{outcome.verdict.upper()}[/]",
              f"rollout stage: [bold]{outcome.rollout}[/] — {rollout_reason}", ""]
     lines += list(outcome.words)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from exporters.catalogue import CANDIDATE, EXACT_MATCH, RER, RER_THEORETICAL
 from exporters.figures import OVERALL, Figure
 from harness.gate import GateResult
 
@@ -22,7 +23,7 @@ def calibration_notes(candidate: str, path: Path = BUNDLED_RULES) -> list[str]:
     return [f"Calibration ({path.name}): {n}" for n in notes if n.startswith(f"{candidate}:")]
 
 
-def _figure(result: GateResult, name: str, arm: str = "candidate") -> Figure | None:
+def _figure(result: GateResult, name: str, arm: str = CANDIDATE) -> Figure | None:
     for f in result.figures:
         if f.name == name and f.arm == arm and f.scenario == OVERALL and f.value is not None:
             return f
@@ -41,8 +42,8 @@ def _caveat(f: Figure) -> str:
 
 def plain_words(result: GateResult, candidate: str = "dynamic") -> list[str]:
     lines: list[str] = []
-    rer, theo = _figure(result, "rer"), _figure(result, "rer_theoretical")
-    exact = _figure(result, "exact_match")
+    rer, theo = _figure(result, RER), _figure(result, RER_THEORETICAL)
+    exact = _figure(result, EXACT_MATCH)
     target = result.policy.target_rer
     if theo is not None and theo.value >= 0:
         lines.append(f"The candidate skipped {theo.value:.1%} of the layer compute "
