@@ -10,7 +10,7 @@ from reference_engine.kv_cache import SequenceKV
 from reference_engine.sampling import RequestSampler, StopChecker
 
 if TYPE_CHECKING:
-    from reference_engine.policies.base import LayerPlan
+    from reference_engine.skip_policies.base import LayerPlan
 
 
 @dataclass

@@ -67,7 +67,7 @@ def _small_traffic(path: Path) -> Path:
 def observed(full_engine, tmp_path_factory, prometheus_bin) -> Iterator[Observed]:
     work = tmp_path_factory.mktemp("promql")
     engines = (EngineSpec("baseline", url=full_engine.url),
-               EngineSpec("candidate", policy="dynamic"))
+               EngineSpec("candidate", skip_policy="dynamic"))
     config = StackConfig(engines=engines, workdir=work, scrape_interval_s=SCRAPE_S)
     with NativeStack(config) as stack:
         start = time.time()

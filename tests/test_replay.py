@@ -46,7 +46,7 @@ def small_traffic(path: Path, n: int, max_tokens: int = 8, spacing: float = 0.25
 
 @pytest.fixture(scope="module")
 def candidate() -> Iterator[EngineProcess]:
-    proc = start_engine("--policy", "full")
+    proc = start_engine("--skip-policy", "full")
     yield proc
     proc.stop()
 
@@ -154,7 +154,7 @@ def test_killed_candidate_is_recorded_and_resume_fills_the_gaps(
     def kill_then_restart() -> None:
         _wait_for_rows(out / "results.sqlite", "candidate", 1)
         candidate.stop(signal.SIGKILL)
-        restarted.append(start_engine("--policy", "full"))  # meanwhile the run goes on
+        restarted.append(start_engine("--skip-policy", "full"))  # meanwhile the run goes on
 
     killer = threading.Thread(target=kill_then_restart)
     killer.start()

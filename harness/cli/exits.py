@@ -7,6 +7,8 @@ import click
 
 from exporters.catalogue import EXIT_MEANINGS, ExitCode
 
+RUN_DIR_UNREADABLE = "run directory missing or unreadable"
+
 
 class InfrastructureError(click.ClickException):
     """Something outside layergate failed (a run directory, an arm, Grafana, a process)."""

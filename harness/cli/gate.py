@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from exporters.catalogue import ExitCode
-from harness.cli.exits import exit_codes_help
+from harness.cli.exits import RUN_DIR_UNREADABLE, exit_codes_help
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from harness.gate import GateResult
 
 
-@click.command("gate", epilog=exit_codes_help(*ExitCode))
+@click.command("gate", epilog=exit_codes_help(*ExitCode, INFRASTRUCTURE=RUN_DIR_UNREADABLE))
 @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--policy", "policy_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Gate policy YAML. Default: scenarios/policies/default.yaml (no regression "

@@ -129,10 +129,10 @@ def _export(stack: RunningStack, run_dir: Path, config: DemoConfig,
 def run_demo(config: DemoConfig, console: Console | None = None) -> DemoOutcome:
     console = console or Console()
     clock = _Clock()
-    run_dir = config.out / f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{config.candidate_policy}"
+    run_dir = config.out / f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{config.candidate}"
     (run_dir / "stack").mkdir(parents=True)
     (run_dir / "stack" / "demo-config.json").write_text(json.dumps(config.to_json(), indent=2))
-    console.print(Panel(f"candidate: [bold]{config.candidate_policy}[/] — {config.description}"
+    console.print(Panel(f"candidate: [bold]{config.candidate}[/] — {config.description}"
                         f"\nrun directory: {run_dir}", title="layergate demo"))
     stack_config = StackConfig(engines=config.engines(), workdir=run_dir / "stack",
                                scrape_interval_s=SCRAPE_S)
@@ -152,7 +152,7 @@ def run_demo(config: DemoConfig, console: Console | None = None) -> DemoOutcome:
         clock.lap("gate")
         links = _export(stack, run_dir, config, console)
         outcome = DemoOutcome(run_dir, result.verdict, result.rollout.label, reports, links,
-                              clock.timings, tuple(plain_words(result, config.candidate_policy)),
+                              clock.timings, tuple(plain_words(result, config.candidate)),
                               len(result.results))
         _write_summary(outcome, result.rollout.reason)
         _where_to_look(outcome, result.rollout.reason, config.hold, console)
