@@ -24,12 +24,12 @@ from pathlib import Path
 
 import httpx
 
+from exporters.traffic import TrafficRecord, read_traffic, write_traffic
 from harness.replay import ReplayConfig, run_replay
 from harness.replay.client import send_request
 from harness.rundir import load_run
 from harness.scenarios import SCENARIOS_DIR
 from harness.store import ResultStore
-from harness.traffic import TrafficRecord, read_traffic, write_traffic
 
 HERE = Path(__file__).resolve().parent
 

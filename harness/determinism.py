@@ -18,11 +18,11 @@ import httpx
 from rich.progress import Progress
 
 from exporters.records import ArmResult
+from exporters.traffic import TrafficRecord, read_traffic, traffic_sha256, write_traffic
 from harness.manifest import Manifest, write_manifest
 from harness.replay.client import send_request
 from harness.rundir import RESULTS, TRAFFIC
 from harness.store import ResultStore
-from harness.traffic import TrafficRecord, read_traffic, traffic_sha256, write_traffic
 
 
 class DeterminismError(ValueError):

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from exporters.recorded import recorded_results
 from exporters.records import ArmResult, MetricsScrape
+from exporters.traffic import TrafficError, TrafficFile, read_traffic
 from harness.manifest import MANIFEST, Manifest, parse_manifest
 from harness.store import ResultStore, StoreError
-from harness.traffic import TrafficError, TrafficFile, read_traffic
 
 RESULTS = "results.sqlite"
 TRAFFIC = "traffic.jsonl"

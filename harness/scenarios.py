@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from harness.traffic import TrafficError, TrafficRecord, read_traffic
+from exporters.traffic import TrafficError, TrafficRecord, read_traffic
 
 SCENARIOS_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 MIXES_DIR = SCENARIOS_DIR / "mixes"

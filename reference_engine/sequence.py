@@ -41,7 +41,6 @@ class SequenceState:
     draft_accepted: int = 0
     peak_activation_bytes: int = 0
     finished: bool = False
-    cancelled: bool = False
 
     @property
     def request_id(self) -> str:

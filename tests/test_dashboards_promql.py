@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from exporters.traffic import read_traffic, write_traffic
 from harness.replay import ReplayConfig, run_replay
 from harness.stack import EngineSpec, NativeStack, StackConfig
 from harness.stack.native import RULES_FILE, RunningStack
-from harness.traffic import read_traffic, write_traffic
 
 ROOT = Path(__file__).resolve().parents[1]
 BOARDS = sorted((ROOT / "dashboards" / "grafana").glob("*.json"))

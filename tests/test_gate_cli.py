@@ -13,11 +13,11 @@ from click.testing import CliRunner
 from junitparser import Error, Failure, JUnitXml, Skipped
 
 from exporters.records import ArmResult
+from exporters.traffic import TrafficRecord, write_traffic
 from harness.cli import main
 from harness.manifest import Manifest, write_manifest
 from harness.rundir import scrape_path
 from harness.store import ResultStore
-from harness.traffic import TrafficRecord, write_traffic
 
 ARMS = {"baseline": "http://127.0.0.1:9001", "baseline2": "http://127.0.0.1:9002",
         "candidate": "http://127.0.0.1:9003"}

@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from exporters.records import ArmResult
+from exporters.traffic import TrafficRecord, write_traffic
 from harness.cli import main
 from harness.manifest import Manifest, write_manifest
 from harness.rundir import scrape_path
@@ -21,7 +22,6 @@ from harness.stack.processes import ProcessSet
 from harness.stack.prometheus import start_prometheus
 from harness.stack.prometheus_config import ScrapeTargets
 from harness.store import ResultStore
-from harness.traffic import TrafficRecord, write_traffic
 from tests.support.processes import EngineProcess, free_port, layergate_cmd
 
 ROOT = Path(__file__).resolve().parents[1]

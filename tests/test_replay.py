@@ -17,12 +17,12 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
+from exporters.traffic import TrafficRecord, read_traffic, traffic_sha256, write_traffic
 from harness.replay import ReplayConfig, run_replay
 from harness.replay.live import ReplayMetrics
 from harness.rundir import load_run
 from harness.scenarios import SCENARIOS_DIR
 from harness.store import ResultStore
-from harness.traffic import TrafficRecord, read_traffic, traffic_sha256, write_traffic
 from tests.support.processes import (
     EngineProcess,
     free_port,

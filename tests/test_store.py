@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from exporters.records import ArmResult
+from exporters.traffic import TrafficRecord, write_traffic
 from harness.manifest import Manifest, read_manifest, write_manifest
 from harness.rundir import RunDirError, load_run, scrape_path
 from harness.store import ResultStore
-from harness.traffic import TrafficRecord, write_traffic
 
 FULL = ArmResult(
     request_id="r1", arm="candidate", scenario="long", ok=True, http_status=200, ttft_s=0.1,

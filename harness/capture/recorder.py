@@ -22,10 +22,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
 
-from harness.capture.redact import redact
-from harness.replay.sse import StreamAccumulator, StreamError, sse_payloads
-from harness.scenarios import length_class
-from harness.traffic import (
+from exporters.traffic import (
     COMPLETIONS,
     ENDPOINTS,
     TrafficError,
@@ -34,6 +31,9 @@ from harness.traffic import (
     dumps_record,
     parse_record,
 )
+from harness.capture.redact import redact
+from harness.replay.sse import StreamAccumulator, StreamError, sse_payloads
+from harness.scenarios import length_class
 
 log = logging.getLogger(__name__)
 _PIECES = re.compile(r"\w+|[^\w\s]")

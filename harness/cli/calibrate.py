@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
+from exporters.traffic import TrafficError, read_traffic
 from harness.cli.options import config_values, field_option
-from harness.traffic import TrafficError, read_traffic
 from reference_engine.calibration.config import CalibrationConfig
 
 

@@ -60,9 +60,9 @@ def command(ctx: click.Context, **_: Any) -> None:
     the token ids, the latencies and the engine-reported peak memory. `layergate metrics`
     turns them into output, resource and latency determinism.
     """
+    from exporters.traffic import TrafficError
     from harness.determinism import DeterminismError, run_determinism
     from harness.manifest import read_manifest
-    from harness.traffic import TrafficError
 
     try:
         run_dir = run_determinism(DeterminismConfig(**config_values(ctx, DeterminismConfig)))

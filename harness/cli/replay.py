@@ -64,9 +64,9 @@ def command(ctx: click.Context, **params: Any) -> None:
     request; the run goes on. Ctrl-C leaves a consistent run marked `interrupted`;
     `--resume` sends what is missing.
     """
+    from exporters.traffic import TrafficError
     from harness.replay import ConfigError, run_replay
     from harness.scenarios import MixError
-    from harness.traffic import TrafficError
 
     arms = {arm: params[arm] for arm in ARMS if params[arm]}
     models = {arm: params[f"model_{arm}"] for arm in ARMS if params[f"model_{arm}"]}

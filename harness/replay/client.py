@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 
 from exporters.records import ArmResult
+from exporters.traffic import TrafficRecord
 from harness.replay.sse import StreamAccumulator, StreamError, sse_payloads
-from harness.traffic import TrafficRecord
 
 
 def streaming_body(record: TrafficRecord, model: str | None) -> dict[str, Any]:

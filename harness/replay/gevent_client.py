@@ -17,9 +17,9 @@ from geventhttpclient import HTTPClient
 from geventhttpclient.url import URL
 
 from exporters.records import ArmResult
+from exporters.traffic import TrafficRecord
 from harness.replay.client import error_message, failure, finish, result_base, streaming_body
 from harness.replay.sse import StreamAccumulator, sse_payloads
-from harness.traffic import TrafficRecord
 
 HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 

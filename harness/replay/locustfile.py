@@ -22,11 +22,11 @@ import gevent
 from locust import User, constant, task
 
 from exporters.records import ArmResult
+from exporters.traffic import TrafficRecord, read_traffic
 from harness.replay import queue
 from harness.replay.gevent_client import ArmClients
 from harness.replay.tracing import arm_span, replay_tracer_provider
 from harness.store import ResultStore
-from harness.traffic import TrafficRecord, read_traffic
 
 PLAN_ENV = "LAYERGATE_REPLAY_PLAN"
 IDLE_S = 0.2  # how often a user with nothing to do looks at the queue again

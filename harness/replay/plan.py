@@ -8,9 +8,9 @@ import dataclasses
 import logging
 from pathlib import Path
 
+from exporters.traffic import TrafficRecord, read_traffic
 from harness import scenarios
 from harness.replay.config import ConfigError, ReplayConfig
-from harness.traffic import TrafficRecord, read_traffic
 
 log = logging.getLogger(__name__)
 

@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from exporters.traffic import traffic_sha256, write_traffic
 from harness.manifest import Manifest, now_iso, read_manifest, write_manifest
 from harness.replay import queue
 from harness.replay.config import ConfigError, ReplayConfig
@@ -32,7 +33,6 @@ from harness.replay.plan import load_records, pending_items
 from harness.replay.scrape import scrape_arms
 from harness.rundir import RESULTS, TRAFFIC, scrape_path
 from harness.store import ResultStore
-from harness.traffic import traffic_sha256, write_traffic
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 PLAN_ENV = "LAYERGATE_REPLAY_PLAN"
