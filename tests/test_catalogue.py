@@ -6,6 +6,7 @@ thing everywhere."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -78,6 +79,11 @@ def test_the_noise_floor_excess_is_where_the_catalogue_says() -> None:
     figures = [f for f in _every_figure() if f.arm == "candidate" and f.scenario == OVERALL]
     carries = {f.name for f in figures if "excess" in f.detail}
     assert carries == {name for name, spec in FIGURES.items() if spec.excess}
+
+
+def test_the_docs_define_every_figure() -> None:
+    metrics_doc = (Path(__file__).resolve().parents[1] / "docs" / "METRICS.md").read_text()
+    assert [name for name in FIGURES if f"`{name}`" not in metrics_doc] == []
 
 
 def test_a_figure_outside_the_catalogue_is_refused() -> None:

@@ -2,7 +2,7 @@
 
 Only the request *body* is written (never headers, so never Authorization). `offset_s` is
 relative to the first captured request of this session; the scenario is the prompt's
-length class (DESIGN.md: short < 10, medium 10-50, long > 50 prompt tokens). The proxy has
+length class (docs/FORMATS.md: short < 10, medium 10-50, long > 50 prompt tokens). The proxy has
 no tokenizer: for /v1/completions it takes the upstream's `usage.prompt_tokens`; for chat,
 whose usage counts the chat template and system prompt (which scenarios/README.md leaves
 out), it estimates the non-system contents' tokens as words + punctuation marks.

@@ -43,8 +43,9 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     otherwise any critical inconclusive makes it inconclusive. Fail-closed: a run that is
     not marked complete, or an arm whose error rate is over the policy's limit, fails.
 
-    Policy keys: threshold, direction (>= or <=), critical, min_samples, required,
-    subtract_noise_floor (consistency figures: compare B-vs-A minus A'-vs-A), arm;
+    Policy keys (docs/FORMATS.md): threshold, direction (>= or <=; default the figure's
+    good side), critical, min_samples, required, subtract_noise_floor (figures with an
+    excess over the noise floor: compare B-vs-A minus A'-vs-A), arm;
     top level: extends, target_rer, max_error_rate, require_complete, gate_scenarios,
     scenarios (per-scenario overrides), rollout (RRR bounds for vip / public_5pct / full).
     """

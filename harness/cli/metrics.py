@@ -191,7 +191,7 @@ def _write_json(path: Path, run: Run, figures: list[Figure], gate: Any) -> None:
                    "status": run.manifest.status, "arms": run.manifest.arms,
                    "counts": run.manifest.counts},
            "verdict": gate.verdict if gate is not None else None,
-           "figures": [asdict(f) for f in figures]}
+           "figures": [{**asdict(f), "unit": f.unit} for f in figures]}
     try:
         path.write_text(json.dumps(out, indent=2, default=float) + "\n", encoding="utf-8")
     except OSError as exc:
