@@ -12,7 +12,7 @@ import pytest
 from exporters.records import ArmResult
 from exporters.traffic import TrafficRecord, write_traffic
 from harness.manifest import Manifest, read_manifest, write_manifest
-from harness.rundir import RunDirError, load_run, scrape_path
+from harness.rundir import load_run, scrape_path
 from harness.store import ResultStore
 
 FULL = ArmResult(
@@ -85,20 +85,26 @@ def test_load_run_reads_everything(tmp_path: Path) -> None:
     assert read_manifest(run.path).versions["layergate"]
 
 
-def test_unreadable_run_dirs_raise_run_dir_error(tmp_path: Path) -> None:
-    with pytest.raises(RunDirError, match="no such run directory"):
-        load_run(tmp_path / "missing")
+@pytest.mark.parametrize("command", ["metrics", "gate"])
+def test_an_unreadable_run_dir_exits_4_saying_what_is_wrong(tmp_path: Path,
+                                                            command: str) -> None:
+    from click.testing import CliRunner
+
+    from harness.cli import main
+
+    def says(run: Path, words: str) -> None:
+        result = CliRunner().invoke(main, [command, str(run)])
+        assert result.exit_code == 4, result.output  # infrastructure, not a verdict
+        assert words in result.output and str(run) in result.output, result.output
+
+    says(tmp_path / "missing", "no such run directory")
     run = _run_dir(tmp_path)
     (run / "results.sqlite").write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(RunDirError, match="results.sqlite"):
-        load_run(run)
+    says(run, "results.sqlite")
     (run / "manifest.json").write_text(json.dumps({"id": "x"}))
-    with pytest.raises(RunDirError, match="missing key 'kind'"):
-        load_run(run)
+    says(run, "missing key 'kind'")
     (run / "manifest.json").unlink()
-    with pytest.raises(RunDirError, match="not a run directory"):
-        load_run(run)
-    assert RunDirError.exit_code == 4
+    says(run, "not a run directory")
 
 
 def test_harness_parts_import_without_torch_or_locust() -> None:
