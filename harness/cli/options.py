@@ -136,8 +136,9 @@ def field_option(config: type, name: str, *flags: str, parse: Callable[[Any], An
         typed = ()
     shown = typed if typed not in (None, "", ()) and kind is not bool else None
     help_text = f.metadata["help"]
-    if default_note or (shown is not None and parse is not None):
-        help_text += f"  [default: {'; '.join(str(x) for x in (shown, default_note) if x)}]"
+    if default_note:  # click shows a default, not a default and a note
+        words = [str(x) for x in (shown, default_note) if x is not None]
+        help_text += f"  [default: {'; '.join(words)}]"
     else:
         attrs["show_default"] = shown is not None
     if parse is not None:

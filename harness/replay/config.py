@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from exporters.catalogue import ARMS
+from exporters.catalogue import ARMS, REQUIRED_ARMS
 
 
 class ConfigError(ValueError):
@@ -67,7 +67,7 @@ class ReplayConfig:
     def __post_init__(self) -> None:
         if (self.traffic is None) == (self.scenario is None) and not self.resume:
             raise ConfigError("give exactly one of traffic (--traffic) or scenario (--scenario)")
-        for name in ("baseline", "candidate"):
+        for name in REQUIRED_ARMS:
             if name not in self.arms:
                 raise ConfigError(f"the {name} arm needs a URL (--{name})")
         unknown = set(self.arms) - set(ARMS)
