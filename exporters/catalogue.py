@@ -23,7 +23,8 @@ Better = Literal["higher", "lower"]
 class FigureSpec:
     """What a figure name means. `excess`: the candidate's figure carries
     detail["excess"] (B against A minus A' against A) for a rule with subtract_noise_floor.
-    `not_gated`: why a gate policy may not name it (empty: it may)."""
+    `not_gated`: why a gate policy may not name it (empty: it may). `live`: computed while
+    traffic flows (from Prometheus), not by `compute_figures` over a finished run."""
 
     name: str
     unit: str  # fraction (a share in [0, 1]), ratio, s, bytes, tokens, score (0-100), nats
@@ -31,6 +32,7 @@ class FigureSpec:
     meaning: str
     excess: bool = False
     not_gated: str = ""
+    live: bool = False
 
     @property
     def gateable(self) -> bool:
@@ -46,10 +48,10 @@ FIGURES: dict[str, FigureSpec] = {}
 
 
 def _figure(name: str, unit: str, better: Better, meaning: str, *, excess: bool = False,
-            not_gated: str = "") -> str:
+            not_gated: str = "", live: bool = False) -> str:
     if name in FIGURES:
         raise ValueError(f"figure {name!r} catalogued twice")
-    FIGURES[name] = FigureSpec(name, unit, better, meaning, excess, not_gated)
+    FIGURES[name] = FigureSpec(name, unit, better, meaning, excess, not_gated, live)
     return name
 
 

@@ -70,7 +70,7 @@ def _every_figure() -> list[Figure]:
 
 def test_the_calculators_emit_exactly_the_catalogued_figures() -> None:
     figures = _every_figure()
-    assert {f.name for f in figures} == set(FIGURES)
+    assert {f.name for f in figures} == {name for name, f in FIGURES.items() if not f.live}
     assert all(f.value is not None for f in figures if f.scenario == OVERALL
                and f.arm == "candidate"), [f for f in figures if f.value is None]
 
