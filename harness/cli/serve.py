@@ -64,7 +64,7 @@ def _engine_option(name: str, *flags: str, **attrs: Any):
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Interface to bind; loopback unless you mean to expose it.")
 @click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
-@_engine_option("model", parse=_model)
+@_engine_option("model", parse=_model, show=str)
 @click.option("--api-key", default=None,
               help="Require `Authorization: Bearer KEY` on /v1/* (health, metrics stay open).")
 @_engine_option("dtype")
