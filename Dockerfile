@@ -27,4 +27,4 @@ USER layergate
 VOLUME ["/cache", "/runs"]
 EXPOSE 8000
 
-CMD ["layergate", "serve", "--host", "0.0.0.0", "--port", "8000", "--policy", "full"]
+CMD ["layergate", "serve", "--host", "0.0.0.0", "--port", "8000", "--skip-policy", "full"]

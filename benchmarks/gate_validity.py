@@ -5,7 +5,7 @@ Experiments (each repeated `--repeats K` times, a fresh replay every time):
   aa           full vs full vs full (baseline, baseline2, candidate): a false alarm is a
                run that does not pass `no-regression.yaml`; `default.yaml` must fail it on
                RER alone (no benefit, no release).
-  static       candidate `--policy static` skipping 10 layers: power = share of runs that
+  static       candidate `--skip-policy static` skipping 10 layers: power = share of runs that
                fail `no-regression.yaml`.
   slow         candidate = a full engine behind a proxy that stretches every response's
                timeline by +20 % (TTFT and each chunk): power against a latency regression.
@@ -14,7 +14,7 @@ Experiments (each repeated `--repeats K` times, a fresh replay every time):
   faster       the mirror image: the baselines' proxies stretch by 1/0.85 - 1, the
                candidate's adds nothing, so the candidate truly saves 15 % of the time
                per token (RER 0.15, latency ratio 0.85): power for a tight RER target.
-  speculative  candidate `--policy speculative` (lossless): must pass `no-regression.yaml`
+  speculative  candidate `--skip-policy speculative` (lossless): must pass `no-regression.yaml`
                on consistency (exact match within the noise floor) whatever its speed.
   cache        chat-multiturn; baselines with `--prefix-cache off --padding max`, candidate
                with the prefix cache on and bucketed padding: the gate under `default.yaml`
@@ -235,10 +235,10 @@ def run_experiment(name: str, args) -> list[Outcome]:
 
 
 def run_once(name: str, repeat: int, args) -> Outcome:
-    full = ("--policy", "full")
+    full = ("--skip-policy", "full")
     candidates = {"aa": full, "slow": full, "faster": full,
-                  "static": ("--policy", "static", "--skip-layers", SKIPPED_LAYERS),
-                  "speculative": ("--policy", "speculative")}
+                  "static": ("--skip-policy", "static", "--skip-layers", SKIPPED_LAYERS),
+                  "speculative": ("--skip-policy", "speculative")}
     plain = (*full, "--prefix-cache", "off", "--padding", "max")
     baseline = plain if name == "cache" else full
     candidate = (*full, "--prefix-cache", "on", "--padding", "bucketed") \

@@ -25,12 +25,12 @@ from pathlib import Path
 
 import httpx
 
+from exporters.traffic import TrafficRecord, read_traffic, write_traffic
 from harness.replay import ReplayConfig, run_replay
 from harness.replay.client import Target, send
 from harness.replay.transport import HttpxTransport
 from harness.rundir import RunDir
 from harness.scenarios import SCENARIOS_DIR
-from harness.traffic import TrafficRecord, read_traffic, write_traffic
 
 HERE = Path(__file__).resolve().parent
 

@@ -63,7 +63,7 @@ def main() -> None:
     from reference_engine.config import EngineConfig
     from reference_engine.engine import Engine
     from reference_engine.loading import load_model
-    from reference_engine.policies.rules import load_rules
+    from reference_engine.skip_policies.rules import load_rules
 
     torch.set_num_threads(args.threads)
     loaded = load_model(EngineConfig(threads=args.threads))
@@ -82,11 +82,11 @@ def main() -> None:
                            tuple(sorted(ranking[:args.static_k])),
                            "k least influential layers, NOT calibrated: for scale"))
     for arm in arms:
-        cfg = EngineConfig(threads=args.threads, policy=arm.policy, rules=args.rules,
+        cfg = EngineConfig(threads=args.threads, skip_policy=arm.policy, rules=args.rules,
                            skip_layers=arm.skip if arm.policy == "static" else (),
                            batch_invariant=True, prefix_cache="off")
         arm.engine = Engine(cfg, loaded=loaded)
-        arm.engine.policy.decode = counted(arm, arm.engine.policy.decode)
+        arm.engine.skip_policy.decode = counted(arm, arm.engine.skip_policy.decode)
         arm.engine.start()
     print(f"{len(traffic.prompts)} prompts of {Path(args.traffic).name}, <= {args.tokens} "
           f"greedy tokens, batch 1, {args.threads} thread(s)")

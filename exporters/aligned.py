@@ -11,10 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from exporters.catalogue import BASELINE, BASELINE2, CANDIDATE
 from exporters.records import ArmResult
-
-BASELINE, BASELINE2, CANDIDATE = "baseline", "baseline2", "candidate"
-RECORDED = "recorded"  # the response recorded in production, when the traffic carries one
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Cache-hit delta: CHD = |h_X - h_A| / h_A, h = prefix-cache hit rate of an arm.
 
 Overall, h comes from each arm's `/metrics` scraped before and after the run (counter
-deltas), as DESIGN.md defines it. Counters give one number per arm and no spread, so the
+deltas), as docs/METRICS.md defines it. Counters give one number per arm and no spread, so the
 CI is the paired bootstrap of the same ratio from the per-request `layergate` extension
 (`prefix_cache_hit_tokens` / `prefix_cache_query_tokens`); an arm without the extension
 (vLLM) has a point value only. Per scenario the counters cannot tell scenarios apart, so
@@ -17,15 +17,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from exporters.aligned import BASELINE, BASELINE2, CANDIDATE, Aligned, compared_arms
+from exporters.aligned import Aligned, compared_arms
 from exporters.bootstrap import SumTable
+from exporters.catalogue import BASELINE, BASELINE2, CACHE_HIT_DELTA, CANDIDATE
 from exporters.config import MetricsConfig
 from exporters.estimate import SumStat, estimate, status_for
 from exporters.figures import OVERALL, Figure
 from exporters.prom_text import cache_counters
 from exporters.records import MetricsScrape
-
-NAME = "cache_hit_delta"
 
 
 def hit_rate(scrapes: Sequence[MetricsScrape], arm: str) -> tuple[float | None, str]:
@@ -90,8 +89,8 @@ def figures(table: SumTable, al: Aligned, scrapes: Sequence[MetricsScrape],
         floor = delta(h_a, hit_rate(scrapes, BASELINE2)[0])[0]
     for arm in arms:
         noise = _stat(BASELINE2) if arm == CANDIDATE and BASELINE2 in arms else None
-        per = estimate(table, _stat(arm), al.scenario_names, config, NAME, arm, noise=noise,
-                       excess=True)
+        per = estimate(table, _stat(arm), al.scenario_names, config, CACHE_HIT_DELTA, arm,
+                       noise=noise)
         overall, scenarios = per[0], per[1:]
         h_x, why_x = hit_rate(scrapes, arm)
         value, why = delta(h_a, h_x)
@@ -108,7 +107,7 @@ def figures(table: SumTable, al: Aligned, scrapes: Sequence[MetricsScrape],
             e_low, e_high = _widen(value - floor, overall.detail.get("excess_ci") or (None, None))
             detail["excess"] = value - floor
             detail["excess_ci"] = None if e_low is None else [e_low, e_high]
-        out.append(Figure(NAME, value, arm, OVERALL, ci_low=low, ci_high=high, n=n,
+        out.append(Figure(CACHE_HIT_DELTA, value, arm, OVERALL, ci_low=low, ci_high=high, n=n,
                           status=status, reason=reason,
                           noise_floor=floor if arm == CANDIDATE else None, detail=detail))
         out += [Figure(**{**f.__dict__, "detail": {**f.detail, "source": "extension"}})

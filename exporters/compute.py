@@ -5,9 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from exporters import cache_hit, consistency, determinism, latency, rer, rollout, termination
+from exporters import (
+    cache_hit,
+    consistency,
+    determinism_figures,
+    latency,
+    rer,
+    rrr,
+    termination,
+)
 from exporters.aligned import align
 from exporters.bootstrap import resample_sums
+from exporters.catalogue import RER
 from exporters.config import MetricsConfig
 from exporters.figures import Figure
 from exporters.records import ArmResult, MetricsScrape
@@ -20,8 +29,8 @@ def compute_figures(results: Iterable[ArmResult], scrapes: Sequence[MetricsScrap
                     config: MetricsConfig | None = None) -> list[Figure]:
     """Figures of a shadow replay (`repeat` 0 rows; arm `recorded` = the traffic's recorded
     responses, judged against by `termination_accuracy_recorded` only) and of its repeat
-    suite (`determinism`, or the rows of `results` that belong to repeated prompts when
-    None)."""
+    suite (`determinism`: the rows of the run's determinism sub-run, or, when None, the rows
+    of `results` that belong to repeated prompts)."""
     config = config if config is not None else MetricsConfig()
     results = list(results)
     # prompts sent more than once belong to a repeat suite, not to the shadow replay
@@ -42,10 +51,6 @@ def compute_figures(results: Iterable[ArmResult], scrapes: Sequence[MetricsScrap
     for calc in _SUM_CALCULATORS:
         figures += calc.figures(table, al, config)
     figures += cache_hit.figures(table, al, scrapes, config)
-    figures += rollout.figures([f for f in figures if f.name == "rer"], config)
-    figures += determinism_figures(determinism or (), config)
+    figures += rrr.figures([f for f in figures if f.name == RER], config)
+    figures += determinism_figures.figures(determinism or (), config)
     return figures
-
-
-def determinism_figures(results: Iterable[ArmResult], config: MetricsConfig) -> list[Figure]:
-    return determinism.figures(results, config)

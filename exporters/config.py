@@ -10,18 +10,20 @@ from typing import Any
 class MetricsConfig:
     """How figures are computed; recorded beside them so a verdict can be reproduced."""
 
-    n_resamples: int = field(default=1000, metadata={"help": "bootstrap resamples per figure"})
-    seed: int = field(default=0, metadata={"help": "seed of the bootstrap resampler"})
+    n_resamples: int = field(default=1000, metadata={
+        "help": "Bootstrap resamples behind every CI.", "min": 1})
+    seed: int = field(default=0, metadata={"help": "Seed of the bootstrap resampler."})
     confidence: float = field(default=0.95, metadata={"help": "confidence level of the CIs"})
-    min_samples: int = field(
-        default=20, metadata={"help": "fewer paired requests than this: status `insufficient`"})
+    min_samples: int = field(default=20, metadata={
+        "help": "Fewer paired requests than this make a figure `insufficient`.", "min": 1})
     min_determinism_prompts: int = field(
         default=5, metadata={"help": "fewer repeated prompts than this: `insufficient`"})
     termination_tolerance: int = field(
         default=2, metadata={"help": "tokens B may stop before / after A and still be correct"})
     slo_ttft_s: float = field(default=2.0, metadata={"help": "goodput SLO on TTFT, seconds"})
     slo_tpot_s: float = field(default=0.5, metadata={"help": "goodput SLO on TPOT, seconds"})
-    target_rer: float = field(default=0.20, metadata={"help": "RER the rollout stages aim at"})
+    target_rer: float = field(default=0.20, metadata={
+        "help": "RER the rollout stage (rrr) aims at.", "min": 0, "min_open": True})
     text_sample: int = field(
         default=2000,
         metadata={"help": "BLEU / chrF on at most this many pairs (seeded, stratified sample)"})

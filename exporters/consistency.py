@@ -13,8 +13,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from exporters.aligned import BASELINE, BASELINE2, CANDIDATE, Aligned, compared_arms
+from exporters.aligned import Aligned, compared_arms
 from exporters.bootstrap import SumTable
+from exporters.catalogue import (
+    BASELINE,
+    BASELINE2,
+    BLEU,
+    CANDIDATE,
+    CHRF,
+    EXACT_MATCH,
+    FIRST_DIVERGENCE,
+    TOKEN_KL,
+    compared_tokens,
+    same_output,
+)
 from exporters.config import MetricsConfig
 from exporters.estimate import SumStat, estimate
 from exporters.figures import Figure
@@ -34,18 +46,12 @@ CHRF_COLS = 3 * CHRF_ORDER
 
 
 def compare(a: ArmResult, x: ArmResult) -> tuple[bool, int]:
-    """(identical, common prefix length) of two answers."""
-    if a.token_ids is not None and x.token_ids is not None:
-        sa, sx = a.token_ids, x.token_ids
-    else:
-        sa, sx = a.output_text.split(), x.output_text.split()
-        if a.output_text == x.output_text:
-            return True, len(sa)
-    if sa == sx:
+    """(the same output, common prefix length in tokens, or whitespace words without ids)."""
+    sa, sx = compared_tokens(a, x)
+    if same_output(a, x):
         return True, len(sa)
     n = min(len(sa), len(sx))
-    prefix = next((i for i in range(n) if sa[i] != sx[i]), n)
-    return False, prefix
+    return False, next((i for i in range(n) if sa[i] != sx[i]), n)
 
 
 def text_sample(al: Aligned, eligible: np.ndarray, size: int, seed: int) -> np.ndarray:
@@ -103,13 +109,13 @@ def stats(arm: str) -> dict[str, SumStat]:
     p = f"cons.{arm}."
     none = "no request succeeded on both arms"
     return {
-        "exact_match": SumStat(lambda e, n: e / n, (p + "exact", p + "n"), p + "n", none),
-        "first_divergence": SumStat(lambda f, n: f / n, (p + "prefix", p + "n"), p + "n", none),
-        "bleu": SumStat(bleu_score, tuple(f"{p}bleu{j}" for j in range(BLEU_COLS)),
+        EXACT_MATCH: SumStat(lambda e, n: e / n, (p + "exact", p + "n"), p + "n", none),
+        FIRST_DIVERGENCE: SumStat(lambda f, n: f / n, (p + "prefix", p + "n"), p + "n", none),
+        BLEU: SumStat(bleu_score, tuple(f"{p}bleu{j}" for j in range(BLEU_COLS)),
                         p + "text_n", none),
-        "chrf": SumStat(chrf_score, tuple(f"{p}chrf{j}" for j in range(CHRF_COLS)),
+        CHRF: SumStat(chrf_score, tuple(f"{p}chrf{j}" for j in range(CHRF_COLS)),
                         p + "text_n", none),
-        "token_kl": SumStat(lambda s, n: s / n, (p + "kl_sum", p + "kl_pos"), p + "kl_pos",
+        TOKEN_KL: SumStat(lambda s, n: s / n, (p + "kl_sum", p + "kl_pos"), p + "kl_pos",
                             "no top_logprobs returned by both arms"),
     }
 
@@ -117,16 +123,14 @@ def stats(arm: str) -> dict[str, SumStat]:
 def figures(table: SumTable, al: Aligned, config: MetricsConfig) -> list[Figure]:
     arms = compared_arms(al)
     out: list[Figure] = []
-    units = {"first_divergence": "tokens", "bleu": "score", "chrf": "score", "token_kl": "nats"}
     for arm in arms:
         floor = stats(BASELINE2) if arm == CANDIDATE and BASELINE2 in arms else None
         for name, stat in stats(arm).items():
             def detail(s, name=name, arm=arm):
-                if name not in ("bleu", "chrf"):
+                if name not in (BLEU, CHRF):
                     return {}
                 return {"pairs": int(table.sums(f"cons.{arm}.n", s)[0]),
                         "sample_limit": config.text_sample}
             out += estimate(table, stat, al.scenario_names, config, name, arm,
-                            unit=units.get(name, ""), noise=floor[name] if floor else None,
-                            excess=True, detail=detail)
+                            noise=floor[name] if floor else None, detail=detail)
     return out

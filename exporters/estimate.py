@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from exporters.bootstrap import SumTable, percentile_ci
+from exporters.catalogue import figure_spec
 from exporters.config import MetricsConfig
 from exporters.figures import OVERALL, Figure
 
@@ -45,12 +46,13 @@ def status_for(value: float | None, n: int, minimum: int, undefined: str
 
 
 def estimate(table: SumTable, stat: SumStat, scenario_names: tuple[str, ...],
-             config: MetricsConfig, name: str, arm: str, unit: str = "",
-             noise: SumStat | None = None, excess: bool = False,
+             config: MetricsConfig, name: str, arm: str,
+             noise: SumStat | None = None,
              detail: Callable[[int | None], dict[str, Any]] | None = None) -> list[Figure]:
     """One Figure per scenario (and overall). With `noise` (the same statistic for A' vs A),
-    `noise_floor` is set and, when `excess`, detail["excess"] / ["excess_ci"] too, from
-    the same resamples."""
+    `noise_floor` is set and, for a figure catalogued with an excess, detail["excess"] /
+    ["excess_ci"] too, from the same resamples."""
+    excess = figure_spec(name).excess
     out = []
     for label, stratum in scenarios(scenario_names):
         value, boot = table.evaluate(stat.fn, stat.columns, stratum)
@@ -70,7 +72,7 @@ def estimate(table: SumTable, stat: SumStat, scenario_names: tuple[str, ...],
                 extra["excess_ci"] = [e_low, e_high]
         out.append(Figure(name=name, value=value, arm=arm, scenario=label, ci_low=low,
                           ci_high=high, n=n, status=status, reason=reason, noise_floor=floor,
-                          unit=unit, detail=extra))
+                          detail=extra))
     return out
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from exporters.catalogue import CANDIDATE, FigureSpec, figure_spec
+
 Status = Literal["ok", "insufficient", "not_computable"]
 OVERALL = "all"
 
@@ -13,6 +15,7 @@ OVERALL = "all"
 class Figure:
     """One metric value for one arm (or arm pair) and one scenario.
 
+    `name` is a catalogued figure (exporters.catalogue), which gives its unit and meaning.
     `status` says whether `value` can be trusted: "insufficient" when there were fewer
     samples than the minimum, "not_computable" when the definition does not apply
     (e.g. cache-hit delta with a baseline hit rate of 0); `reason` says why in words.
@@ -21,7 +24,7 @@ class Figure:
 
     name: str
     value: float | None
-    arm: str = "candidate"
+    arm: str = CANDIDATE
     scenario: str = OVERALL
     ci_low: float | None = None
     ci_high: float | None = None
@@ -29,5 +32,15 @@ class Figure:
     status: Status = "ok"
     reason: str = ""
     noise_floor: float | None = None
-    unit: str = ""
     detail: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        figure_spec(self.name)  # an uncatalogued name is a bug in the calculator
+
+    @property
+    def spec(self) -> FigureSpec:
+        return figure_spec(self.name)
+
+    @property
+    def unit(self) -> str:
+        return self.spec.unit

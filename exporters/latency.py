@@ -17,22 +17,24 @@ from itertools import chain
 
 import numpy as np
 
-from exporters.aligned import (
+from exporters.aligned import Aligned, ArmColumns, compared_arms
+from exporters.bootstrap import SumTable
+from exporters.catalogue import (
     BASELINE,
     BASELINE2,
     CANDIDATE,
+    E2E_JITTER,
+    ERROR_RATE,
+    GOODPUT,
+    LATENCY_RATIO,
+    QUANTILES,
     RECORDED,
-    Aligned,
-    ArmColumns,
-    compared_arms,
+    TOKEN_EFFICIENCY,
 )
-from exporters.bootstrap import SumTable
 from exporters.config import MetricsConfig
 from exporters.estimate import SumStat, estimate, scenarios, status_for
 from exporters.figures import Figure
 from exporters.stats import quantiles_ci, wilcoxon
-
-QUANTILES = {"p50": 0.50, "p90": 0.90, "p99": 0.99}
 
 
 def measured_arms(al: Aligned) -> tuple[str, ...]:
@@ -100,15 +102,15 @@ def _quantile_figures(al: Aligned, arm: str, config: MetricsConfig) -> list[Figu
                                       "for this percentile"} \
                     if point is not None and (low is None or high is None) else {}
                 out.append(Figure(f"{kind}_{qname}", point, arm, label, low, high, n, status,
-                                  reason, unit="s", detail=open_ci))
+                                  reason, detail=open_ci))
             if kind == "e2e":
                 (p50, l50, h50), (p99, l99, h99) = got["p50"], got["p99"]
                 jitter = p99 - p50 if p50 is not None else None
                 low = l99 - h50 if l99 is not None and h50 is not None else None
                 high = h99 - l50 if h99 is not None and l50 is not None else None
                 status, reason = status_for(jitter, n, config.min_samples, "no E2E measured")
-                out.append(Figure("e2e_jitter", jitter, arm, label, low, high, n, status,
-                                  reason, unit="s"))
+                out.append(Figure(E2E_JITTER, jitter, arm, label, low, high, n, status,
+                                  reason))
     return out
 
 
@@ -130,20 +132,19 @@ def figures(table: SumTable, al: Aligned, config: MetricsConfig) -> list[Figure]
     for arm in measured_arms(al):
         out += _quantile_figures(al, arm, config)
         p = f"lat.{arm}."
-        for name, stat, unit in (
-            ("goodput", SumStat(lambda g, n: g / n, (p + "good", p + "n"), p + "n"), ""),
-            ("error_rate", SumStat(lambda e, n: e / n, (p + "error", p + "n"), p + "n"), ""),
-            ("token_efficiency", SumStat(lambda u, c: u / c, (p + "useful", p + "computed"),
-                                         p + "eff_n",
-                                         "the arm reported no computed_tokens / prompt usage"),
-             "")):
-            out += estimate(table, stat, al.scenario_names, config, name, arm, unit)
+        for name, stat in (
+            (GOODPUT, SumStat(lambda g, n: g / n, (p + "good", p + "n"), p + "n")),
+            (ERROR_RATE, SumStat(lambda e, n: e / n, (p + "error", p + "n"), p + "n")),
+            (TOKEN_EFFICIENCY, SumStat(lambda u, c: u / c, (p + "useful", p + "computed"),
+                                       p + "eff_n",
+                                       "the arm reported no computed_tokens / prompt usage"))):
+            out += estimate(table, stat, al.scenario_names, config, name, arm)
     arms = compared_arms(al)
     for arm in arms:
         def ratio(name: str) -> SumStat:
             return SumStat(lambda s, n: np.exp(s / n), (f"lat.{name}.logr", f"lat.{name}.lr_n"),
                            f"lat.{name}.lr_n", "no request succeeded on both arms")
         noise = ratio(BASELINE2) if arm == CANDIDATE and BASELINE2 in arms else None
-        out += estimate(table, ratio(arm), al.scenario_names, config, "latency_ratio", arm,
+        out += estimate(table, ratio(arm), al.scenario_names, config, LATENCY_RATIO, arm,
                         noise=noise, detail=lambda s, arm=arm: _paired_test(al, table, arm, s))
     return out

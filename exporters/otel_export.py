@@ -18,6 +18,7 @@ from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, V
 from opentelemetry.sdk.resources import Resource
 from prometheus_client import CollectorRegistry
 
+from exporters.catalogue import figure_spec
 from exporters.figures import Figure
 from exporters.records import ArmResult
 
@@ -63,7 +64,8 @@ class OtelRunExporter:
             for suffix, attr in (("", "value"), (".ci_low", "ci_low"), (".ci_high", "ci_high")):
                 meter.create_observable_gauge(f"layergate.run.{name}{suffix}",
                                               callbacks=[self._callback(name, attr)],
-                                              description=f"{attr} of figure {name}")
+                                              description=f"{attr} of {name} "
+                                                          f"({figure_spec(name).meaning})")
         self._record(meter, results)
 
     def _callback(self, name: str, attr: str):

@@ -13,11 +13,11 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from exporters.catalogue import VERDICTS, exit_code, figure_spec
 from exporters.figures import Figure
 
 PREFIX = "layergate_run_"
 LABELS = ("run", "arm", "scenario")
-VERDICT_CODES = {"pass": 0, "fail": 1, "inconclusive": 3}  # the gate's exit codes
 
 
 class RunFiguresCollector(Collector):
@@ -28,8 +28,8 @@ class RunFiguresCollector(Collector):
                  thresholds: Mapping[tuple[str, str, str], float] | None = None,
                  verdict: str | None = None, verdict_time: float | None = None) -> None:
         """`thresholds`: (figure name, arm, scenario) -> the gate policy's threshold."""
-        if verdict is not None and verdict not in VERDICT_CODES:
-            raise ValueError(f"verdict must be one of {sorted(VERDICT_CODES)}, got {verdict!r}")
+        if verdict is not None and verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {', '.join(VERDICTS)}, got {verdict!r}")
         self.run_id = run_id
         self.figures = tuple(figures)
         self.thresholds = dict(thresholds or {})
@@ -44,13 +44,16 @@ class RunFiguresCollector(Collector):
                 continue
             name = f"{PREFIX}{f.name}{suffix}"
             if name not in families:
-                families[name] = GaugeMetricFamily(name, help_text.format(name=f.name),
-                                                   labels=LABELS)
+                spec = figure_spec(f.name)
+                families[name] = GaugeMetricFamily(
+                    name, help_text.format(name=f.name, meaning=spec.meaning, unit=spec.unit),
+                    labels=LABELS)
             families[name].add_metric((self.run_id, f.arm, f.scenario), float(value))
         return families
 
     def collect(self) -> Iterator[Metric]:
-        yield from self._families("", "Figure {name} of a finished run", "value").values()
+        yield from self._families("", "{name} of a finished run ({unit}): {meaning}",
+                                  "value").values()
         yield from self._families("_ci_low", "Lower CI bound of {name}", "ci_low").values()
         yield from self._families("_ci_high", "Upper CI bound of {name}", "ci_high").values()
         families: dict[str, GaugeMetricFamily] = {}
@@ -60,10 +63,11 @@ class RunFiguresCollector(Collector):
             family.add_metric((self.run_id, arm, scenario), float(threshold))
         yield from families.values()
         if self.verdict is not None:
+            codes = ", ".join(f"{int(exit_code(v))} {v}" for v in VERDICTS)
             verdict = GaugeMetricFamily(f"{PREFIX}verdict",
-                                        "Gate verdict: 0 pass, 1 fail, 3 inconclusive",
+                                        f"Gate verdict as its exit code: {codes}",
                                         labels=("run",))
-            verdict.add_metric((self.run_id,), VERDICT_CODES[self.verdict])
+            verdict.add_metric((self.run_id,), int(exit_code(self.verdict)))
             yield verdict
             if self.verdict_time is not None:
                 stamp = GaugeMetricFamily(f"{PREFIX}verdict_timestamp_seconds",

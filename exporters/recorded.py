@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from exporters.aligned import RECORDED
+from exporters.catalogue import RECORDED
 from exporters.records import ArmResult
 
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-ARMS = ("baseline", "baseline2", "candidate")
-
 
 @dataclass(frozen=True)
 class ArmResult:
@@ -46,7 +44,7 @@ class ArmResult:
 
     @property
     def tpot_s(self) -> float | None:
-        """(E2E - TTFT) / (output tokens - 1), per DESIGN.md; None when undefined."""
+        """(E2E - TTFT) / (output tokens - 1) (docs/METRICS.md); None when undefined."""
         if self.e2e_s is None or self.ttft_s is None or self.output_tokens < 2:
             return None
         return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)

@@ -1,5 +1,5 @@
 """Redundancy elimination rate: the share of time per output token the arm eliminated
-against the baseline, over paired requests (DESIGN.md "Metric definitions").
+against the baseline, over paired requests (docs/METRICS.md).
 
 rer            = 1 - (sum E2E_X / sum tokens_X) / (sum E2E_A / sum tokens_A)
 rer_decode     = the same from the decode phase only: (E2E - TTFT) over (tokens - 1)
@@ -11,8 +11,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from exporters.aligned import BASELINE, CANDIDATE, Aligned, compared_arms
+from exporters.aligned import Aligned, compared_arms
 from exporters.bootstrap import SumTable
+from exporters.catalogue import (
+    BASELINE,
+    BASELINE2,
+    CANDIDATE,
+    RER,
+    RER_DECODE,
+    RER_REALISATION,
+    RER_THEORETICAL,
+)
 from exporters.config import MetricsConfig
 from exporters.estimate import SumStat, estimate
 from exporters.figures import Figure
@@ -56,12 +65,12 @@ def stats(arm: str) -> dict[str, SumStat]:
     p = f"rer.{arm}."
     cols = (p + "e2e_a", p + "tok_a", p + "e2e_x", p + "tok_x")
     return {
-        "rer": SumStat(_rer, cols, p + "n", "no request succeeded on both arms"),
-        "rer_decode": SumStat(_rer, (p + "dec_a", p + "dtok_a", p + "dec_x", p + "dtok_x"),
+        RER: SumStat(_rer, cols, p + "n", "no request succeeded on both arms"),
+        RER_DECODE: SumStat(_rer, (p + "dec_a", p + "dtok_a", p + "dec_x", p + "dtok_x"),
                               p + "dec_n", "no paired request with TTFT and >= 2 tokens"),
-        "rer_theoretical": SumStat(lambda w, t: w / t, (p + "th_w", p + "th_tok"), p + "th_n",
+        RER_THEORETICAL: SumStat(lambda w, t: w / t, (p + "th_w", p + "th_tok"), p + "th_n",
                                    "the arm reported no theoretical_saving"),
-        "rer_realisation": SumStat(_realisation, cols + (p + "th_w", p + "th_tok"), p + "th_n",
+        RER_REALISATION: SumStat(_realisation, cols + (p + "th_w", p + "th_tok"), p + "th_n",
                                    "theoretical RER is 0 or unknown: nothing to realise"),
     }
 
@@ -70,8 +79,8 @@ def figures(table: SumTable, al: Aligned, config: MetricsConfig) -> list[Figure]
     arms = compared_arms(al)
     out: list[Figure] = []
     for arm in arms:
-        floor = stats("baseline2") if arm == CANDIDATE and "baseline2" in arms else None
+        floor = stats(BASELINE2) if arm == CANDIDATE and BASELINE2 in arms else None
         for name, stat in stats(arm).items():
-            noise = floor[name] if floor and name in ("rer", "rer_decode") else None
+            noise = floor[name] if floor and name in (RER, RER_DECODE) else None
             out += estimate(table, stat, al.scenario_names, config, name, arm, noise=noise)
     return out

@@ -20,16 +20,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from exporters.aligned import BASELINE, BASELINE2, CANDIDATE, RECORDED, Aligned, compared_arms
+from exporters.aligned import Aligned, compared_arms
 from exporters.bootstrap import SumTable
+from exporters.catalogue import (
+    BASELINE,
+    BASELINE2,
+    CANDIDATE,
+    RECORDED,
+    TERMINATION_ACCURACY,
+    TERMINATION_ACCURACY_RECORDED,
+    TERMINATION_OVERRUN,
+    TERMINATION_PREMATURE,
+    TERMINATION_TRUNCATED,
+)
 from exporters.config import MetricsConfig
 from exporters.estimate import SumStat, estimate
 from exporters.figures import Figure
 
 KINDS = ("correct", "truncated", "premature", "overrun")
-NAMES = {"correct": "termination_accuracy", "truncated": "termination_truncated",
-         "premature": "termination_premature", "overrun": "termination_overrun"}
-RECORDED_NAME = "termination_accuracy_recorded"
+NAMES = {"correct": TERMINATION_ACCURACY, "truncated": TERMINATION_TRUNCATED,
+         "premature": TERMINATION_PREMATURE, "overrun": TERMINATION_OVERRUN}
 
 
 def classify(o_len: np.ndarray, o_tok: np.ndarray, x_len: np.ndarray, x_tok: np.ndarray,
@@ -118,6 +128,6 @@ def _recorded_figures(table: SumTable, al: Aligned, config: MetricsConfig) -> li
     for arm in arms:
         # the baseline's own agreement with the recording is what the candidate's is read against
         noise = stat(BASELINE) if arm == CANDIDATE and BASELINE in arms else None
-        out += estimate(table, stat(arm), al.scenario_names, config, RECORDED_NAME, arm,
-                        noise=noise, detail=detail)
+        out += estimate(table, stat(arm), al.scenario_names, config,
+                        TERMINATION_ACCURACY_RECORDED, arm, noise=noise, detail=detail)
     return out

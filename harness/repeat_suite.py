@@ -20,11 +20,11 @@ from typing import Any
 from rich.progress import Progress
 
 from exporters.records import ArmResult
+from exporters.traffic import TrafficRecord, read_traffic
 from harness.manifest import Manifest
 from harness.replay.client import Target, send
 from harness.replay.transport import HttpxTransport, Transport
 from harness.rundir import RunDir
-from harness.traffic import TrafficRecord, read_traffic
 
 
 class DeterminismError(ValueError):
@@ -33,17 +33,27 @@ class DeterminismError(ValueError):
 
 @dataclass(frozen=True)
 class DeterminismConfig:
-    targets: dict[str, str] = field(metadata={"help": "arm name -> base URL"})
-    traffic: Path = field(metadata={"help": "JSONL traffic; the first K records are used"})
-    out: Path = field(metadata={"help": "run directory to create"})
-    repeats: int = field(default=5, metadata={"help": "sends of each prompt per level"})
-    concurrency: tuple[int, ...] = field(default=(1,), metadata={"help": "in-flight levels"})
-    requests: int | None = field(default=None, metadata={"help": "use the first K records"})
+    targets: dict[str, str] = field(metadata={
+        "help": "Server to test; repeat as ARM=URL for several arms (a bare URL is the arm "
+                "`candidate`)."})
+    traffic: Path = field(metadata={
+        "help": "JSONL traffic file; its first --requests records are the prompts."})
+    out: Path = field(metadata={
+        "help": "Run directory to create (e.g. RUN_DIR/determinism of a replay run)."})
+    repeats: int = field(default=5, metadata={
+        "help": "How many times each prompt is sent at each concurrency level.", "min": 2})
+    concurrency: tuple[int, ...] = field(default=(1,), metadata={
+        "help": "Concurrency levels: requests in flight at once, e.g. 1,4."})
+    requests: int | None = field(default=None, metadata={
+        "help": "Use only the first K records.", "min": 1})
     timeout: float = field(default=120.0, metadata={
-        "help": "seconds from the intended send until the whole answer must be in"})
-    model: str | None = field(default=None, metadata={"help": "`model` to put in the body"})
-    skip_invalid: bool = False
-    progress: bool = True
+        "help": "Seconds from the intended send until the whole answer must be in.",
+        "min": 0, "min_open": True})
+    model: str | None = field(default=None, metadata={
+        "help": "`model` to put in every request body."})
+    skip_invalid: bool = field(default=False, metadata={
+        "help": "Skip (and report) bad traffic lines."})
+    progress: bool = field(default=True, metadata={"help": "Show a progress bar."})
 
     def __post_init__(self) -> None:
         if not self.targets:

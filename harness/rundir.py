@@ -19,9 +19,7 @@ from typing import Any
 
 from exporters.recorded import recorded_results
 from exporters.records import ArmResult, MetricsScrape
-from harness.manifest import Manifest, parse_manifest
-from harness.store import ResultStore, StoreError
-from harness.traffic import (
+from exporters.traffic import (
     TrafficError,
     TrafficFile,
     TrafficRecord,
@@ -29,6 +27,8 @@ from harness.traffic import (
     traffic_sha256,
     write_traffic,
 )
+from harness.manifest import Manifest, parse_manifest
+from harness.store import ResultStore, StoreError
 
 MANIFEST = "manifest.json"
 RESULTS = "results.sqlite"
@@ -37,13 +37,11 @@ SCRAPES = "scrapes"
 DETERMINISM = "determinism"
 LOCUST = "locust"  # Locust's --csv prefix: locust_stats.csv, locust_failures.csv, ...
 SCRAPE_TIMES = ("before", "after")
-EXIT_CODE = 4
 
 
 class RunDirError(RuntimeError):
-    """A run directory that cannot be read; the message says what and where."""
-
-    exit_code = EXIT_CODE
+    """A run directory that cannot be read; the message says what and where (the CLI exits
+    with ExitCode.INFRASTRUCTURE)."""
 
 
 @dataclass(frozen=True)

@@ -22,12 +22,12 @@ from typing import Any
 
 import yaml
 
-from harness.traffic import TrafficError, TrafficRecord, read_traffic
+from exporters.traffic import TrafficError, TrafficRecord, read_traffic
 
 SCENARIOS_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 MIXES_DIR = SCENARIOS_DIR / "mixes"
 ARRIVALS = ("poisson", "gamma", "timestamps")
-# DESIGN.md's prompt-length classes, in prompt tokens (inclusive): short < 10, medium
+# the prompt-length classes (docs/FORMATS.md), in prompt tokens (inclusive): short < 10, medium
 # 10-50, long > 50; the capture proxy labels what it records with them
 DEFAULT_CLASSES = {"short": (0, 9), "medium": (10, 50), "long": (51, None)}
 REQUIRED = ("name", "description", "sources", "classes", "weights", "requests", "seed",
@@ -251,7 +251,7 @@ def build_traffic(name_or_path: str | Path, requests: int | None = None,
 
 
 def length_class(prompt_tokens: int) -> str:
-    """DESIGN.md's class of a prompt by its token count."""
+    """The length class of a prompt by its token count (docs/FORMATS.md)."""
     for name, (lo, hi) in DEFAULT_CLASSES.items():
         if prompt_tokens >= lo and (hi is None or prompt_tokens <= hi):
             return name

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from reference_engine.skip_policies.registry import skip_policy_names
+
 DEFAULT_MODEL = "smollm2-135m"
 DTYPES = ("fp32", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
@@ -18,30 +20,49 @@ class EngineConfig:
     """Everything that decides what the engine computes and how; `to_dict()` records it."""
 
     model: str = field(default=DEFAULT_MODEL, metadata={
-        "help": "`smollm2-135m` (the bundled GGUF) or a local Hugging Face Llama-family dir"})
-    dtype: str = field(default="fp32", metadata={"help": "fp32 | bf16"})
-    device: str = field(default="auto", metadata={"help": "auto | cpu | cuda"})
-    threads: int = field(default=0, metadata={"help": "torch intra-op threads; 0 = default"})
-    seed: int = field(default=0, metadata={"help": "global seed, pinned at load"})
-    policy: str = field(default="full", metadata={"help": "registered layer policy name"})
-    rules: str | None = field(default=None, metadata={"help": "rules file for `dynamic`"})
+        "help": f"`{DEFAULT_MODEL}` (the bundled GGUF) or a local Hugging Face Llama-family "
+                "directory."})
+    dtype: str = field(default="fp32", metadata={"help": "Weights and activations dtype.",
+                                                 "choices": DTYPES})
+    device: str = field(default="auto", metadata={"help": "Where the model runs.",
+                                                  "choices": DEVICES})
+    threads: int = field(default=0, metadata={
+        "help": "torch threads; 0 = torch's default. Recorded with the numerics.", "min": 0})
+    seed: int = field(default=0, metadata={"help": "Global seed, pinned."})
+    skip_policy: str = field(default="full", metadata={
+        "help": "Which layers run: full depth, a static pruned set, dynamic skipping by "
+                "rules, or self-speculative decoding.", "choices": skip_policy_names})
+    rules: str | None = field(default=None, metadata={
+        "help": "Rules file written by `layergate calibrate` for static, dynamic and "
+                "speculative (default: the bundled calibrated one of the model)."})
     skip_layers: tuple[int, ...] = field(default=(), metadata={
-        "help": "layer indices for `static`"})
+        "help": "Decoder layers to skip under `static` (or the draft's under `speculative`), "
+                "e.g. 3,4; default: from the rules file."})
     dry_run: bool = field(default=False, metadata={
-        "help": "decide and report, but execute every layer"})
-    policy_options: tuple[tuple[str, Any], ...] = field(default=(), metadata={
-        "help": "extra (key, value) options for the policy"})
+        "help": "Decide and report what the skip policy would skip, but run every layer."})
+    skip_policy_options: tuple[tuple[str, Any], ...] = field(default=(), metadata={
+        "help": "Skip-policy setting over the rules file, repeatable; `speculative`: gamma=N "
+                "(drafted tokens per step), exit_after=E (draft exits after layer E), "
+                "head_tokens=N (draft LM head cut to the first N ids)."})
     batch_invariant: bool = field(default=False, metadata={
-        "help": "a request's output never depends on what else is in the batch"})
-    padding: str = field(default="bucketed", metadata={"help": "bucketed | max"})
-    prefix_cache: str = field(default="on", metadata={"help": "on | off"})
-    prefix_cache_block: int = field(default=16, metadata={"help": "tokens per cached block"})
+        "help": "A request's output never depends on what else is in the batch."})
+    padding: str = field(default="bucketed", metadata={
+        "help": "Pad within prompt-length buckets, or every batch to its longest sequence.",
+        "choices": PADDINGS})
+    prefix_cache: str = field(default="on", metadata={
+        "help": "Reuse KV of shared prompt prefixes.", "choices": PREFIX_CACHE_MODES})
+    prefix_cache_block: int = field(default=16, metadata={"help": "Tokens per cached block.",
+                                                          "min": 1})
     prefix_cache_bytes: int = field(default=256 * 1024 * 1024, metadata={
-        "help": "byte budget of the prefix cache (LRU eviction past it)"})
-    max_batch_size: int = field(default=8, metadata={"help": "running sequences at most"})
-    max_queue: int = field(default=64, metadata={"help": "waiting requests at most"})
+        "help": "Byte budget of the prefix cache (LRU eviction past it)."})
+    max_batch_size: int = field(default=8, metadata={
+        "help": "Sequences decoded together at most.", "min": 1})
+    max_queue: int = field(default=64, metadata={
+        "help": "Waiting requests at most; past it the server answers 429 + Retry-After.",
+        "min": 1})
     max_model_len: int | None = field(default=None, metadata={
-        "help": "context length; None = min(2048, the model's)"})
+        "help": "Context length (prompt + completion); default min(2048, the model's).",
+        "min": 2})
     buckets: tuple[int, ...] = field(default=DEFAULT_BUCKETS, metadata={
         "help": "prompt-length bucket boundaries for bucketed padding"})
 
@@ -62,14 +83,14 @@ class EngineConfig:
                              f"got {self.buckets}")
 
     @property
-    def options(self) -> dict[str, Any]:
-        return dict(self.policy_options)
+    def skip_policy_settings(self) -> dict[str, Any]:
+        return dict(self.skip_policy_options)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["skip_layers"] = list(self.skip_layers)
         d["buckets"] = list(self.buckets)
-        d["policy_options"] = dict(self.policy_options)
+        d["skip_policy_options"] = dict(self.skip_policy_options)
         return d
 
 

@@ -22,8 +22,6 @@ from reference_engine.config import EngineConfig
 from reference_engine.extension import build_extension
 from reference_engine.loading import LoadedModel, load_model
 from reference_engine.metrics import EngineMetrics, RequestRecord
-from reference_engine.policies import create_policy
-from reference_engine.policies.base import Policy, StepResult
 from reference_engine.prefix_cache import PrefixCache
 from reference_engine.runner import ForwardOutput, ModelRunner
 from reference_engine.sampling import RequestSampler, SampledToken, StopChecker
@@ -35,18 +33,21 @@ from reference_engine.scheduler import (
     prefill_groups,
 )
 from reference_engine.sequence import SequenceState
+from reference_engine.skip_policies.base import SkipPolicy, StepResult
+from reference_engine.skip_policies.registry import create_skip_policy
 
 __all__ = ["Engine", "EngineStopped", "QueueFull"]
 log = logging.getLogger("layergate.engine")
 
 
 class Engine:
-    """Serves GenerationRequests with one loaded model and one layer policy."""
+    """Serves GenerationRequests with one loaded model and one skip policy."""
 
     def __init__(self, config: EngineConfig, registry: CollectorRegistry | None = None, *,
-                 loaded: LoadedModel | None = None, policy: Policy | None = None) -> None:
-        """`loaded` reuses an already loaded model (tests share weights with HF); `policy`
-        overrides the registry's `config.policy` with an instance (tests' own policies)."""
+                 loaded: LoadedModel | None = None,
+                 skip_policy: SkipPolicy | None = None) -> None:
+        """`loaded` reuses an already loaded model (tests share weights with HF); `skip_policy`
+        overrides the registry's `config.skip_policy` with an instance (tests' own policies)."""
         self.config = config
         self.loaded = loaded or load_model(config)
         self.tokenizer = self.loaded.tokenizer
@@ -54,10 +55,10 @@ class Engine:
         self.max_model_len = config.max_model_len or self.loaded.max_model_len
         self.num_layers = self.loaded.num_layers
         self.runner = ModelRunner(self.loaded.model)
-        self.policy = policy or create_policy(config, self.num_layers)
+        self.skip_policy = skip_policy or create_skip_policy(config, self.num_layers)
         self.prefix_cache = (PrefixCache(config.prefix_cache_block, config.prefix_cache_bytes)
                              if config.prefix_cache == "on" else None)
-        self.metrics = EngineMetrics(registry or CollectorRegistry(), config.policy)
+        self.metrics = EngineMetrics(registry or CollectorRegistry(), config.skip_policy)
         self.eos_ids = _eos_ids(self.loaded.model, self.tokenizer)
         self._queue = RequestQueue(config.max_queue)
         self._running: list[SequenceState] = []
@@ -185,8 +186,8 @@ class Engine:
         now = time.perf_counter()
         try:
             prompt = request.prompt_token_ids
-            plan = self.policy.plan(prompt, self.runner.embed_tokens(prompt))
-        except Exception as exc:  # a policy failure fails this request, not the engine
+            plan = self.skip_policy.plan(prompt, self.runner.embed_tokens(prompt))
+        except Exception as exc:  # a skip policy failure fails this request, not the engine
             log.exception("planning %s failed", request.request_id)
             self._reject(request, sink, "error", str(exc))
             return None
@@ -232,7 +233,7 @@ class Engine:
     # ---- decode ------------------------------------------------------------------------
 
     def _decode(self, seqs: list[SequenceState]) -> None:
-        if self.policy.custom_decode or self.config.batch_invariant:
+        if self.skip_policy.custom_decode or self.config.batch_invariant:
             for seq in seqs:
                 self._guarded([seq], self._decode_one)
             return
@@ -243,7 +244,7 @@ class Engine:
         seq = group[0]
         t0 = time.perf_counter()
         room = min(seq.remaining, self.max_model_len - len(seq.token_ids))
-        result: StepResult = self.policy.decode(self.runner, seq, room)
+        result: StepResult = self.skip_policy.decode(self.runner, seq, room)
         seq.decode_time_s += time.perf_counter() - t0
         seq.computed_tokens += result.computed_tokens
         seq.draft_proposed += result.draft_proposed
@@ -306,8 +307,8 @@ class Engine:
         seq.finished = True
         now = time.perf_counter()
         peak = self._peak_memory(seq)
-        ext = build_extension(seq, policy=self.config.policy, num_layers=self.num_layers,
-                              fixed_mask=not self.policy.custom_decode,
+        ext = build_extension(seq, policy=self.config.skip_policy, num_layers=self.num_layers,
+                              fixed_mask=not self.skip_policy.custom_decode,
                               batch_invariant=self.config.batch_invariant,
                               peak_memory_bytes=peak, extra=self._report(seq))
         prompt_n = len(seq.request.prompt_token_ids)
@@ -328,9 +329,9 @@ class Engine:
 
     def _report(self, seq: SequenceState) -> dict[str, Any]:
         try:
-            return self.policy.report(seq)
+            return self.skip_policy.report(seq)
         except Exception:
-            log.exception("policy report failed for %s", seq.request_id)
+            log.exception("skip policy report failed for %s", seq.request_id)
             return {}
 
     def _peak_memory(self, seq: SequenceState) -> int:
@@ -344,7 +345,7 @@ class Engine:
         n = len(request.prompt_token_ids)
         _safe_call(sink, FinishEvent(reason, n, 0, {}, error))
         status = "cancelled" if reason == "cancelled" else "error"
-        self.metrics.requests.labels(self.config.policy, status, reason).inc()
+        self.metrics.requests.labels(self.config.skip_policy, status, reason).inc()
 
     def _emit(self, seq: SequenceState, event: TokenEvent | FinishEvent) -> None:
         _safe_call(seq.sink, event)

@@ -39,10 +39,11 @@ class RequestRecord:
 
 
 class EngineMetrics:
-    """Every engine family carries the `policy` label; the arm comes from the scrape config."""
+    """Every engine family carries the `policy` label (the skip policy's name); the arm comes
+    from the scrape config."""
 
-    def __init__(self, registry: CollectorRegistry, policy: str) -> None:
-        self.policy = policy
+    def __init__(self, registry: CollectorRegistry, skip_policy: str) -> None:
+        self.policy = skip_policy  # the value of the `policy` label
         ProcessCollector(registry=registry)
 
         def counter(name: str, doc: str, extra: tuple[str, ...] = ()) -> Counter:

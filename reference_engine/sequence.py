@@ -10,7 +10,7 @@ from reference_engine.kv_cache import SequenceKV
 from reference_engine.sampling import RequestSampler, StopChecker
 
 if TYPE_CHECKING:
-    from reference_engine.policies.base import LayerPlan
+    from reference_engine.skip_policies.base import LayerPlan
 
 
 @dataclass
@@ -41,7 +41,6 @@ class SequenceState:
     draft_accepted: int = 0
     peak_activation_bytes: int = 0
     finished: bool = False
-    cancelled: bool = False
 
     @property
     def request_id(self) -> str:

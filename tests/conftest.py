@@ -22,8 +22,8 @@ def real_model():
 
 @pytest.fixture(scope="session")
 def full_engine() -> Iterator[EngineProcess]:
-    """A real SmolLM2 engine, policy full, fp32, 1 thread, on 127.0.0.1."""
-    proc = start_engine("--policy", "full")
+    """A real SmolLM2 engine, skip policy full, fp32, 1 thread, on 127.0.0.1."""
+    proc = start_engine("--skip-policy", "full")
     yield proc
     proc.stop()
 

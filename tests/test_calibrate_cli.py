@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import main
-from reference_engine.policies.rules import load_rules
+from reference_engine.skip_policies.rules import load_rules
 
 CALIBRATION = Path(__file__).resolve().parents[1] / "scenarios" / "traffic" / "calibration.jsonl"
 

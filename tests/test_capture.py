@@ -14,10 +14,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from exporters.traffic import read_traffic
 from harness.capture.redact import redact, redact_text
 from harness.replay import ReplayConfig, run_replay
 from harness.rundir import load_run
-from harness.traffic import read_traffic
 from tests.support.processes import EngineProcess, free_port, layergate_cmd
 
 SECRET = "Bearer sk-live-abcdefghijklmnopqrstuvwx"

@@ -18,9 +18,9 @@ import httpx
 import pytest
 
 from exporters.records import ArmResult
+from exporters.traffic import TrafficRecord
 from harness.replay.client import Target, send
 from harness.replay.transport import HttpxTransport
-from harness.traffic import TrafficRecord
 from tests.support.processes import free_port
 from tests.support.stream_server import FIXTURES, SLOW_HEADERS_S, fixture_events, stream_server
 

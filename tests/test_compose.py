@@ -128,8 +128,8 @@ def test_command_is_a_real_layergate_command(service: str, tmp_path: Path) -> No
 def test_candidate_policy_from_the_environment() -> None:
     raw = SERVICES["candidate"]["command"]
     assert "${CANDIDATE_POLICY:-dynamic}" in raw
-    assert _command("baseline")[_command("baseline").index("--policy") + 1] == "full"
-    assert _command("baseline2")[_command("baseline2").index("--policy") + 1] == "full"
+    assert _command("baseline")[_command("baseline").index("--skip-policy") + 1] == "full"
+    assert _command("baseline2")[_command("baseline2").index("--skip-policy") + 1] == "full"
 
 
 def test_engines_trace_to_the_backend_and_cache_on_a_volume() -> None:

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from exporters.traffic import read_traffic, write_traffic
 from harness.replay import ReplayConfig, run_replay
 from harness.stack import EngineSpec, NativeStack, StackConfig
 from harness.stack.native import RULES_FILE, RunningStack
-from harness.traffic import read_traffic, write_traffic
 
 ROOT = Path(__file__).resolve().parents[1]
 BOARDS = sorted((ROOT / "dashboards" / "grafana").glob("*.json"))
@@ -67,7 +67,7 @@ def _small_traffic(path: Path) -> Path:
 def observed(full_engine, tmp_path_factory, prometheus_bin) -> Iterator[Observed]:
     work = tmp_path_factory.mktemp("promql")
     engines = (EngineSpec("baseline", url=full_engine.url),
-               EngineSpec("candidate", policy="dynamic"))
+               EngineSpec("candidate", skip_policy="dynamic"))
     config = StackConfig(engines=engines, workdir=work, scrape_interval_s=SCRAPE_S)
     with NativeStack(config) as stack:
         start = time.time()

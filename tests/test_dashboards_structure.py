@@ -42,10 +42,15 @@ def test_every_dashboard_is_there() -> None:
     assert {p.stem for p in BOARDS} == EXPECTED
 
 
+def test_dashboards_share_one_grafana_schema() -> None:
+    # exported from one Grafana: a board saved by another version would migrate differently
+    versions = {_load(path)["schemaVersion"] for path in BOARDS}
+    assert len(versions) == 1 and isinstance(versions.pop(), int)
+
+
 @pytest.mark.parametrize("path", BOARDS, ids=lambda p: p.stem)
 def test_dashboard_structure(path: Path) -> None:
     board = _load(path)
-    assert board["schemaVersion"] == 39
     assert board["uid"].startswith("layergate-") and len(board["uid"]) <= 40
     panels = _panels(board)
     ids = [p["id"] for p in panels]

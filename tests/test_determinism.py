@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from exporters.traffic import TrafficRecord, read_traffic, write_traffic
 from harness.cli.determinism import command
 from harness.rundir import load_run
 from harness.scenarios import SCENARIOS_DIR
-from harness.traffic import TrafficRecord, read_traffic, write_traffic
 from tests.support.processes import EngineProcess
 
 

@@ -1,4 +1,4 @@
-"""Mechanics of the runner, the policy seam and the scheduler on a tiny random Llama."""
+"""Mechanics of the runner, the skip-policy seam and the scheduler on a tiny random Llama."""
 
 from __future__ import annotations
 
@@ -12,16 +12,21 @@ from prometheus_client import CollectorRegistry
 
 from reference_engine.api import FinishEvent, GenerationRequest, SamplingParams
 from reference_engine.engine import Engine, QueueFull
-from reference_engine.policies import Policy, get_policy, register
 from reference_engine.runner import ModelRunner
 from reference_engine.sampling import RequestSampler, StopChecker
+from reference_engine.skip_policies.base import SkipPolicy
+from reference_engine.skip_policies.registry import (
+    get_skip_policy,
+    register,
+    skip_policy_names,
+)
 from tests.support.engine_runs import run_one, run_requests
 from tests.support.tiny_llama import tiny_config, tiny_loaded, tiny_model
 
 GREEDY = SamplingParams(max_tokens=8, temperature=0.0)
 
 
-class SkipLayerOne(Policy):
+class SkipLayerOne(SkipPolicy):
     """Skips decoder layer 1 (test only)."""
 
     def decide(self, prompt_ids: Sequence[int], embeddings: torch.Tensor) -> Sequence[bool]:
@@ -34,10 +39,10 @@ def loaded():
     return tiny_loaded(num_layers=4)
 
 
-def engine_with(loaded, registry=None, policy=None, **overrides) -> Engine:
+def engine_with(loaded, registry=None, skip_policy=None, **overrides) -> Engine:
     config = tiny_config(**overrides)
-    policy = policy(config, loaded.num_layers) if policy else None
-    e = Engine(config, registry, loaded=loaded, policy=policy)
+    instance = skip_policy(config, loaded.num_layers) if skip_policy else None
+    e = Engine(config, registry, loaded=loaded, skip_policy=instance)
     e.start()
     return e
 
@@ -90,17 +95,22 @@ def test_truncate_rolls_back_for_speculative_verification():
     torch.testing.assert_close(verify.logits[0, 0], ref, atol=1e-5, rtol=1e-5)
 
 
-# ---- policies --------------------------------------------------------------------------
+# ---- skip policies ---------------------------------------------------------------------
 
 def test_registry_rejects_duplicates_and_suggests_names():
     with pytest.raises(ValueError, match="already registered"):
-        register("full")(type("Other", (Policy,), {}))
+        register("full")(type("Other", (SkipPolicy,), {}))
     with pytest.raises(ValueError, match="Did you mean 'full'"):
-        get_policy("ful")
+        get_skip_policy("ful")
+
+
+def test_every_name_the_registry_offers_loads_its_skip_policy():
+    for name in skip_policy_names():
+        assert get_skip_policy(name).name == name
 
 
 def test_dry_run_reports_but_runs_every_layer(loaded):
-    e = engine_with(loaded, policy=SkipLayerOne, dry_run=True)
+    e = engine_with(loaded, skip_policy=SkipLayerOne, dry_run=True)
     try:
         ext = run_one(e, [5, 6, 7, 8], GREEDY).finish.extension
     finally:
@@ -110,7 +120,7 @@ def test_dry_run_reports_but_runs_every_layer(loaded):
 
 
 def test_skip_policy_is_counted_by_the_executor(loaded):
-    e = engine_with(loaded, policy=SkipLayerOne)
+    e = engine_with(loaded, skip_policy=SkipLayerOne)
     try:
         got = run_one(e, [5, 6, 7, 8], GREEDY)
     finally:

@@ -98,20 +98,32 @@ def test_batch_invariant_concurrent_match_batch_of_one(loaded, prompts, batch1):
     assert all(o.finish.extension["batch_invariant"] for o in got)
 
 
-def test_batch_composition_differences(engine, prompts, batch1):
-    """Without --batch-invariant: how often greedy outputs differ from batch size 1."""
+def test_batch_composition_flips_only_near_ties(engine, prompts, batch1, loaded):
+    """Without --batch-invariant a batch changes the arithmetic a little, so a greedy output
+    may part from its batch-size-1 reference, but only where the reference's two choices
+    were (nearly) tied; up to there, and everywhere else, the tokens are the same."""
     compositions = {"all 10 together": [prompts],
                     "reversed, groups of 3": [prompts[::-1][i:i + 3] for i in (0, 3, 6, 9)]}
-    reference = {tuple(p): o.token_ids for p, o in zip(prompts, batch1, strict=True)}
-    differ = total = 0
-    for groups in compositions.values():
+    reference = {tuple(p): o for p, o in zip(prompts, batch1, strict=True)}
+    eos = loaded.tokenizer.eos_token_id
+    for name, groups in compositions.items():
         for group in groups:
             for p, o in zip(group, run_requests(engine, group, GREEDY), strict=True):
-                assert o.finish.finish_reason in ("stop", "length")
-                total += 1
-                differ += o.token_ids != reference[tuple(p)]
-    print(f"\nbatch-composition differences (greedy, 16 tokens, no --batch-invariant): "
-          f"{differ}/{total} outputs differ from batch size 1")
+                ref = reference[tuple(p)]
+                if o.token_ids == ref.token_ids:
+                    assert o.finish.finish_reason == ref.finish.finish_reason
+                    continue
+                # where they part: a differing token, or EOS where the other went on
+                ended, ref_ended = o.token_ids + [eos], ref.token_ids + [eos]
+                k = next(i for i, (a, b) in enumerate(zip(ended, ref_ended, strict=False))
+                         if a != b)
+                with torch.inference_mode():
+                    logits = loaded.model(torch.tensor([p + ref.token_ids[:k]])).logits[0, -1]
+                chosen = ref_ended[k], ended[k]
+                gap = abs(float(logits[chosen[0]] - logits[chosen[1]]))
+                assert gap < 0.05, (f"{name}: token {k} of {loaded.tokenizer.decode(p)!r} "
+                                    f"moved from {chosen[0]} to {chosen[1]}, {gap:.3f} "
+                                    "logits apart: not a near-tie")
 
 
 def test_same_seed_same_sample(engine, prompts):

@@ -14,7 +14,6 @@ from exporters.figures import Figure
 from exporters.prom_text import cache_counters
 from exporters.recorded import recorded_result
 from exporters.records import ArmResult, MetricsScrape
-from exporters.rollout import stage
 from exporters.stats import quantiles_ci, wilcoxon
 from exporters.token_kl import position_kl
 
@@ -303,11 +302,6 @@ def test_every_figure_overall_and_per_scenario() -> None:
     for name in ("rer", "termination_accuracy", "exact_match", "bleu", "e2e_p50", "goodput",
                  "latency_ratio", "cache_hit_delta"):
         assert {f.scenario for f in figs if f.name == name} == {"all", "short", "long"}, name
-
-
-def test_rollout_stage_mapping() -> None:
-    assert [stage(x) for x in (-0.9, -0.01, 0.0, 0.24, 0.25, 0.49, 0.5, 3)] == \
-        ["internal", "internal", "vip", "vip", "public_5pct", "public_5pct", "full", "full"]
 
 
 def test_duplicate_rows_are_an_error() -> None:

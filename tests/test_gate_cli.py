@@ -13,10 +13,10 @@ from click.testing import CliRunner
 from junitparser import Error, Failure, JUnitXml, Skipped
 
 from exporters.records import ArmResult
+from exporters.traffic import TrafficRecord
 from harness.cli import main
 from harness.manifest import Manifest
 from harness.rundir import RunDir
-from harness.traffic import TrafficRecord
 
 ARMS = {"baseline": "http://127.0.0.1:9001", "baseline2": "http://127.0.0.1:9002",
         "candidate": "http://127.0.0.1:9003"}

@@ -1,11 +1,16 @@
-"""`harness` and `exporters` must import without torch: the replayer runs on load-generation
-machines that have no model. Every module is imported in a fresh interpreter, and torch /
-transformers must not be among what got loaded."""
+"""The layers import downwards only (docs/ARCHITECTURE.md): `harness` and `exporters` import
+without torch (the replayer runs on load-generation machines that have no model: every
+module is imported in a fresh interpreter, and torch / transformers must not be among what
+got loaded); `reference_engine` never imports `harness`; `exporters` imports neither."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 # run only inside the Locust process (Locust monkey-patches the standard library)
 LOCUST_ONLY = {"harness.replay.locustfile", "harness.replay.gevent_transport"}
@@ -34,12 +39,25 @@ def test_harness_and_exporters_never_import_torch() -> None:
     assert heavy == "", f"importing harness/exporters loaded {heavy}"
 
 
-def test_exporters_never_import_harness() -> None:
-    script = ("import importlib, pkgutil, sys, exporters\n"
-              "[importlib.import_module(i.name) for i in "
-              "pkgutil.walk_packages(exporters.__path__, 'exporters.')]\n"
-              "print(sorted(m for m in sys.modules if m.split('.')[0] == 'harness'))")
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+def _imported_packages(package: str) -> dict[str, set[str]]:
+    """module path -> the top-level packages it imports anywhere (inside functions too)."""
+    root = Path(__file__).resolve().parents[1] / package
+    out = {}
+    for path in root.rglob("*.py"):
+        tree = ast.parse(path.read_text(), str(path))
+        names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                 for alias in node.names}
+        names |= {node.module for node in ast.walk(tree)
+                  if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
+        out[str(path.relative_to(root.parent))] = {n.split(".")[0] for n in names}
+    return out
+
+
+@pytest.mark.parametrize(("package", "forbidden"), [
+    ("reference_engine", {"harness"}),  # the engine never depends on the harness
+    ("exporters", {"harness", "reference_engine"}),  # the bottom layer imports neither
+])
+def test_layers_import_only_downwards(package: str, forbidden: set[str]) -> None:
+    wrong = {path: sorted(names & forbidden)
+             for path, names in _imported_packages(package).items() if names & forbidden}
+    assert not wrong, f"{package} imports {forbidden}: {wrong}"

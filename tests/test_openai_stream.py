@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from exporters.traffic import TrafficRecord
 from harness.replay.openai_stream import (
     ResultBuilder,
     StreamAccumulator,
@@ -15,7 +16,6 @@ from harness.replay.openai_stream import (
     error_message,
     streaming_body,
 )
-from harness.traffic import TrafficRecord
 from tests.support.stream_server import FIXTURES
 
 RECORD = TrafficRecord("r1", 0.0, "short", "/v1/chat/completions",

@@ -12,9 +12,9 @@ from prometheus_client import CollectorRegistry
 from reference_engine.api import SamplingParams
 from reference_engine.config import EngineConfig
 from reference_engine.engine import Engine
-from reference_engine.policies import Policy, mask_fingerprint
 from reference_engine.prefix_cache import PrefixCache, block_hashes
 from reference_engine.runner import ModelRunner
+from reference_engine.skip_policies.base import SkipPolicy, mask_fingerprint
 from tests.support.engine_runs import run_one, run_requests
 from tests.support.tiny_llama import tiny_config, tiny_loaded, tiny_model
 
@@ -22,7 +22,7 @@ GREEDY = SamplingParams(max_tokens=8, temperature=0.0)
 SYSTEM = list(range(200, 240))  # 40 shared tokens: two full 16-token blocks
 
 
-class SkipOnOddLastToken(Policy):
+class SkipOnOddLastToken(SkipPolicy):
     """Skips layer 1 when the prompt's last token is odd (test only): the same prefix ends
     up under two different executed layer sets."""
 
@@ -60,7 +60,7 @@ def test_repeated_system_prompt_hits(loaded):
 def test_a_different_layer_set_misses(loaded):
     registry = CollectorRegistry()
     config = tiny_config()
-    e = Engine(config, registry, loaded=loaded, policy=SkipOnOddLastToken(config, 4))
+    e = Engine(config, registry, loaded=loaded, skip_policy=SkipOnOddLastToken(config, 4))
     e.start()
     try:
         a = run_one(e, SYSTEM + [7, 8], GREEDY).finish.extension  # even: full depth

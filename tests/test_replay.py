@@ -16,11 +16,11 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
+from exporters.traffic import TrafficRecord, read_traffic, traffic_sha256, write_traffic
 from harness.replay import ReplayConfig, run_replay
 from harness.replay.live import ReplayMetrics
 from harness.rundir import RunDir, load_run
 from harness.scenarios import SCENARIOS_DIR
-from harness.traffic import TrafficRecord, read_traffic, traffic_sha256, write_traffic
 from tests.support.processes import (
     EngineProcess,
     free_port,
@@ -44,7 +44,7 @@ def small_traffic(path: Path, n: int, max_tokens: int = 8, spacing: float = 0.25
 
 @pytest.fixture(scope="module")
 def candidate() -> Iterator[EngineProcess]:
-    proc = start_engine("--policy", "full")
+    proc = start_engine("--skip-policy", "full")
     yield proc
     proc.stop()
 
@@ -159,7 +159,7 @@ def test_killed_candidate_is_recorded_and_resume_fills_the_gaps(
     def kill_then_restart() -> None:
         _wait_for_rows(out, "candidate", 1)
         candidate.stop(signal.SIGKILL)
-        restarted.append(start_engine("--policy", "full"))  # meanwhile the run goes on
+        restarted.append(start_engine("--skip-policy", "full"))  # meanwhile the run goes on
 
     killer = threading.Thread(target=kill_then_restart)
     killer.start()

@@ -11,15 +11,15 @@ from click.testing import CliRunner
 from harness.cli import main
 
 
-def test_unknown_policy_lists_the_choices():
-    result = CliRunner().invoke(main, ["serve", "--policy", "shallow"])
+def test_unknown_skip_policy_lists_the_choices():
+    result = CliRunner().invoke(main, ["serve", "--skip-policy", "shallow"])
     assert result.exit_code == 2
     for choice in ("full", "static", "dynamic", "speculative"):
         assert choice in result.output
 
 
 def test_bad_skip_layers_is_a_usage_error():
-    result = CliRunner().invoke(main, ["serve", "--policy", "static", "--skip-layers", "3,x"])
+    result = CliRunner().invoke(main, ["serve", "--skip-policy", "static", "--skip-layers", "3,x"])
     assert result.exit_code == 2
     assert "--skip-layers" in result.output and "3,x" in result.output
 
@@ -34,7 +34,7 @@ def test_missing_model_dir_is_a_usage_error(tmp_path):
 def test_help_explains_and_import_stays_free_of_torch():
     result = CliRunner().invoke(main, ["serve", "--help"])
     assert result.exit_code == 0
-    for option in ("--policy", "--api-key", "--max-queue", "--batch-invariant", "--padding"):
+    for option in ("--skip-policy", "--api-key", "--max-queue", "--batch-invariant", "--padding"):
         assert option in result.output
     probe = ("import sys, harness.cli.serve; "
              "bad = [m for m in ('torch', 'transformers', 'reference_engine.engine') "

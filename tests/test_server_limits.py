@@ -29,7 +29,7 @@ def body(text: str, **extra) -> dict:
 
 @pytest.fixture(scope="module")
 def tight_engine():
-    proc = start_engine("--policy", "full", "--api-key", KEY, "--batch-invariant",
+    proc = start_engine("--skip-policy", "full", "--api-key", KEY, "--batch-invariant",
                         "--max-batch-size", "8", "--max-queue", "8")
     yield proc
     proc.stop()

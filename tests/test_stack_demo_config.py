@@ -9,39 +9,40 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from exporters.traffic import read_traffic
 from harness.cli import main
 from harness.stack.demo_config import CANDIDATES, DemoConfig
 from harness.stack.demo_traffic import demo_traffic, determinism_sample
 from harness.stack.demo_words import calibration_notes
-from harness.traffic import read_traffic
 
 
 @pytest.mark.parametrize("name", sorted(CANDIDATES))
 def test_each_candidate_gets_three_single_thread_engines(name: str, tmp_path: Path) -> None:
-    engines = DemoConfig(out=tmp_path, candidate_policy=name).engines()
+    engines = DemoConfig(out=tmp_path, candidate=name).engines()
     assert [e.arm for e in engines] == ["baseline", "baseline2", "candidate"]
     assert all(e.threads == 1 and e.url is None for e in engines)
     baseline, baseline2, candidate = engines
     assert baseline.command(1) == baseline2.command(1)
     cmd = candidate.command(8000)
-    assert cmd[cmd.index("--policy") + 1] == ("full" if name == "engine-switches" else name)
+    assert cmd[cmd.index("--skip-policy") + 1] == ("full" if name == "engine-switches" else name)
     assert baseline.process_env()["OMP_NUM_THREADS"] == "1"
 
 
 def test_engine_switches_turn_both_savings_off_in_the_baselines(tmp_path: Path) -> None:
-    baseline, _, candidate = DemoConfig(out=tmp_path, candidate_policy="engine-switches") \
+    baseline, _, candidate = DemoConfig(out=tmp_path, candidate="engine-switches") \
         .engines()
     assert baseline.extra_args == ("--prefix-cache", "off", "--padding", "max")
     assert candidate.extra_args == ("--prefix-cache", "on", "--padding", "bucketed")
 
 
 def test_quick_is_much_smaller(tmp_path: Path) -> None:
-    quick = DemoConfig.quick(tmp_path)
-    assert (quick.requests, quick.max_tokens, quick.repeats) == (8, 16, 2)
-    assert DemoConfig.quick(tmp_path, requests=4).requests == 4
+    full, quick = DemoConfig(out=tmp_path), DemoConfig.quick(tmp_path)
+    for name in ("requests", "max_tokens", "repeats", "determinism_prompts"):
+        assert getattr(quick, name) < getattr(full, name), name
+    assert DemoConfig.quick(tmp_path, requests=4).requests == 4  # what is given wins
 
 
-@pytest.mark.parametrize("bad", [{"candidate_policy": "turbo"}, {"requests": 0},
+@pytest.mark.parametrize("bad", [{"candidate": "turbo"}, {"requests": 0},
                                  {"threads": 0}, {"rate": 0.0}])
 def test_bad_config_is_refused(bad: dict, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=next(iter(bad)).split("_")[0]):
@@ -61,7 +62,7 @@ def test_demo_traffic_is_the_mix_capped(tmp_path: Path) -> None:
     assert len({r.scenario for r in sample}) == len({r.scenario for r in records})
 
 
-@pytest.mark.parametrize("args", [["--candidate-policy", "turbo"], ["--threads", "0"],
+@pytest.mark.parametrize("args", [["--candidate", "turbo"], ["--threads", "0"],
                                   ["--requests", "0"], ["--repeats", "1"],
                                   ["--policy", "/nonexistent.yaml"]])
 def test_demo_usage_errors_exit_2(args: list[str]) -> None:

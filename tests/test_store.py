@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from exporters.records import ArmResult
+from exporters.traffic import TrafficRecord
 from harness.manifest import Manifest
-from harness.rundir import RunDir, RunDirError, load_run
+from harness.rundir import RunDir
 from harness.store import QueueEntry, QueueProgress, ResultStore, WorkItem
-from harness.traffic import TrafficRecord
 
 FULL = ArmResult(
     request_id="r1", arm="candidate", scenario="long", ok=True, http_status=200, ttft_s=0.1,
@@ -199,20 +199,26 @@ def test_load_reads_everything(tmp_path: Path) -> None:
     assert not any(p.name.endswith(".tmp") for p in run_dir.path.iterdir())
 
 
-def test_unreadable_run_dirs_raise_run_dir_error(tmp_path: Path) -> None:
-    with pytest.raises(RunDirError, match="no such run directory"):
-        load_run(tmp_path / "missing")
+@pytest.mark.parametrize("command", ["metrics", "gate"])
+def test_an_unreadable_run_dir_exits_4_saying_what_is_wrong(tmp_path: Path,
+                                                            command: str) -> None:
+    from click.testing import CliRunner
+
+    from harness.cli import main
+
+    def says(run: Path, words: str) -> None:
+        result = CliRunner().invoke(main, [command, str(run)])
+        assert result.exit_code == 4, result.output  # infrastructure, not a verdict
+        assert words in result.output and str(run) in result.output, result.output
+
+    says(tmp_path / "missing", "no such run directory")
     run = _run_dir(tmp_path)
     run.results_path.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(RunDirError, match="results.sqlite"):
-        load_run(run.path)
+    says(run.path, "results.sqlite")
     run.manifest_path.write_text(json.dumps({"id": "x"}))
-    with pytest.raises(RunDirError, match="missing key 'kind'"):
-        load_run(run.path)
+    says(run.path, "missing key 'kind'")
     run.manifest_path.unlink()
-    with pytest.raises(RunDirError, match="not a run directory"):
-        load_run(run.path)
-    assert RunDirError.exit_code == 4
+    says(run.path, "not a run directory")
 
 
 # the schema of the queue before it had owners and leases (results.sqlite of runs written

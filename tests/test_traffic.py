@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import scenarios
-from harness.traffic import (
+from exporters.traffic import (
     TrafficError,
     TrafficRecord,
     read_traffic,
     traffic_sha256,
     write_traffic,
 )
+from harness import scenarios
 
 GOOD = {"id": "a", "offset_s": 0.0, "scenario": "short", "endpoint": "/v1/chat/completions",
         "body": {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}}
@@ -91,7 +91,7 @@ def test_bundled_mixes_follow_their_weights_and_counts() -> None:
     traffic = scenarios.build_traffic("saas-mix")
     assert len(traffic) == mix.requests == len({r.id for r in traffic})
     weights = {c.name: c.weight for c in mix.classes}
-    assert weights == {"short": 0.6, "medium": 0.25, "long": 0.15}  # DESIGN.md's SaaS mix
+    assert weights == {"short": 0.6, "medium": 0.25, "long": 0.15}  # a SaaS mix
     counts = Counter(r.scenario for r in traffic)
     assert counts == scenarios.class_counts(mix.classes, mix.requests)
     assert all(abs(counts[c] - w * mix.requests) < 1 for c, w in weights.items())

@@ -13,13 +13,12 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import uvicorn
 from prometheus_client import CollectorRegistry, generate_latest
 
+from harness.capture.config import CaptureConfig
 from harness.capture.recorder import CaptureStats, Recorder
 
 log = logging.getLogger(__name__)
@@ -28,18 +27,6 @@ METRICS_PATH = "/-/capture/metrics"
 _DROP_REQUEST = {b"host", b"connection", b"keep-alive", b"transfer-encoding", b"te",
                  b"upgrade", b"proxy-authorization", b"accept-encoding", b"content-length"}
 _DROP_RESPONSE = {"connection", "keep-alive", "transfer-encoding", "te", "upgrade"}
-
-
-@dataclass(frozen=True)
-class CaptureConfig:
-    upstream: str
-    out: Path
-    host: str = "127.0.0.1"
-    port: int = 8100
-    redact: bool = False
-    sample: float = 1.0
-    timeout: float = 600.0
-    seed: int | None = None
 
 
 async def _read_body(receive) -> bytes:

@@ -2,7 +2,7 @@
 
 Only the request *body* is written (never headers, so never Authorization). `offset_s` is
 relative to the first captured request of this session; the scenario is the prompt's
-length class (DESIGN.md: short < 10, medium 10-50, long > 50 prompt tokens). The proxy has
+length class (docs/FORMATS.md: short < 10, medium 10-50, long > 50 prompt tokens). The proxy has
 no tokenizer: for /v1/completions it takes the upstream's `usage.prompt_tokens`; for chat,
 whose usage counts the chat template and system prompt (which scenarios/README.md leaves
 out), it estimates the non-system contents' tokens as words + punctuation marks.
@@ -22,10 +22,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
 
-from harness.capture.redact import redact
-from harness.replay.openai_stream import StreamAccumulator, StreamError
-from harness.scenarios import length_class
-from harness.traffic import (
+from exporters.traffic import (
     COMPLETIONS,
     ENDPOINTS,
     TrafficError,
@@ -34,6 +31,9 @@ from harness.traffic import (
     dumps_record,
     parse_record,
 )
+from harness.capture.redact import redact
+from harness.replay.openai_stream import StreamAccumulator, StreamError
+from harness.scenarios import length_class
 
 log = logging.getLogger(__name__)
 _PIECES = re.compile(r"\w+|[^\w\s]")

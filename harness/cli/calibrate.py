@@ -1,68 +1,62 @@
 """`layergate calibrate`: profile the layers on real traffic and write the rules file that
-`serve --policy static|dynamic|speculative` uses. Reaches `reference_engine` (and torch) only
-inside the command."""
+`serve --skip-policy static|dynamic|speculative` uses. Its options are `CalibrationConfig`'s
+fields (torch-free); the calibration itself, and torch, load only inside the command."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
-from harness.traffic import TrafficError, read_traffic
+from exporters.traffic import TrafficError, read_traffic
+from harness.cli.options import config_values, field_option
+from reference_engine.calibration.config import CalibrationConfig
 
 
-def _check_traffic(ctx: click.Context, param: click.Parameter, value: str) -> Path:
+def _check_traffic(value: str) -> Path:
     try:
         read_traffic(value)  # bad lines fail here, before minutes of model work
     except TrafficError as exc:
-        raise click.BadParameter(str(exc), ctx, param) from exc
+        raise ValueError(str(exc)) from exc
     return Path(value)
 
 
-def _ints(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
+def _ints(value: str) -> tuple[int, ...]:
     try:
         out = tuple(int(x) for x in value.split(",") if x.strip())
     except ValueError as exc:
-        raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from exc
+        raise ValueError(f"expected comma-separated integers, got {value!r}") from exc
     if any(x < 0 for x in out):
-        raise click.BadParameter(f"values must be >= 0, got {value!r}")
+        raise ValueError(f"values must be >= 0, got {value!r}")
     return out
 
 
+def _listed(values: tuple[int, ...]) -> str:
+    return ",".join(map(str, values))
+
+
+def _option(name: str, *flags: str, **attrs: Any):
+    return field_option(CalibrationConfig, name, *flags, **attrs)
+
+
 @click.command("calibrate")
-@click.option("--traffic", required=True, callback=_check_traffic,
-              type=click.Path(exists=True, dir_okay=False),
-              help="Calibration traffic (JSONL traffic format); real prompts, never templates.")
-@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Rules file to write (e.g. scenarios/rules/smollm2-135m.json).")
-@click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Directory for layers.csv/png, sweep.csv/png, speculative.csv/png.")
-@click.option("--target-consistency", type=click.FloatRange(0.0, 1.0), default=0.99,
-              show_default=True,
-              help="Least share of whole greedy outputs that must stay identical to full "
-                   "depth for a dynamic / static setting to be chosen.")
-@click.option("--max-prompts", type=click.IntRange(min=1), default=24, show_default=True,
-              help="Use the first N requests of the traffic.")
-@click.option("--max-tokens", type=click.IntRange(min=2), default=24, show_default=True,
-              help="Greedy tokens per request at most (the request's own max_tokens if lower).")
-@click.option("--drift-prompts", type=click.IntRange(min=0), default=6, show_default=True,
-              help="Prompts used for the per-layer drift (30 extra passes each).")
-@click.option("--skip-counts", default="1,2,3,4,6,8", show_default=True, callback=_ints,
-              help="Layers skipped (least influential first) tried by the dynamic sweep.")
-@click.option("--draft-skips", default="4,6,8,10", show_default=True, callback=_ints,
-              help="Speculative drafts that skip this many least influential layers.")
-@click.option("--draft-exits", default="19,23", show_default=True, callback=_ints,
-              help="Speculative drafts that exit after this layer index (empty: none).")
-@click.option("--gammas", default="1,2,3,4,6", show_default=True, callback=_ints,
-              help="Draft lengths tried for speculative.")
-@click.option("--model", default="smollm2-135m", show_default=True,
-              help="`smollm2-135m` or a local Hugging Face Llama-family directory.")
-@click.option("--threads", type=click.IntRange(min=0), default=1, show_default=True,
-              help="torch threads (timings in the report are measured with this many).")
-def command(traffic: Path, out: Path, report_dir: Path | None, target_consistency: float,
-            max_prompts: int, max_tokens: int, drift_prompts: int, skip_counts: tuple[int, ...],
-            draft_skips: tuple[int, ...], draft_exits: tuple[int, ...], gammas: tuple[int, ...],
-            model: str, threads: int) -> None:
+@_option("traffic", required=True, parse=_check_traffic,
+         type=click.Path(exists=True, dir_okay=False))
+@_option("out", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@_option("report_dir", "--report", type=click.Path(file_okay=False, path_type=Path))
+@_option("target_consistency")
+@_option("max_prompts")
+@_option("max_tokens")
+@_option("drift_prompts")
+@_option("skip_counts", parse=_ints, show=_listed)
+@_option("draft_skips", parse=_ints, show=_listed)
+@_option("draft_exits", parse=_ints, show=_listed)
+@_option("gammas", parse=_ints, show=_listed)
+@_option("model")
+@_option("threads")
+@click.pass_context
+def command(ctx: click.Context, **_: Any) -> None:
     """Calibrate the layer-skipping policies on real traffic.
 
     \b
@@ -80,14 +74,11 @@ def command(traffic: Path, out: Path, report_dir: Path | None, target_consistenc
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from reference_engine.calibration.run import CalibrationConfig, calibrate
+    from reference_engine.calibration.run import calibrate
 
-    cfg = CalibrationConfig(traffic=traffic, out=out, report_dir=report_dir,
-                            target_consistency=target_consistency, max_prompts=max_prompts,
-                            max_tokens=max_tokens, drift_prompts=drift_prompts,
-                            skip_counts=skip_counts, draft_skips=draft_skips,
-                            draft_exits=draft_exits, gammas=tuple(g for g in gammas if g > 0)
-                            or (1,), model=model, threads=threads)
+    values = config_values(ctx, CalibrationConfig)
+    values["gammas"] = tuple(g for g in values["gammas"] if g > 0) or (1,)
+    cfg = CalibrationConfig(**values)
     console = Console(stderr=True)
     with Progress("[progress.description]{task.description}", BarColumn(),
                   MofNCompleteColumn(), TimeElapsedColumn(), console=console) as bars:

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import click
 
-
-class InfrastructureError(click.ClickException):
-    """Exit code 4: something outside layergate (here: Grafana) failed."""
-
-    exit_code = 4
+from exporters.catalogue import ExitCode
+from harness.cli.exits import InfrastructureError, exit_codes_help
 
 
 @click.group(name="dashboards")
@@ -19,7 +16,9 @@ def command() -> None:
     """
 
 
-@command.command()
+@command.command(epilog=exit_codes_help(
+    ExitCode.PASS, ExitCode.USAGE, ExitCode.INFRASTRUCTURE, PASS="uploaded",
+    INFRASTRUCTURE="Grafana unreachable or credentials refused"))
 @click.option("--grafana-url", required=True, metavar="URL",
               help="Base URL of Grafana, e.g. http://localhost:3000.")
 @click.option("--api-key", metavar="KEY", help="Service-account token or API key.")
@@ -34,8 +33,6 @@ def push(grafana_url: str, api_key: str | None, user: str | None, password: str 
          prometheus_url: str | None, timeout: float) -> None:
     """Upload the Prometheus datasource (uid layergate-prometheus) and every dashboard
     into the folder `layergate`, overwriting earlier versions.
-
-    Exit codes: 0 uploaded, 2 usage error, 4 Grafana unreachable or credentials refused.
     """
     from harness.stack.grafana_push import GrafanaPushError, push_dashboards
 

@@ -1,10 +1,17 @@
-"""`layergate determinism`: the repeat suite (output, resource and latency determinism)."""
+"""`layergate determinism`: the repeat suite (output, resource and latency determinism). Its
+options are `DeterminismConfig`'s fields."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
+
+from exporters.catalogue import CANDIDATE, ExitCode
+from harness.cli.exits import exit_codes_help
+from harness.cli.options import config_values, field_option
+from harness.repeat_suite import DeterminismConfig
 
 
 def _targets(values: tuple[str, ...]) -> dict[str, str]:
@@ -12,10 +19,9 @@ def _targets(values: tuple[str, ...]) -> dict[str, str]:
     for value in values:
         arm, sep, url = value.partition("=")
         if not sep:
-            arm, url = "candidate", value
+            arm, url = CANDIDATE, value
         if arm in targets:
-            raise click.BadParameter(f"arm {arm!r} given twice (use ARM=URL to name each)",
-                                     param_hint="--target")
+            raise ValueError(f"arm {arm!r} given twice (use ARM=URL to name each)")
         targets[arm] = url
     return targets
 
@@ -26,52 +32,44 @@ def _levels(value: str) -> tuple[int, ...]:
     except ValueError:
         levels = ()
     if not levels or min(levels) < 1:
-        raise click.BadParameter(f"expected positive integers like 1,4: {value!r}",
-                                 param_hint="--concurrency")
+        raise ValueError(f"expected positive integers like 1,4: {value!r}")
     return levels
 
 
-@click.command(name="determinism")
-@click.option("--target", "targets", required=True, multiple=True, metavar="[ARM=]URL",
-              help="Server to test; repeat as ARM=URL for several arms "
-                   "(a bare URL is the arm `candidate`).")
-@click.option("--traffic", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="JSONL traffic file; its first --requests records are the prompts.")
-@click.option("--repeats", required=True, type=click.IntRange(min=2),
-              help="How many times each prompt is sent at each concurrency level.")
-@click.option("--concurrency", default="1", show_default=True, metavar="C[,C...]",
-              help="Concurrency levels: requests in flight at once, e.g. 1,4.")
-@click.option("--requests", type=click.IntRange(min=1), help="Use only the first K records.")
-@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Run directory to create (e.g. RUN_DIR/determinism of a replay run).")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=120.0,
-              show_default=True, help="Seconds per request.")
-@click.option("--model", metavar="NAME", help="`model` to put in every request body.")
-@click.option("--skip-invalid", is_flag=True, help="Skip (and report) bad traffic lines.")
-@click.option("--no-progress", is_flag=True, help="No progress bar.")
-def command(targets: tuple[str, ...], traffic: Path, repeats: int, concurrency: str,
-            requests: int | None, out: Path, timeout: float, model: str | None,
-            skip_invalid: bool, no_progress: bool) -> None:
+def _option(name: str, *flags: str, **attrs: Any):
+    return field_option(DeterminismConfig, name, *flags, **attrs)
+
+
+@click.command(name="determinism", epilog=exit_codes_help(
+    ExitCode.PASS, ExitCode.FAIL, ExitCode.USAGE, PASS="complete", FAIL="interrupted"))
+@_option("targets", "--target", required=True, multiple=True, parse=_targets,
+         metavar="[ARM=]URL")
+@_option("traffic", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@_option("repeats")
+@_option("concurrency", parse=_levels, show=lambda levels: ",".join(map(str, levels)),
+         metavar="C[,C...]")
+@_option("requests")
+@_option("out", required=True, type=click.Path(file_okay=False, path_type=Path))
+@_option("timeout")
+@_option("model", metavar="NAME")
+@_option("skip_invalid")
+@_option("progress")
+@click.pass_context
+def command(ctx: click.Context, **_: Any) -> None:
     """Send each prompt --repeats times at each --concurrency level and store, per request,
     the token ids, the latencies and the engine-reported peak memory. `layergate metrics`
     turns them into output, resource and latency determinism.
-
-    Exit codes: 0 complete, 1 interrupted, 2 usage error.
     """
-    from harness.repeat_suite import DeterminismConfig, DeterminismError, run_determinism
+    from exporters.traffic import TrafficError
+    from harness.repeat_suite import DeterminismError, run_determinism
     from harness.rundir import RunDir
-    from harness.traffic import TrafficError
 
     try:
-        config = DeterminismConfig(targets=_targets(targets), traffic=traffic, out=out,
-                                   repeats=repeats, concurrency=_levels(concurrency),
-                                   requests=requests, timeout=timeout, model=model,
-                                   skip_invalid=skip_invalid, progress=not no_progress)
-        run_dir = run_determinism(config)
+        run_dir = run_determinism(DeterminismConfig(**config_values(ctx, DeterminismConfig)))
     except (DeterminismError, TrafficError) as exc:
         raise click.UsageError(str(exc)) from exc
     except KeyboardInterrupt:
-        click.echo(f"interrupted: {out} is marked interrupted", err=True)
-        raise SystemExit(1) from None
+        click.echo(f"interrupted: {ctx.params['out']} is marked interrupted", err=True)
+        raise SystemExit(ExitCode.FAIL) from None
     manifest = RunDir(run_dir).read_manifest()
     click.echo(f"{manifest.status}: {run_dir} ({manifest.counts_text()})")

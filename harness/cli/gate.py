@@ -1,8 +1,5 @@
-"""`layergate gate RUN_DIR`: the release verdict, for people and for CI.
-
-Exit codes (DESIGN.md): 0 pass, 1 fail, 2 usage error (bad policy or arguments),
-3 inconclusive, 4 infrastructure error (run directory missing or unreadable).
-"""
+"""`layergate gate RUN_DIR`: the release verdict, for people and for CI; its exit code is
+the verdict's (exporters.catalogue.ExitCode, docs/CLI.md)."""
 
 from __future__ import annotations
 
@@ -11,15 +8,16 @@ from typing import TYPE_CHECKING
 
 import click
 
+from exporters.catalogue import ExitCode
+from harness.cli.exits import RUN_DIR_UNREADABLE, exit_codes_help
+
 if TYPE_CHECKING:
     from rich.console import Console
 
     from harness.gate import GateResult
 
-INFRASTRUCTURE_ERROR = 4
 
-
-@click.command("gate")
+@click.command("gate", epilog=exit_codes_help(*ExitCode, INFRASTRUCTURE=RUN_DIR_UNREADABLE))
 @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--policy", "policy_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Gate policy YAML. Default: scenarios/policies/default.yaml (no regression "
@@ -45,12 +43,11 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     otherwise any critical inconclusive makes it inconclusive. Fail-closed: a run that is
     not marked complete, or an arm whose error rate is over the policy's limit, fails.
 
-    Policy keys: threshold, direction (>= or <=), critical, min_samples, required,
-    subtract_noise_floor (consistency figures: compare B-vs-A minus A'-vs-A), arm;
+    Policy keys (docs/FORMATS.md): threshold, direction (>= or <=; default the figure's
+    good side), critical, min_samples, required, subtract_noise_floor (figures with an
+    excess over the noise floor: compare B-vs-A minus A'-vs-A), arm;
     top level: extends, target_rer, max_error_rate, require_complete, gate_scenarios,
     scenarios (per-scenario overrides), rollout (RRR bounds for vip / public_5pct / full).
-
-    Exit codes: 0 pass, 1 fail, 2 usage error, 3 inconclusive, 4 run directory unreadable.
     """
     from rich.console import Console
 
@@ -69,7 +66,7 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
             result = evaluate_run(run, policy)
     except RunDirError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise SystemExit(INFRASTRUCTURE_ERROR) from exc
+        raise SystemExit(ExitCode.INFRASTRUCTURE) from exc
     _write_reports(result, json_path, junit_path, markdown_path, html_path, err)
     from harness.report import print_summary
 

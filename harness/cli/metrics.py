@@ -13,17 +13,32 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from exporters.catalogue import (
+    BLEU,
+    ERROR_RATE,
+    EXACT_MATCH,
+    LATENCY_RATIO,
+    RER,
+    RER_THEORETICAL,
+    TERMINATION_ACCURACY,
+    ExitCode,
+)
+from exporters.config import MetricsConfig
+from harness.cli.exits import RUN_DIR_UNREADABLE, exit_codes_help
+from harness.cli.options import config_values, field_option
+
 if TYPE_CHECKING:
-    from exporters.config import MetricsConfig
     from exporters.figures import Figure
     from harness.rundir import Run
 
-INFRASTRUCTURE_ERROR = 4
-KEY_FIGURES = ("rer", "rer_theoretical", "termination_accuracy", "exact_match", "bleu",
-               "latency_ratio", "error_rate")
+# the figures of the per-scenario table
+KEY_FIGURES = (RER, RER_THEORETICAL, TERMINATION_ACCURACY, EXACT_MATCH, BLEU, LATENCY_RATIO,
+               ERROR_RATE)
 
 
-@click.command("metrics")
+@click.command("metrics", epilog=exit_codes_help(ExitCode.PASS, ExitCode.USAGE,
+                                                  ExitCode.INFRASTRUCTURE, PASS="done",
+                                                  INFRASTRUCTURE=RUN_DIR_UNREADABLE))
 @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every figure (value, CI, noise floor, n, status, detail) as JSON.")
@@ -34,16 +49,13 @@ KEY_FIGURES = ("rer", "rer_theoretical", "termination_accuracy", "exact_match", 
               help="Address --serve listens on.")
 @click.option("--policy", "policy_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Gate policy YAML: also export its thresholds and the gate's verdict.")
-@click.option("--resamples", type=click.IntRange(1), default=1000, show_default=True,
-              help="Bootstrap resamples behind every CI.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
-@click.option("--min-samples", type=click.IntRange(1), default=20, show_default=True,
-              help="Fewer paired requests than this make a figure `insufficient`.")
-@click.option("--target-rer", type=click.FloatRange(0, min_open=True), default=None,
-              help="RER the rollout stage (rrr) aims at [default: the policy's, else 0.20].")
-def command(run_dir: Path, json_path: Path | None, port: int | None, host: str,
-            policy_path: Path | None, resamples: int, seed: int, min_samples: int,
-            target_rer: float | None) -> None:
+@field_option(MetricsConfig, "n_resamples", "--resamples")
+@field_option(MetricsConfig, "seed")
+@field_option(MetricsConfig, "min_samples")
+@field_option(MetricsConfig, "target_rer", default_note="the policy's with --policy")
+@click.pass_context
+def command(ctx: click.Context, run_dir: Path, json_path: Path | None, port: int | None,
+            host: str, policy_path: Path | None, **_: Any) -> None:
     """Compute the figures of the run in RUN_DIR and print them as a table.
 
     RER (with its decode-only, theoretical and realised variants, and the rollout stage),
@@ -54,27 +66,27 @@ def command(run_dir: Path, json_path: Path | None, port: int | None, host: str,
     marked insufficient; figures whose definition does not apply, not computable.
 
     With OTEL_EXPORTER_OTLP_ENDPOINT set, the figures are also pushed over OTLP.
-    Exit codes: 0 done, 2 usage error, 4 run directory unreadable.
     """
     from rich.console import Console
 
-    from exporters.config import MetricsConfig
     from harness.rundir import RunDirError, load_run
 
     err = Console(stderr=True)
     policy = _load_policy(policy_path)
+    settings = config_values(ctx, MetricsConfig, given_only=True)
+    if policy is not None:  # a target the command line does not give is the policy's
+        settings.setdefault("target_rer", policy.target_rer)
+    config = MetricsConfig(**settings)
     try:
         with err.status(f"reading {run_dir}"):
             run = load_run(run_dir)
         with err.status(f"computing figures for {len(run.results)} results "
-                        f"({resamples} bootstrap resamples)"):
-            figures = _figures(run, MetricsConfig(n_resamples=resamples, seed=seed,
-                                                   min_samples=min_samples,
-                                                   target_rer=_target(target_rer, policy)))
+                        f"({config.n_resamples} bootstrap resamples)"):
+            figures = _figures(run, config)
             gate = _gate(run, policy) if policy is not None else None
     except RunDirError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise SystemExit(INFRASTRUCTURE_ERROR) from exc
+        raise SystemExit(ExitCode.INFRASTRUCTURE) from exc
     _print_tables(run, figures, gate)
     if json_path is not None:
         _write_json(json_path, run, figures, gate)
@@ -93,14 +105,6 @@ def _load_policy(path: Path | None) -> Any:
         return load_policy(path)
     except PolicyError as exc:
         raise click.BadParameter(str(exc), param_hint="--policy") from exc
-
-
-def _target(target_rer: float | None, policy: Any) -> float:
-    from exporters.config import MetricsConfig
-
-    if target_rer is not None:
-        return target_rer
-    return policy.target_rer if policy is not None else MetricsConfig().target_rer
 
 
 def _figures(run: Run, config: MetricsConfig) -> list[Figure]:
@@ -187,7 +191,7 @@ def _write_json(path: Path, run: Run, figures: list[Figure], gate: Any) -> None:
                    "status": run.manifest.status, "arms": run.manifest.arms,
                    "counts": run.manifest.counts},
            "verdict": gate.verdict if gate is not None else None,
-           "figures": [asdict(f) for f in figures]}
+           "figures": [{**asdict(f), "unit": f.unit} for f in figures]}
     try:
         path.write_text(json.dumps(out, indent=2, default=float) + "\n", encoding="utf-8")
     except OSError as exc:

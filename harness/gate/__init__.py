@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from harness.gate.checks import Check
 from harness.gate.policy import MetricRule, Policy, PolicyError, load_policy
-from harness.gate.result import EXIT_CODES, GateResult
-from harness.gate.rollout import Rollout
+from harness.gate.recommendation import Rollout
+from harness.gate.result import GateResult
 from harness.gate.verdict import apply_policy, decide
 
 if TYPE_CHECKING:
     from harness.gate.evaluation import evaluate, evaluate_run
 
-__all__ = ["EXIT_CODES", "Check", "GateResult", "MetricRule", "Policy", "PolicyError",
+__all__ = ["Check", "GateResult", "MetricRule", "Policy", "PolicyError",
            "Rollout", "apply_policy", "decide", "evaluate", "evaluate_run", "load_policy"]
 
 

@@ -10,12 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from exporters.catalogue import FAIL, INCONCLUSIVE, PASS
 from exporters.figures import Figure
 from harness.gate.policy import MetricRule
 
+# a check is judged like a verdict, or skipped (not required, not computed), or only shown
+SKIPPED, INFO = "skipped", "info"
 CheckStatus = Literal["pass", "fail", "inconclusive", "skipped", "info"]
 # worst first, for tables and exit codes
-STATUS_ORDER: dict[str, int] = {"fail": 0, "inconclusive": 1, "pass": 2, "skipped": 3, "info": 4}
+STATUS_ORDER: dict[str, int] = {s: i for i, s in enumerate((FAIL, INCONCLUSIVE, PASS, SKIPPED,
+                                                             INFO))}
 
 
 @dataclass(frozen=True)
@@ -63,9 +67,9 @@ def judge(rule: MetricRule, figure: Figure | None, scenario: str, counts: bool) 
                 subtract_noise_floor=rule.subtract_noise_floor)
     if figure is None:
         if not rule.required:
-            return Check(status="skipped", reason="figure not computed for this run "
+            return Check(status=SKIPPED, reason="figure not computed for this run "
                          "(not required)", **base)
-        return Check(status="inconclusive", reason="required figure missing from the run",
+        return Check(status=INCONCLUSIVE, reason="required figure missing from the run",
                      **base)
     base.update(value=figure.value, ci_low=figure.ci_low, ci_high=figure.ci_high,
                 noise_floor=figure.noise_floor, n=figure.n, unit=figure.unit)
@@ -75,13 +79,13 @@ def judge(rule: MetricRule, figure: Figure | None, scenario: str, counts: bool) 
         base.update(compared=point, compared_low=low, compared_high=high)
     if figure.status != "ok" or figure.value is None:
         why = figure.reason or ("no value" if figure.value is None else figure.status)
-        status = "skipped" if not rule.required else "inconclusive"
+        status = SKIPPED if not rule.required else INCONCLUSIVE
         return Check(status=status, reason=f"{figure.status}: {why}", **base)
     if point is None:
-        return Check(status="inconclusive", reason="no noise floor to subtract (run has no "
+        return Check(status=INCONCLUSIVE, reason="no noise floor to subtract (run has no "
                      "baseline2 arm, or the figure lacks detail['excess'])", **base)
     if figure.n < rule.min_samples:
-        return Check(status="inconclusive", reason=f"{figure.n} samples, policy needs "
+        return Check(status=INCONCLUSIVE, reason=f"{figure.n} samples, policy needs "
                      f"{rule.min_samples}", **base)
     return Check(status=_side(rule, low, high), reason=_reason(rule, low, high), **base)
 
@@ -109,15 +113,15 @@ def _side(rule: MetricRule, low: float, high: float) -> CheckStatus:
     if rule.direction == "<=":
         all_good, any_good = (high <= rule.threshold, low <= rule.threshold)
     if all_good:  # the whole interval on the good side (the threshold itself counts as good)
-        return "pass"
+        return PASS
     if not any_good:  # the whole interval on the bad side
-        return "fail"
-    return "inconclusive"
+        return FAIL
+    return INCONCLUSIVE
 
 
 def _reason(rule: MetricRule, low: float, high: float) -> str:
     what = "excess over noise floor" if rule.subtract_noise_floor else "CI"
     status = _side(rule, low, high)
-    words = {"pass": "wholly on the good side of", "fail": "wholly on the bad side of",
-             "inconclusive": "straddles"}[status]
+    words = {PASS: "wholly on the good side of", FAIL: "wholly on the bad side of",
+             INCONCLUSIVE: "straddles"}[status]
     return f"{what} [{low:.4g}, {high:.4g}] {words} {rule.direction} {rule.threshold:g}"

@@ -6,17 +6,27 @@ Every mistake in a policy file is a `PolicyError` naming the file and the key, s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
+from exporters.catalogue import (
+    ARMS,
+    CANDIDATE,
+    FIGURES,
+    RER,
+    RER_DECODE,
+    STAGE_BOUNDS,
+    did_you_mean,
+    figure_spec,
+)
+from exporters.config import MetricsConfig
 from harness.gate.validate import (
     PolicyError,
     Where,
     check_keys,
-    did_you_mean,
     flag,
     fraction,
     kind,
@@ -26,26 +36,14 @@ from harness.gate.validate import (
 
 Direction = Literal[">=", "<="]
 
-# docs/CONTRACTS.md "Figure names"
-FIGURE_NAMES = frozenset({
-    "rer", "rer_decode", "rer_theoretical", "rer_realisation", "rrr",
-    "termination_accuracy", "termination_truncated", "termination_premature",
-    "termination_overrun", "termination_accuracy_recorded", "cache_hit_delta",
-    "output_determinism", "resource_determinism", "latency_determinism", "exact_match",
-    "first_divergence", "bleu", "chrf", "token_kl",
-    "ttft_p50", "ttft_p90", "ttft_p99", "tpot_p50", "tpot_p90", "tpot_p99", "itl_p50",
-    "itl_p90", "itl_p99", "e2e_p50", "e2e_p90", "e2e_p99", "e2e_jitter", "goodput",
-    "token_efficiency", "error_rate", "latency_ratio",
-})
-# figures that carry detail["excess"]: B against A minus A' against A
-NOISE_FLOOR_FIGURES = frozenset({"exact_match", "first_divergence", "bleu", "chrf", "token_kl"})
-ARM_NAMES = frozenset({"baseline", "baseline2", "candidate"})
-
+# the defaults a policy file may override: the figures' own, so `metrics` and `gate` agree
+DEFAULT_TARGET_RER = MetricsConfig.target_rer
+DEFAULT_MIN_SAMPLES = MetricsConfig.min_samples
+DEFAULT_MAX_ERROR_RATE = 0.01
 _RULE_KEYS = {"threshold", "direction", "critical", "min_samples", "subtract_noise_floor",
               "required", "arm"}
 _TOP_KEYS = {"extends", "name", "description", "require_complete", "min_samples", "target_rer",
              "max_error_rate", "gate_scenarios", "metrics", "scenarios", "rollout"}
-_ROLLOUT_KEYS = {"vip", "public_5pct", "full"}
 
 
 @dataclass(frozen=True)
@@ -60,16 +58,7 @@ class MetricRule:
     min_samples: int = 0
     subtract_noise_floor: bool = False
     required: bool = True  # False: a missing figure is skipped instead of inconclusive
-    arm: str = "candidate"
-
-
-@dataclass(frozen=True)
-class RolloutStages:
-    """Lower bounds on RRR = (RER - target) / target for each stage past `internal`."""
-
-    vip: float = 0.0
-    public_5pct: float = 0.25
-    full: float = 0.5
+    arm: str = CANDIDATE
 
 
 @dataclass(frozen=True)
@@ -78,18 +67,20 @@ class Policy:
     path: Path | None
     description: str = ""
     require_complete: bool = True
-    target_rer: float = 0.20
+    target_rer: float = DEFAULT_TARGET_RER
     max_error_rate: dict[str, float] = field(default_factory=dict)  # arm -> limit
-    default_max_error_rate: float = 0.01
+    default_max_error_rate: float = DEFAULT_MAX_ERROR_RATE
     gate_scenarios: bool = False  # per-scenario rows count toward the verdict
     rules: tuple[MetricRule, ...] = ()
     scenario_rules: dict[str, tuple[MetricRule, ...]] = field(default_factory=dict)
-    rollout: RolloutStages = RolloutStages()
+    # lower bound on RRR = (RER - target) / target per rollout stage past `internal`
+    rollout: dict[str, float] = field(default_factory=lambda: dict(STAGE_BOUNDS))
 
     def error_limit(self, arm: str) -> float:
         return self.max_error_rate.get(arm, self.default_max_error_rate)
 
-    def rules_for(self, scenario: str) -> tuple[MetricRule, ...]:
+    def rules_for_scenario(self, scenario: str) -> tuple[MetricRule, ...]:
+        """The rules one scenario's figures are judged by (its overrides, else the run's)."""
         return self.scenario_rules.get(scenario, self.rules)
 
 
@@ -138,8 +129,9 @@ def parse_policy(raw: Any, path: Path | None = None) -> Policy:
     if not isinstance(raw, dict):
         raise where.error("", f"expected a mapping at the top level, got {kind(raw)}")
     check_keys(raw, _TOP_KEYS, where, "")
-    min_samples = whole_number(raw.get("min_samples", 20), where, "min_samples")
-    target = number(raw.get("target_rer", 0.20), where, "target_rer")
+    min_samples = whole_number(raw.get("min_samples", DEFAULT_MIN_SAMPLES), where,
+                               "min_samples")
+    target = number(raw.get("target_rer", DEFAULT_TARGET_RER), where, "target_rer")
     if target <= 0:
         raise where.error("target_rer", f"must be > 0, got {target}")
     metrics = raw.get("metrics")
@@ -147,7 +139,8 @@ def parse_policy(raw: Any, path: Path | None = None) -> Policy:
         raise where.error("metrics", "expected a non-empty mapping of figure name -> rule")
     rules = tuple(_rule(name, spec, where, f"metrics.{name}", min_samples, target)
                   for name, spec in metrics.items())
-    default_limit, limits = _error_limits(raw.get("max_error_rate", 0.01), where)
+    default_limit, limits = _error_limits(raw.get("max_error_rate", DEFAULT_MAX_ERROR_RATE),
+                                          where)
     return Policy(
         name=str(raw.get("name") or (path.stem if path else "policy")),
         path=path,
@@ -166,24 +159,31 @@ def parse_policy(raw: Any, path: Path | None = None) -> Policy:
 
 def _rule(name: Any, spec: Any, where: Where, key: str, min_samples: int,
           target: float) -> MetricRule:
-    if name not in FIGURE_NAMES:
-        raise where.error(key, f"unknown figure {name!r}{did_you_mean(name, FIGURE_NAMES)}")
+    if name not in FIGURES:
+        raise where.error(key, f"unknown figure {name!r}{did_you_mean(name, FIGURES)}")
+    figure = figure_spec(name)
+    if not figure.gateable:
+        raise where.error(key, f"{name} cannot be gated: {figure.not_gated}")
     if not isinstance(spec, dict):
         raise where.error(key, f"expected a mapping of rule keys, got {kind(spec)}")
     check_keys(spec, _RULE_KEYS, where, key)
-    if "threshold" not in spec and name not in ("rer", "rer_decode"):
+    if "threshold" not in spec and name not in (RER, RER_DECODE):
         raise where.error(f"{key}.threshold", "missing (every gated figure needs a threshold)")
-    direction = spec.get("direction")
+    direction = spec.get("direction", figure.direction)
     if direction not in (">=", "<="):
         raise where.error(f"{key}.direction", f"expected '>=' or '<=', got {direction!r}")
+    if direction != figure.direction:
+        raise where.error(f"{key}.direction", f"{name}: {figure.better} is better, so the "
+                          f"good side is {figure.direction!r}, not {direction!r}")
     subtract = flag(spec.get("subtract_noise_floor", False), where,
                      f"{key}.subtract_noise_floor")
-    if subtract and name not in NOISE_FLOOR_FIGURES:
-        raise where.error(f"{key}.subtract_noise_floor", "only consistency figures carry a "
-                          f"noise floor ({', '.join(sorted(NOISE_FLOOR_FIGURES))})")
-    arm = spec.get("arm", "candidate")
-    if arm not in ARM_NAMES:
-        raise where.error(f"{key}.arm", f"unknown arm {arm!r}{did_you_mean(arm, ARM_NAMES)}")
+    if subtract and not figure.excess:
+        with_excess = ", ".join(n for n, f in FIGURES.items() if f.excess)
+        raise where.error(f"{key}.subtract_noise_floor", f"{name} carries no excess over the "
+                          f"noise floor (those that do: {with_excess})")
+    arm = spec.get("arm", CANDIDATE)
+    if arm not in ARMS:
+        raise where.error(f"{key}.arm", f"unknown arm {arm!r}{did_you_mean(arm, ARMS)}")
     # RER's threshold defaults to the policy's target: "RER >= target" is the benefit
     threshold = spec.get("threshold", target)
     return MetricRule(
@@ -225,24 +225,25 @@ def _error_limits(raw: Any, where: Where) -> tuple[float, dict[str, float]]:
     if not isinstance(raw, dict):
         return fraction(raw, where, "max_error_rate"), {}
     limits: dict[str, float] = {}
-    default = 0.01
+    default = DEFAULT_MAX_ERROR_RATE
     for arm, value in raw.items():
         if arm == "default":
             default = fraction(value, where, "max_error_rate.default")
-        elif arm in ARM_NAMES:
+        elif arm in ARMS:
             limits[arm] = fraction(value, where, f"max_error_rate.{arm}")
         else:
-            raise where.error(f"max_error_rate.{arm}", f"unknown arm{did_you_mean(arm, ARM_NAMES)}"
-                              " (use baseline, baseline2, candidate or default)")
+            raise where.error(f"max_error_rate.{arm}", f"unknown arm{did_you_mean(arm, ARMS)}"
+                              f" (use {', '.join(ARMS)} or default)")
     return default, limits
 
 
-def _rollout(raw: Any, where: Where) -> RolloutStages:
+def _rollout(raw: Any, where: Where) -> dict[str, float]:
     if not isinstance(raw, dict):
         raise where.error("rollout", f"expected a mapping, got {kind(raw)}")
-    check_keys(raw, _ROLLOUT_KEYS, where, "rollout")
-    stages = replace(RolloutStages(), **{k: number(v, where, f"rollout.{k}")
-                                         for k, v in raw.items()})
-    if not stages.vip <= stages.public_5pct <= stages.full:
-        raise where.error("rollout", "stage bounds must not decrease: vip <= public_5pct <= full")
-    return stages
+    check_keys(raw, set(STAGE_BOUNDS), where, "rollout")
+    bounds = {**STAGE_BOUNDS, **{k: number(v, where, f"rollout.{k}") for k, v in raw.items()}}
+    values = list(bounds.values())
+    if values != sorted(values):
+        raise where.error("rollout", "stage bounds must not decrease: "
+                          f"{' <= '.join(bounds)}")
+    return bounds

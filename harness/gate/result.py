@@ -6,18 +6,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from exporters.catalogue import exit_code
 from exporters.figures import OVERALL, Figure
 from exporters.records import ArmResult
 from harness.gate.checks import Check
 from harness.gate.policy import Policy
-from harness.gate.rollout import Rollout
-
-EXIT_CODES = {"pass": 0, "fail": 1, "inconclusive": 3}
+from harness.gate.recommendation import Rollout
 
 
 @dataclass(frozen=True)
 class GateResult:
-    verdict: str  # "pass" | "fail" | "inconclusive"
+    verdict: str  # one of exporters.catalogue.VERDICTS
     reasons: tuple[str, ...]  # the gating checks that decided it, in words
     checks: tuple[Check, ...]
     figures: tuple[Figure, ...]
@@ -30,7 +29,7 @@ class GateResult:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_CODES[self.verdict]
+        return int(exit_code(self.verdict))
 
     @property
     def overall(self) -> list[Check]:

@@ -3,10 +3,11 @@ file and the dotted key, with a "did you mean" for a misspelt name."""
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from exporters.catalogue import did_you_mean
 
 
 class PolicyError(ValueError):
@@ -27,11 +28,6 @@ def check_keys(raw: dict, allowed: set[str], where: Where, key: str) -> None:
         if name not in allowed:
             full = f"{key}.{name}" if key else str(name)
             raise where.error(full, f"unknown key{did_you_mean(name, allowed)}")
-
-
-def did_you_mean(name: Any, choices: set[str] | frozenset[str]) -> str:
-    close = difflib.get_close_matches(str(name), sorted(choices), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def kind(value: Any) -> str:

@@ -11,12 +11,13 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from exporters.catalogue import CANDIDATE, FAIL, INCONCLUSIVE, PASS
 from exporters.figures import OVERALL, Figure
 from exporters.records import ArmResult
-from harness.gate.checks import Check, judge
+from harness.gate.checks import INFO, Check, judge
 from harness.gate.policy import Policy
+from harness.gate.recommendation import recommend
 from harness.gate.result import GateResult
-from harness.gate.rollout import recommend
 
 
 def apply_policy(policy: Policy, figures: Sequence[Figure], manifest: dict[str, Any],
@@ -37,18 +38,18 @@ def apply_policy(policy: Policy, figures: Sequence[Figure], manifest: dict[str, 
 
 def decide(checks: Iterable[Check]) -> tuple[str, list[str]]:
     gating = [c for c in checks if c.gating]
-    failed = [c for c in gating if c.status == "fail"]
+    failed = [c for c in gating if c.status == FAIL]
     if failed:
-        return "fail", [_words(c) for c in failed]
-    unsure = [c for c in gating if c.status == "inconclusive"]
+        return FAIL, [_words(c) for c in failed]
+    unsure = [c for c in gating if c.status == INCONCLUSIVE]
     if unsure:
-        return "inconclusive", [_words(c) for c in unsure]
-    return "pass", []
+        return INCONCLUSIVE, [_words(c) for c in unsure]
+    return PASS, []
 
 
 def _words(check: Check) -> str:
     where = "" if check.scenario == OVERALL else f" [{check.scenario}]"
-    arm = "" if check.arm == "candidate" else f" ({check.arm})"
+    arm = "" if check.arm == CANDIDATE else f" ({check.arm})"
     return f"{check.name}{arm}{where}: {check.reason}"
 
 
@@ -63,13 +64,13 @@ def _run_checks(policy: Policy, manifest: dict[str, Any],
         limit = policy.error_limit(arm)
         if not rows:
             checks.append(Check(name="error_rate", scenario=OVERALL, arm=arm, critical=True,
-                                counts=True, status="fail", threshold=limit, direction="<=",
+                                counts=True, status=FAIL, threshold=limit, direction="<=",
                                 reason="no results recorded for this arm"))
             continue
         rate = sum(not r.ok for r in rows) / len(rows)
         checks.append(Check(
             name="error_rate", scenario=OVERALL, arm=arm, critical=True, counts=True,
-            status="pass" if rate <= limit else "fail", threshold=limit, direction="<=",
+            status=PASS if rate <= limit else FAIL, threshold=limit, direction="<=",
             value=rate, compared=rate, compared_low=rate, compared_high=rate, n=len(rows),
             reason=f"{sum(not r.ok for r in rows)} of {len(rows)} requests failed "
                    f"({rate:.2%}; limit {limit:.2%})"))
@@ -81,7 +82,7 @@ def _complete_check(name: str, manifest: dict[str, Any]) -> Check:
     status = manifest.get("status")
     complete = status == "complete"
     return Check(name=name, scenario=OVERALL, arm="all", critical=True, counts=True,
-                 status="pass" if complete else "fail",
+                 status=PASS if complete else FAIL,
                  reason="run marked complete" if complete else
                  f"run status is {status!r}, not 'complete' (interrupted or still running)")
 
@@ -94,7 +95,7 @@ def _figure_checks(policy: Policy, figures: Sequence[Figure],
     scenarios = sorted(({r.scenario for r in results} | {f.scenario for f in figures}) - {OVERALL})
     checks = []
     for scenario in [OVERALL, *scenarios]:
-        rules = policy.rules if scenario == OVERALL else policy.rules_for(scenario)
+        rules = policy.rules if scenario == OVERALL else policy.rules_for_scenario(scenario)
         counts = scenario == OVERALL or policy.gate_scenarios
         gated = {("error_rate", arm) for arm in {r.arm for r in results}}  # run checks
         for rule in rules:
@@ -102,13 +103,13 @@ def _figure_checks(policy: Policy, figures: Sequence[Figure],
             checks.append(judge(rule, index.get((rule.name, rule.arm, scenario)), scenario,
                                 counts))
         checks += [_info(f) for f in figures
-                   if f.scenario == scenario and f.arm == "candidate"
+                   if f.scenario == scenario and f.arm == CANDIDATE
                    and (f.name, f.arm) not in gated]
     return checks
 
 
 def _info(fig: Figure) -> Check:
-    return Check(name=fig.name, scenario=fig.scenario, arm=fig.arm, status="info",
+    return Check(name=fig.name, scenario=fig.scenario, arm=fig.arm, status=INFO,
                  reason=fig.reason or "reported, not gated", counts=False, value=fig.value,
                  ci_low=fig.ci_low, ci_high=fig.ci_high, noise_floor=fig.noise_floor,
                  n=fig.n, unit=fig.unit)

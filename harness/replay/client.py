@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from exporters.records import ArmResult
+from exporters.traffic import TrafficRecord
 from harness.replay.openai_stream import (
     REQUEST_HEADERS,
     ResultBuilder,
@@ -32,7 +33,6 @@ from harness.replay.transport import (
     Transport,
     TransportTimeout,
 )
-from harness.traffic import TrafficRecord
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from exporters.records import ARMS
+from exporters.catalogue import ARMS, REQUIRED_ARMS
 
 
 class ConfigError(ValueError):
@@ -16,37 +16,58 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class ReplayConfig:
-    out: Path = field(metadata={"help": "run directory to write (or resume)"})
+    out: Path = field(metadata={
+        "help": "Run directory to create (or to fill with --resume)."})
     arms: dict[str, str] = field(metadata={"help": "arm name -> OpenAI-compatible base URL"})
-    traffic: Path | None = field(default=None, metadata={"help": "JSONL traffic file"})
-    scenario: str | None = field(default=None, metadata={"help": "a mix name or YAML path"})
-    rate: float | None = field(default=None, metadata={"help": "Poisson arrivals per second"})
-    users: int | None = field(default=None, metadata={"help": "closed loop with N users"})
-    requests: int | None = field(default=None, metadata={"help": "send only the first N"})
-    speed: float = field(default=1.0, metadata={"help": "timestamp replay speed factor"})
-    processes: int = field(default=1, metadata={"help": "Locust worker processes"})
-    resume: bool = field(default=False, metadata={"help": "send only what is missing"})
+    traffic: Path | None = field(default=None, metadata={
+        "help": "JSONL traffic file to replay (docs/FORMATS.md)."})
+    scenario: str | None = field(default=None, metadata={
+        "help": "A mix from scenarios/mixes (e.g. saas-mix) or a mix YAML path."})
+    rate: float | None = field(default=None, metadata={
+        "help": "Open loop: Poisson arrivals at R requests/s instead of the recorded times.",
+        "min": 0, "min_open": True})
+    users: int | None = field(default=None, metadata={
+        "help": "Closed loop: N users, each sending its next record when the last is done.",
+        "min": 1})
+    requests: int | None = field(default=None, metadata={
+        "help": "Send only the first N records.", "min": 1})
+    speed: float = field(default=1.0, metadata={
+        "help": "Timestamp replay: divide recorded offsets by S.", "min": 0, "min_open": True})
+    processes: int = field(default=1, metadata={
+        "help": "Locust worker processes (master + N workers when N > 1).", "min": 1})
+    resume: bool = field(default=False, metadata={
+        "help": "Fill an interrupted run: send only (request, arm) pairs with no ok result."})
     timeout: float = field(default=120.0, metadata={
-        "help": "seconds from the intended send until the whole answer must be in"})
-    metrics_port: int | None = field(default=None, metadata={"help": "live metrics port"})
-    web_port: int | None = field(default=None, metadata={"help": "Locust web UI port"})
+        "help": "Seconds from the intended send until the whole answer must be in (else the "
+                "request counts as an error).", "min": 0, "min_open": True})
+    metrics_port: int | None = field(default=None, metadata={
+        "help": "Serve live layergate_replay_* Prometheus metrics on port P.", "min": 1,
+        "max": 65535})
+    web_port: int | None = field(default=None, metadata={
+        "help": "Run Locust with its web UI on port P (default: headless).", "min": 1,
+        "max": 65535})
     metrics_linger_s: float = field(default=15.0, metadata={
-        "help": "keep serving the live metrics this long after the run, so Prometheus scrapes "
-                "the final counts (one scrape interval is enough)"})
+        "help": "With --metrics-port: keep serving the live metrics S seconds after the run, "
+                "so Prometheus scrapes the final counts (one scrape interval is enough).",
+        "min": 0})
     bind_host: str = field(default="127.0.0.1", metadata={
-        "help": "address the live metrics and the Locust web UI listen on"})
+        "help": "Address for --metrics-port and --web-port (0.0.0.0 inside a container)."})
     models: dict[str, str] = field(default_factory=dict,
                                    metadata={"help": "arm -> model name to put in the body"})
     max_in_flight: int = field(default=32, metadata={
-        "help": "open loop: Locust users, i.e. records in flight at once (each to every arm)"})
-    seed: int = field(default=0, metadata={"help": "seed for sampling and arrivals"})
-    skip_invalid: bool = field(default=False, metadata={"help": "skip bad traffic lines"})
-    progress: bool = field(default=True, metadata={"help": "show a progress bar"})
+        "help": "Open loop: Locust users, i.e. records in flight at once (each to every arm).",
+        "min": 1})
+    seed: int = field(default=0, metadata={
+        "help": "Seed for scenario sampling and Poisson arrivals."})
+    skip_invalid: bool = field(default=False, metadata={
+        "help": "Skip bad traffic lines (each is reported) instead of stopping."})
+    progress: bool = field(default=True, metadata={
+        "help": "Show a progress bar (--no-progress for logs and CI)."})
 
     def __post_init__(self) -> None:
         if (self.traffic is None) == (self.scenario is None) and not self.resume:
             raise ConfigError("give exactly one of traffic (--traffic) or scenario (--scenario)")
-        for name in ("baseline", "candidate"):
+        for name in REQUIRED_ARMS:
             if name not in self.arms:
                 raise ConfigError(f"the {name} arm needs a URL (--{name})")
         unknown = set(self.arms) - set(ARMS)

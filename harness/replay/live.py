@@ -9,18 +9,12 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from exporters.catalogue import BASELINE, same_output
 from exporters.records import ArmResult
 from harness.store import ResultStore
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
                    120.0)
-BASELINE = "baseline"
-
-
-def _same_output(a: ArmResult, b: ArmResult) -> bool:
-    if a.token_ids is not None and b.token_ids is not None:
-        return a.token_ids == b.token_ids
-    return a.output_text == b.output_text
 
 
 class ReplayMetrics:
@@ -67,7 +61,7 @@ class ReplayMetrics:
         others = [r for a, r in seen.items() if a != BASELINE]
         for other in others:
             self.compared.labels(other.arm, other.scenario).inc()
-            if _same_output(base, other):
+            if same_output(base, other):
                 self.exact.labels(other.arm, other.scenario).inc()
             del seen[other.arm]
 

@@ -19,13 +19,13 @@ import gevent
 from locust import User, constant, task
 
 from exporters.records import ArmResult
+from exporters.traffic import TrafficRecord
 from harness.replay.client import Target, send
 from harness.replay.gevent_transport import GeventTransport
 from harness.replay.tracing import arm_span, replay_tracer_provider
 from harness.replay.work import StoreWork, WorkerPlan, WorkSource
 from harness.rundir import RunDir
 from harness.store import this_process
-from harness.traffic import TrafficRecord
 
 IDLE_S = 0.2  # how often a user with nothing to do looks at the queue again
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from exporters.records import ArmResult
-from harness.traffic import TrafficRecord
+from exporters.traffic import TrafficRecord
 
 DONE = "[DONE]"
 REQUEST_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}

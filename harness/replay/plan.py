@@ -8,10 +8,10 @@ import dataclasses
 import logging
 from collections.abc import Iterable
 
+from exporters.traffic import TrafficRecord, read_traffic
 from harness import scenarios
 from harness.replay.config import ConfigError, ReplayConfig
 from harness.store import QueueEntry
-from harness.traffic import TrafficRecord, read_traffic
 
 log = logging.getLogger(__name__)
 

@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from exporters.traffic import TrafficRecord
 from harness.manifest import Manifest, now_iso
 from harness.replay.config import ConfigError, ReplayConfig
 from harness.replay.live import ReplayMetrics, StoreTail
@@ -32,7 +33,6 @@ from harness.replay.scrape import scrape_arms
 from harness.replay.work import WorkerPlan
 from harness.rundir import RunDir
 from harness.store import ResultStore
-from harness.traffic import TrafficRecord
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 POLL_S = 0.25

@@ -7,10 +7,11 @@ import base64
 from html import escape
 from pathlib import Path
 
+from exporters.catalogue import CANDIDATE
 from exporters.figures import OVERALL
-from harness.gate.checks import Check
+from harness.gate.checks import INFO, Check
 from harness.gate.result import GateResult
-from harness.report import plots, wording
+from harness.report import html_plots, wording
 from harness.report.pairs import Pair, pair_arms, word_diff, worst
 
 CSS = """
@@ -90,21 +91,21 @@ def write_html(result: GateResult, path: str | Path) -> Path:
 def _plot_images(result: GateResult) -> dict[str, str]:
     results, figures = result.results, result.figures
     target = result.policy.target_rer
-    pngs = {"latency-cdf": plots.latency_cdf(results),
-            "rer-by-scenario": plots.rer_by_scenario(figures, target),
-            "termination": plots.termination_breakdown(figures),
-            "consistency-position": plots.consistency_by_position(results),
-            "layers-histogram": plots.layers_histogram(results)}
+    pngs = {"latency-cdf": html_plots.latency_cdf(results),
+            "rer-by-scenario": html_plots.rer_by_scenario(figures, target),
+            "termination": html_plots.termination_breakdown(figures),
+            "consistency-position": html_plots.consistency_by_position(results),
+            "layers-histogram": html_plots.layers_histogram(results)}
     return {k: base64.b64encode(v).decode("ascii") for k, v in pngs.items()}
 
 
 def gated(checks: list[Check]) -> list[Check]:
-    return [c for c in checks if c.status != "info"]
+    return [c for c in checks if c.status != INFO]
 
 
 def _other_figures(result: GateResult) -> str:
     """Every run-wide figure the policy does not gate, for each arm, folded away."""
-    judged = {(c.name, c.arm) for c in result.overall if c.status != "info"}
+    judged = {(c.name, c.arm) for c in result.overall if c.status != INFO}
     rows = sorted((f for f in result.figures if f.scenario == OVERALL
                    and (f.name, f.arm) not in judged), key=lambda f: (f.name, f.arm))
     if not rows:
@@ -145,7 +146,7 @@ def _table(checks: list[Check]) -> str:
     rows = []
     for c in checks:
         name = escape(wording.label(c))
-        if not c.gating and c.status != "info":
+        if not c.gating and c.status != INFO:
             name += " <span class=small>(not gating)</span>"
         compared = wording.ci(c.compared_low, c.compared_high) if c.subtract_noise_floor else ""
         rows.append(
@@ -159,7 +160,7 @@ def _table(checks: list[Check]) -> str:
 
 
 def _diffs(result: GateResult) -> str:
-    pairs = worst(pair_arms(result.results, "candidate"))
+    pairs = worst(pair_arms(result.results, CANDIDATE))
     if not pairs:
         return "<div class=card>No candidate output differs from the baseline.</div>"
     return "".join(_diff_card(p) for p in pairs)

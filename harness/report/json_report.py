@@ -1,4 +1,4 @@
-"""The gate's `--json` report (top level per DESIGN.md: verdict, run, metrics, scenarios)."""
+"""The gate's `--json` report (docs/FORMATS.md: verdict, run, metrics, scenarios)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from exporters.catalogue import CANDIDATE
 from harness.gate.checks import Check
 from harness.gate.result import GateResult
 
@@ -14,7 +15,7 @@ from harness.gate.result import GateResult
 def metric_key(check: Check) -> str:
     """`name` for the candidate (B against A) and run-wide checks, `name.arm` for a per-arm
     row (e.g. `error_rate.baseline`)."""
-    return check.name if check.arm in ("candidate", "all") else f"{check.name}.{check.arm}"
+    return check.name if check.arm in (CANDIDATE, "all") else f"{check.name}.{check.arm}"
 
 
 def check_dict(check: Check) -> dict[str, Any]:

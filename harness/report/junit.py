@@ -11,6 +11,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from exporters.catalogue import FAIL, INCONCLUSIVE
+from harness.gate.checks import INFO, SKIPPED
 from harness.gate.result import GateResult
 from harness.report import wording
 
@@ -29,18 +31,18 @@ def render_junit(result: GateResult) -> ET.ElementTree:
         case = ET.SubElement(suite, "testcase", classname=f"layergate.gate.{c.scenario}",
                              name=wording.label(c))
         message = wording.summary_line(c)
-        if not c.gating and c.status in ("fail", "inconclusive"):
+        if not c.gating and c.status in (FAIL, INCONCLUSIVE):
             # shown, but it cannot fail the build: the verdict does not depend on it
             tally["skipped"] += 1
             ET.SubElement(case, "skipped", message=f"not gating: {message}")
-        elif c.status == "fail":
+        elif c.status == FAIL:
             tally["failures"] += 1
             ET.SubElement(case, "failure", message=message, type="GateFailure").text = message
-        elif c.status == "inconclusive":
+        elif c.status == INCONCLUSIVE:
             tally["errors"] += 1
             ET.SubElement(case, "error", message=message,
                           type="GateInconclusive").text = message
-        elif c.status in ("skipped", "info"):
+        elif c.status in (SKIPPED, INFO):
             tally["skipped"] += 1
             ET.SubElement(case, "skipped", message=message)
         else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.gate.checks import Check
+from harness.gate.checks import INFO, Check
 from harness.gate.result import GateResult
 from harness.report import wording
 
@@ -17,15 +17,15 @@ def render_markdown(result: GateResult) -> str:
            f"{result.exit_code} · rollout recommendation: **{r.label}**", ""]
     if result.reasons:
         out += ["**Why:**", ""] + [f"- {_escape(reason)}" for reason in result.reasons] + [""]
-    judged = [c for c in result.overall if c.status != "info"]
-    info = [c for c in result.overall if c.status == "info"]
+    judged = [c for c in result.overall if c.status != INFO]
+    info = [c for c in result.overall if c.status == INFO]
     out += [f"_Rollout:_ {_escape(r.reason)}", "", _counts(result), "",
             "### Run-wide", "", *_table(judged)]
     if info:  # folded: a CI summary should lead with what decided the verdict
         out += ["", f"<details><summary>{len(info)} more figures, reported and not gated"
                     "</summary>", "", *_table(info), "", "</details>"]
     for scenario, checks in result.scenarios.items():
-        gated = [c for c in checks if c.status != "info"]
+        gated = [c for c in checks if c.status != INFO]
         if gated:
             note = "" if result.policy.gate_scenarios else " (reported, not gating)"
             out += ["", f"### Scenario `{scenario}`{note}", "", *_table(gated)]
@@ -48,7 +48,7 @@ def _table(checks: list[Check]) -> list[str]:
     rows = ["| | metric | value | CI | noise floor | compared | threshold | n | why |",
             "|---|---|---:|---|---:|---|---|---:|---|"]
     for c in checks:
-        critical = "" if c.gating or c.status == "info" else " *(not critical)*"
+        critical = "" if c.gating or c.status == INFO else " *(not critical)*"
         compared = wording.ci(c.compared_low, c.compared_high) if c.subtract_noise_floor else ""
         rows.append(f"| {wording.ICONS[c.status]} | {wording.label(c)}{critical} | "
                     f"{wording.num(c.value)} | {wording.ci(c.ci_low, c.ci_high)} | "

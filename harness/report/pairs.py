@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from exporters.catalogue import BASELINE, compared_tokens, same_output
 from exporters.records import ArmResult
 
 _WORDS = re.compile(r"\s+|\w+|[^\w\s]")
@@ -23,14 +24,14 @@ class Pair:
 
     @property
     def tokens(self) -> tuple[Sequence, Sequence]:
-        a, b = self.reference.token_ids, self.other.token_ids
-        if a is not None and b is not None:
-            return a, b
-        return _WORDS.findall(self.reference.output_text), _WORDS.findall(self.other.output_text)
+        """Token ids, or words, spaces and punctuation (so a diff can rebuild the text)."""
+        return compared_tokens(self.reference, self.other, _WORDS.findall)
 
     @property
     def divergence(self) -> int | None:
-        """Index of the first differing output token; None when identical."""
+        """Index of the first differing output token; None when the outputs are the same."""
+        if same_output(self.reference, self.other):
+            return None
         return first_divergence(*self.tokens)
 
     @property
@@ -46,7 +47,7 @@ def first_divergence(a: Sequence, b: Sequence) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def pair_arms(results: Sequence[ArmResult], arm: str, reference: str = "baseline") -> list[Pair]:
+def pair_arms(results: Sequence[ArmResult], arm: str, reference: str = BASELINE) -> list[Pair]:
     """Successful requests answered by both `reference` and `arm` (repeat 0)."""
     ref = {r.request_id: r for r in results if r.arm == reference and r.ok and r.repeat == 0}
     return [Pair(r.request_id, r.scenario, ref[r.request_id], r) for r in results

@@ -6,17 +6,17 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
-from harness.gate.checks import Check
+from exporters.catalogue import FAIL, INCONCLUSIVE, PASS
+from harness.gate.checks import INFO, SKIPPED, Check
 from harness.gate.result import GateResult
 from harness.report import wording
 
-STYLES = {"pass": "green", "fail": "bold red", "inconclusive": "yellow", "skipped": "dim",
-          "info": "dim"}
+STYLES = {PASS: "green", FAIL: "bold red", INCONCLUSIVE: "yellow", SKIPPED: "dim", INFO: "dim"}
 LEGEND = ("· = cannot change the verdict (not critical, or a scenario row not gated); "
           "judged = the CI compared with the threshold (the excess over the noise floor where "
           "the policy subtracts it)")
-VERDICT_STYLES = {"pass": "bold white on green", "fail": "bold white on red",
-                  "inconclusive": "bold black on yellow"}
+VERDICT_STYLES = {PASS: "bold white on green", FAIL: "bold white on red",
+                  INCONCLUSIVE: "bold black on yellow"}
 
 
 def print_summary(result: GateResult, console: Console | None = None,
@@ -27,7 +27,7 @@ def print_summary(result: GateResult, console: Console | None = None,
     console.print(_header(result))
     console.print(_table("Run-wide", result.overall, show_info))
     for scenario, checks in result.scenarios.items():
-        gated = [c for c in checks if c.status != "info"]
+        gated = [c for c in checks if c.status != INFO]
         if gated:
             title = f"Scenario {scenario}" + ("" if result.policy.gate_scenarios
                                               else " (reported, not gating)")
@@ -57,15 +57,15 @@ def _table(title: str, checks: list[Check], show_info: bool) -> Table:
                          overflow="fold", min_width=16 if name == "metric" else None)
     notes = []
     for c in checks:
-        if c.status == "info" and not show_info:
+        if c.status == INFO and not show_info:
             continue
         style = STYLES[c.status]
-        name = wording.label(c) + ("" if c.gating or c.status == "info" else " ·")
-        if c.status in ("skipped", "inconclusive") and c.compared is None:
+        name = wording.label(c) + ("" if c.gating or c.status == INFO else " ·")
+        if c.status in (SKIPPED, INCONCLUSIVE) and c.compared is None:
             notes.append(f"{wording.label(c)}: {c.reason}")
         table.add_row(name, f"[{style}]{c.status}[/]", wording.num(c.value),
                       wording.ci(c.compared_low, c.compared_high), wording.num(c.noise_floor),
                       f"{c.direction} {wording.num(c.threshold)}" if c.direction else "—",
-                      str(c.n or ""), style="dim" if c.status == "info" else None)
+                      str(c.n or ""), style="dim" if c.status == INFO else None)
     table.caption = "\n".join(notes)
     return table

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 
+from exporters.catalogue import CANDIDATE, FAIL, INCONCLUSIVE, PASS, VERDICTS
 from exporters.figures import OVERALL
-from harness.gate.checks import Check
+from harness.gate.checks import INFO, SKIPPED, Check
 from harness.gate.result import GateResult
 
-ICONS = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️", "skipped": "➖", "info": "ℹ️"}
-VERDICT_WORDS = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE"}
+ICONS = {PASS: "✅", FAIL: "❌", INCONCLUSIVE: "⚠️", SKIPPED: "➖", INFO: "ℹ️"}
+VERDICT_WORDS = {v: v.upper() for v in VERDICTS}
 
 
 def num(x: float | None) -> str:
@@ -30,7 +31,7 @@ def threshold(check: Check) -> str:
 
 
 def label(check: Check) -> str:
-    arm = "" if check.arm in ("candidate", "all") else f" ({check.arm})"
+    arm = "" if check.arm in (CANDIDATE, "all") else f" ({check.arm})"
     return f"{check.name}{arm}"
 
 

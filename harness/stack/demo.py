@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.panel import Panel
 
+from exporters.catalogue import BASELINE, CANDIDATE, FAIL, PASS
 from harness.rundir import RunDir
 from harness.stack.demo_config import DemoConfig
 from harness.stack.demo_locust import locust_table
@@ -94,7 +95,7 @@ def _determinism(config: DemoConfig, stack: RunningStack, run_dir: Path,
                                     DETERMINISM_MAX_TOKENS))
     console.rule(f"determinism: {config.determinism_prompts} prompts x {config.repeats} "
                  "repeats on baseline and candidate")
-    targets = {arm: stack.arms[arm] for arm in ("baseline", "candidate")}
+    targets = {arm: stack.arms[arm] for arm in (BASELINE, CANDIDATE)}
     run_determinism(DeterminismConfig(targets=targets, traffic=sample,
                                       out=run.determinism.path, repeats=config.repeats))
 
@@ -129,10 +130,10 @@ def _export(stack: RunningStack, run_dir: Path, config: DemoConfig,
 def run_demo(config: DemoConfig, console: Console | None = None) -> DemoOutcome:
     console = console or Console()
     clock = _Clock()
-    run_dir = config.out / f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{config.candidate_policy}"
+    run_dir = config.out / f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{config.candidate}"
     (run_dir / "stack").mkdir(parents=True)
     (run_dir / "stack" / "demo-config.json").write_text(json.dumps(config.to_json(), indent=2))
-    console.print(Panel(f"candidate: [bold]{config.candidate_policy}[/] — {config.description}"
+    console.print(Panel(f"candidate: [bold]{config.candidate}[/] — {config.description}"
                         f"\nrun directory: {run_dir}", title="layergate demo"))
     stack_config = StackConfig(engines=config.engines(), workdir=run_dir / "stack",
                                scrape_interval_s=SCRAPE_S)
@@ -152,7 +153,7 @@ def run_demo(config: DemoConfig, console: Console | None = None) -> DemoOutcome:
         clock.lap("gate")
         links = _export(stack, run_dir, config, console)
         outcome = DemoOutcome(run_dir, result.verdict, result.rollout.label, reports, links,
-                              clock.timings, tuple(plain_words(result, config.candidate_policy)),
+                              clock.timings, tuple(plain_words(result, config.candidate)),
                               len(result.results))
         _write_summary(outcome, result.rollout.reason)
         _where_to_look(outcome, result.rollout.reason, config.hold, console)
@@ -163,7 +164,7 @@ def run_demo(config: DemoConfig, console: Console | None = None) -> DemoOutcome:
 
 def _where_to_look(outcome: DemoOutcome, rollout_reason: str, hold: bool,
                    console: Console) -> None:
-    style = {"pass": "green", "fail": "red"}.get(outcome.verdict, "yellow")
+    style = {PASS: "green", FAIL: "red"}.get(outcome.verdict, "yellow")
     lines = [f"verdict: [bold {style}]{outcome.verdict.upper()}[/]",
              f"rollout stage: [bold]{outcome.rollout}[/] — {rollout_reason}", ""]
     lines += list(outcome.words)

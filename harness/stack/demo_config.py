@@ -7,47 +7,73 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.stack.engines import EngineSpec
+from exporters.catalogue import BASELINE, BASELINE2, CANDIDATE
+from harness.stack.engines import FULL_DEPTH, EngineSpec
 
-# candidate name -> (candidate serve args, baseline serve args, what it shows)
-CANDIDATES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
-    "dynamic": (("--policy", "dynamic"), ("--policy", "full"),
-                "dynamic layer skipping with the bundled calibrated rules"),
-    "speculative": (("--policy", "speculative"), ("--policy", "full"),
-                    "self-speculative decoding (lossless: draft shallow, verify full)"),
-    "static": (("--policy", "static"), ("--policy", "full"),
-               "static layer pruning with the bundled calibrated skip set"),
+
+@dataclass(frozen=True)
+class DemoCandidate:
+    """A candidate engine and the baselines it runs beside: the candidate's skip policy and
+    the engine switches each side gets."""
+
+    skip_policy: str
+    description: str
+    switches: tuple[str, ...] = ()
+    baseline_switches: tuple[str, ...] = ()
+
+
+CANDIDATES = {
+    "dynamic": DemoCandidate("dynamic", "dynamic layer skipping with the bundled calibrated "
+                                        "rules"),
+    "speculative": DemoCandidate("speculative", "self-speculative decoding (lossless: draft "
+                                                "shallow, verify full)"),
+    "static": DemoCandidate("static", "static layer pruning with the bundled calibrated skip "
+                                      "set"),
     # the engine's own redundancy switches: lossless, only the cost changes
-    "engine-switches": (("--policy", "full", "--prefix-cache", "on", "--padding", "bucketed"),
-                        ("--policy", "full", "--prefix-cache", "off", "--padding", "max"),
-                        "prefix cache on + bucketed padding vs a baseline with both off"),
+    "engine-switches": DemoCandidate(
+        FULL_DEPTH, "prefix cache on + bucketed padding vs a baseline with both off",
+        ("--prefix-cache", "on", "--padding", "bucketed"),
+        ("--prefix-cache", "off", "--padding", "max")),
 }
+# preset of `--quick`: a first look in a couple of minutes, and the test suite's demo
+QUICK = {"requests": 8, "max_tokens": 16, "rate": 1.0, "determinism_prompts": 3, "repeats": 2}
 
 
 @dataclass(frozen=True)
 class DemoConfig:
-    out: Path = field(metadata={"help": "parent directory of the run directory"})
-    candidate_policy: str = field(default="dynamic", metadata={"help": "the candidate"})
-    scenario: str = field(default="saas-mix", metadata={"help": "bundled traffic mix"})
+    out: Path = field(default=Path("runs"), metadata={
+        "help": "Parent of the run directory runs/<id>/."})
+    candidate: str = field(default="dynamic", metadata={
+        "help": "The candidate: dynamic skipping (bundled calibrated rules), self-speculative "
+                "decoding, static pruning, or engine-switches (prefix cache on + bucketed "
+                "padding against baselines with both off).", "choices": tuple(CANDIDATES)})
+    scenario: str = field(default="saas-mix", metadata={
+        "help": "Bundled traffic mix to replay (scenarios/mixes)."})
     # sized for three 1-thread engines sharing 2 cores: the offered load stays under their
     # capacity, so the run measures the candidate rather than a queue
-    requests: int | None = field(default=48,
-                                 metadata={"help": "requests to replay (None: the mix's)"})
-    max_tokens: int | None = field(default=32,
-                                   metadata={"help": "cap on each request's max_tokens"})
-    rate: float | None = field(default=0.25,
-                               metadata={"help": "Poisson rate (None: the mix's arrivals)"})
-    timeout_s: float = field(default=300.0, metadata={"help": "per-request replay timeout"})
-    determinism_prompts: int = field(default=6, metadata={"help": "repeat-suite sample"})
-    repeats: int = field(default=3, metadata={"help": "repeats per prompt"})
-    threads: int = field(default=1, metadata={"help": "torch threads per engine"})
-    gate_policy: Path | None = field(default=None, metadata={"help": "gate policy YAML"})
-    hold: bool = field(default=False, metadata={"help": "keep the stack up until Ctrl-C"})
+    requests: int | None = field(default=48, metadata={
+        "help": "Requests to replay.", "min": 1})
+    max_tokens: int | None = field(default=32, metadata={
+        "help": "Cap on each request's max_tokens.", "min": 1})
+    rate: float | None = field(default=0.25, metadata={
+        "help": "Poisson arrivals per second, which three 1-thread engines on 2 cores keep "
+                "up with.", "min": 0, "min_open": True})
+    timeout_s: float = field(default=300.0, metadata={"help": "Per-request replay timeout."})
+    determinism_prompts: int = field(default=6, metadata={"help": "Repeat-suite sample."})
+    repeats: int = field(default=3, metadata={
+        "help": "Repeats per prompt in the determinism suite.", "min": 2})
+    threads: int = field(default=1, metadata={
+        "help": "torch threads per engine; three engines share the cores, so keep "
+                "3 x threads <= cores.", "min": 1})
+    gate_policy: Path | None = field(default=None, metadata={
+        "help": "Gate policy YAML [default: scenarios/policies/default.yaml]."})
+    hold: bool = field(default=False, metadata={
+        "help": "Keep engines and Prometheus up after the verdict, until Ctrl-C."})
 
     def __post_init__(self) -> None:
-        if self.candidate_policy not in CANDIDATES:
-            raise ValueError(f"unknown candidate policy {self.candidate_policy!r}: choose one "
-                             f"of {', '.join(CANDIDATES)}")
+        if self.candidate not in CANDIDATES:
+            raise ValueError(f"unknown candidate {self.candidate!r}: choose one of "
+                             f"{', '.join(CANDIDATES)}")
         for name in ("requests", "max_tokens", "determinism_prompts", "repeats", "threads"):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -57,26 +83,23 @@ class DemoConfig:
 
     @classmethod
     def quick(cls, out: Path, **overrides: Any) -> DemoConfig:
-        """A much smaller run: the test's, and a first look in about two minutes."""
-        small = {"requests": 8, "max_tokens": 16, "rate": 1.0, "determinism_prompts": 3,
-                 "repeats": 2}
-        return cls(out=out, **{**small, **overrides})
+        """A much smaller run (QUICK), `overrides` on top."""
+        return cls(out=out, **{**QUICK, **overrides})
 
     @property
     def description(self) -> str:
-        return CANDIDATES[self.candidate_policy][2]
+        return CANDIDATES[self.candidate].description
 
     def engines(self) -> tuple[EngineSpec, ...]:
-        candidate_args, baseline_args, _ = CANDIDATES[self.candidate_policy]
+        chosen = CANDIDATES[self.candidate]
 
-        def spec(arm: str, args: tuple[str, ...]) -> EngineSpec:
-            policy = args[args.index("--policy") + 1]
-            rest = tuple(a for i, a in enumerate(args)
-                         if i not in (args.index("--policy"), args.index("--policy") + 1))
-            return EngineSpec(arm, policy=policy, extra_args=rest, threads=self.threads)
+        def spec(arm: str, skip_policy: str, switches: tuple[str, ...]) -> EngineSpec:
+            return EngineSpec(arm, skip_policy=skip_policy, extra_args=switches,
+                              threads=self.threads)
 
-        return (spec("baseline", baseline_args), spec("baseline2", baseline_args),
-                spec("candidate", candidate_args))
+        return (spec(BASELINE, FULL_DEPTH, chosen.baseline_switches),
+                spec(BASELINE2, FULL_DEPTH, chosen.baseline_switches),
+                spec(CANDIDATE, chosen.skip_policy, chosen.switches))
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)

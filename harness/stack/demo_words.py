@@ -6,23 +6,26 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from exporters.catalogue import CANDIDATE, EXACT_MATCH, RER, RER_THEORETICAL
 from exporters.figures import OVERALL, Figure
 from harness.gate import GateResult
+from harness.stack.demo_config import CANDIDATES
+from harness.stack.engines import FULL_DEPTH
 
 # the calibrated settings the skipping candidates serve with, and calibration's own notes
 BUNDLED_RULES = Path(__file__).resolve().parents[2] / "scenarios" / "rules" / "smollm2-135m.json"
-SKIPPING = ("dynamic", "static", "speculative")
+SKIPPING = tuple(name for name, c in CANDIDATES.items() if c.skip_policy != FULL_DEPTH)
 
 
 def calibration_notes(candidate: str, path: Path = BUNDLED_RULES) -> list[str]:
-    """What calibration said about this policy (e.g. that no setting keeps outputs)."""
+    """What calibration said about this skip policy (e.g. that no setting keeps outputs)."""
     if candidate not in SKIPPING or not path.is_file():
         return []
     notes = json.loads(path.read_text()).get("notes", [])
     return [f"Calibration ({path.name}): {n}" for n in notes if n.startswith(f"{candidate}:")]
 
 
-def _figure(result: GateResult, name: str, arm: str = "candidate") -> Figure | None:
+def _figure(result: GateResult, name: str, arm: str = CANDIDATE) -> Figure | None:
     for f in result.figures:
         if f.name == name and f.arm == arm and f.scenario == OVERALL and f.value is not None:
             return f
@@ -39,10 +42,10 @@ def _caveat(f: Figure) -> str:
     return "" if f.status == "ok" else f" ({f.status}: {f.reason})"
 
 
-def plain_words(result: GateResult, candidate: str = "dynamic") -> list[str]:
+def plain_words(result: GateResult, candidate: str) -> list[str]:
     lines: list[str] = []
-    rer, theo = _figure(result, "rer"), _figure(result, "rer_theoretical")
-    exact = _figure(result, "exact_match")
+    rer, theo = _figure(result, RER), _figure(result, RER_THEORETICAL)
+    exact = _figure(result, EXACT_MATCH)
     target = result.policy.target_rer
     if theo is not None and theo.value >= 0:
         lines.append(f"The candidate skipped {theo.value:.1%} of the layer compute "

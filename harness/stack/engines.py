@@ -5,13 +5,17 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
+from reference_engine.config import EngineConfig
+
+FULL_DEPTH = EngineConfig.skip_policy  # the baselines' skip policy: every layer
+
 
 @dataclass(frozen=True)
 class EngineSpec:
     """One arm. `url` set means the engine runs elsewhere and the stack only scrapes it."""
 
     arm: str
-    policy: str = "full"
+    skip_policy: str = FULL_DEPTH
     extra_args: tuple[str, ...] = ()
     threads: int = 1
     url: str | None = None
@@ -20,7 +24,7 @@ class EngineSpec:
     def command(self, port: int) -> list[str]:
         return [sys.executable, "-m", "harness.cli", "serve", "--host", "127.0.0.1",
                 "--port", str(port), "--threads", str(self.threads),
-                "--policy", self.policy, *self.extra_args]
+                "--skip-policy", self.skip_policy, *self.extra_args]
 
     def process_env(self) -> dict[str, str]:
         # BLAS / OpenMP pools must not oversubscribe the cores the engines share

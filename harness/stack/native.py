@@ -83,10 +83,10 @@ def NativeStack(config: StackConfig,  # noqa: N802 - reads as a resource, like o
             # the first engine alone: on a cold cache it converts the model once, and the
             # others then load the converted copy instead of converting it in parallel
             first, rest = local[0], local[1:]
-            say(f"starting engine {first.arm} ({first.policy})")
+            say(f"starting engine {first.arm} ({first.skip_policy})")
             arms[first.arm] = _start_engine(processes, first, config.engine_timeout_s)
             if rest:
-                say(f"starting engines: {', '.join(f'{s.arm} ({s.policy})' for s in rest)}")
+                say(f"starting engines: {', '.join(f'{s.arm} ({s.skip_policy})' for s in rest)}")
                 with ThreadPoolExecutor(len(rest)) as pool:
                     futures = {s.arm: pool.submit(_start_engine, processes, s,
                                                   config.engine_timeout_s) for s in rest}

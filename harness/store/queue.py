@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from exporters.records import ArmResult
+from exporters.traffic import TrafficRecord, parse_record
 from harness.store.rows import encode_row, insert_rows
 from harness.store.sqlite import write_transaction
-from harness.traffic import TrafficRecord, parse_record
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS work_queue (seq INTEGER PRIMARY KEY, request_id TEXT NOT NULL,"

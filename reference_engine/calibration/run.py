@@ -11,7 +11,8 @@ from typing import Any
 
 import torch
 
-from reference_engine.calibration import choose, plots, sweep
+from reference_engine.calibration import calibration_plots, choose, sweep
+from reference_engine.calibration.config import CalibrationConfig
 from reference_engine.calibration.profile import (
     LayerProfile,
     profile_layers,
@@ -22,28 +23,10 @@ from reference_engine.calibration.prompts import load_prompts
 from reference_engine.calibration.reference import LayerTimer, generate
 from reference_engine.config import EngineConfig
 from reference_engine.loading import load_model
-from reference_engine.policies.detector import detect
-from reference_engine.policies.rules import RulesFile, save_rules
-from reference_engine.policies.speculative import eos_ids
 from reference_engine.runner import ModelRunner
-
-
-@dataclass(frozen=True)
-class CalibrationConfig:
-    traffic: Path
-    out: Path
-    report_dir: Path | None = None
-    target_consistency: float = 0.99
-    max_prompts: int = 24
-    max_tokens: int = 24
-    drift_prompts: int = 6
-    skip_counts: tuple[int, ...] = (1, 2, 3, 4, 6, 8)
-    draft_skips: tuple[int, ...] = (4, 6, 8, 10)
-    draft_exits: tuple[int, ...] = (19, 23)  # exit after this layer index
-    head_tokens: tuple[int | None, ...] = (None, 8192)
-    gammas: tuple[int, ...] = (1, 2, 3, 4, 6)
-    model: str = "smollm2-135m"
-    threads: int = 1
+from reference_engine.skip_policies.detector import detect
+from reference_engine.skip_policies.rules import RulesFile, save_rules
+from reference_engine.skip_policies.speculative import eos_ids
 
 
 @dataclass(frozen=True)
@@ -139,11 +122,11 @@ def _speculative_sweep(runner: ModelRunner, refs: Sequence[Any], ranking: Sequen
 def _write_report(directory: Path, profile, cells, spec, rules: RulesFile) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     files = [write_layers_csv(profile, directory / "layers.csv"),
-             plots.plot_layers(profile, directory / "layers.png"),
+             calibration_plots.plot_layers(profile, directory / "layers.png"),
              sweep.write_csv(cells, directory / "sweep.csv"),
-             plots.plot_sweep(cells, directory / "sweep.png"),
+             calibration_plots.plot_sweep(cells, directory / "sweep.png"),
              sweep.write_csv(spec, directory / "speculative.csv"),
-             plots.plot_speculative(spec, directory / "speculative.png")]
+             calibration_plots.plot_speculative(spec, directory / "speculative.png")]
     summary = directory / "summary.json"
     summary.write_text(json.dumps(rules.to_json(), indent=2) + "\n")
     return [*files, summary]

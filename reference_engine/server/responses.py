@@ -40,7 +40,6 @@ class Shaper:
     """Base: `decode` turns one token id into its text (for logprob entries)."""
 
     prefix = ""
-    obj = ""
 
     def __init__(self, meta: ResponseMeta, decode: Callable[[int], str], logprobs: bool) -> None:
         self.meta = meta

@@ -13,8 +13,8 @@ import pytest
 from reference_engine.api import SamplingParams
 from reference_engine.config import EngineConfig
 from reference_engine.engine import Engine
-from reference_engine.policies.decider import Condition, Rule
-from reference_engine.policies.rules import RulesFile, SpeculativeDraft, save_rules
+from reference_engine.skip_policies.decider import Condition, Rule
+from reference_engine.skip_policies.rules import RulesFile, SpeculativeDraft, save_rules
 from tests.support.engine_runs import run_one, run_requests
 
 pytestmark = pytest.mark.model
@@ -68,7 +68,8 @@ def full_out(full, prompts):
 
 @pytest.fixture(scope="module")
 def speculative(loaded):
-    e = _engine(loaded, policy="speculative", skip_layers=SKIP, policy_options=(("gamma", 3),))
+    e = _engine(loaded, skip_policy="speculative", skip_layers=SKIP,
+                skip_policy_options=(("gamma", 3),))
     yield e
     e.shutdown()
 
@@ -104,8 +105,8 @@ def test_speculative_edges_max_tokens_stop_and_drafts(loaded, speculative, full,
     assert a.finish.finish_reason == b.finish.finish_reason == "stop"
     assert a.text == b.text and words[2] not in a.text
     # early exit + an LM head cut to the 8192 first ids: verification keeps outputs identical
-    other = _engine(loaded, policy="speculative",
-                    policy_options=(("exit_after", 21), ("head_tokens", 8192), ("gamma", 2)))
+    other = _engine(loaded, skip_policy="speculative",
+                    skip_policy_options=(("exit_after", 21), ("head_tokens", 8192), ("gamma", 2)))
     try:
         for p in prompts[:2]:
             params = SamplingParams(max_tokens=6, temperature=0.0)
@@ -125,7 +126,7 @@ def test_speculative_sampling_is_seeded_and_counts_drafts(speculative, prompts, 
 
 def test_static_executes_exactly_30_minus_k_layers_per_token(loaded, prompts):
     skip = (3, 13, 14)
-    e = _engine(loaded, policy="static", skip_layers=skip)
+    e = _engine(loaded, skip_policy="static", skip_layers=skip)
     try:
         out = run_requests(e, prompts[:3], GREEDY)
     finally:
@@ -147,7 +148,7 @@ def dynamic(loaded, prompts, tmp_path_factory):
         dynamic=(Rule("short", (Condition("prompt_len", "<=", float(limit)),), (13, 14)),),
         speculative=SpeculativeDraft(skip=SKIP))
     path = save_rules(rules, tmp_path_factory.mktemp("rules") / "rules.json")
-    e = _engine(loaded, policy="dynamic", rules=str(path))
+    e = _engine(loaded, skip_policy="dynamic", rules=str(path))
     yield e, limit
     e.shutdown()
 

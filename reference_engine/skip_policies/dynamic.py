@@ -14,20 +14,20 @@ from collections.abc import Sequence
 import torch
 
 from reference_engine.config import EngineConfig
-from reference_engine.policies.base import Policy
-from reference_engine.policies.decider import decide
-from reference_engine.policies.detector import detect
-from reference_engine.policies.registry import register
-from reference_engine.policies.rules import rules_for
+from reference_engine.skip_policies.base import SkipPolicy
+from reference_engine.skip_policies.decider import decide
+from reference_engine.skip_policies.detector import detect
+from reference_engine.skip_policies.registry import register
+from reference_engine.skip_policies.rules import calibrated_rules
 
-log = logging.getLogger("layergate.policies")
+log = logging.getLogger("layergate.skip_policies")
 
 
 @register("dynamic")
-class DynamicPolicy(Policy):
+class DynamicSkipPolicy(SkipPolicy):
     def __init__(self, config: EngineConfig, num_layers: int) -> None:
         super().__init__(config, num_layers)
-        self.rules = rules_for(config.rules, config.model, num_layers).dynamic
+        self.rules = calibrated_rules(config.rules, config.model, num_layers).dynamic
         detect(torch.zeros(3, 8))  # numpy's first-call setup is paid here, not by a request
         if not self.rules:
             log.warning("dynamic: the rule table is empty (calibration found no threshold that "

@@ -28,7 +28,7 @@ def _metric(url: str, name: str) -> float:
 
 
 def test_dry_run_outputs_full_and_moves_would_skip(full_engine):
-    with engine("--policy", "static", "--skip-layers", "13,14", "--dry-run") as dry:
+    with engine("--skip-policy", "static", "--skip-layers", "13,14", "--dry-run") as dry:
         before = _metric(dry.url, "layergate_layers_would_skip_total")
         for q in QUESTIONS:
             got, ref = _chat(dry.url, q), _chat(full_engine.url, q)
@@ -44,7 +44,7 @@ def test_dry_run_outputs_full_and_moves_would_skip(full_engine):
 
 
 def test_speculative_with_bundled_rules_serves_full_output(full_engine):
-    with engine("--policy", "speculative") as spec:
+    with engine("--skip-policy", "speculative") as spec:
         for q in QUESTIONS:
             got, ref = _chat(spec.url, q), _chat(full_engine.url, q)
             assert got["layergate"]["token_ids"] == ref["layergate"]["token_ids"]

@@ -1,7 +1,7 @@
-"""Determinism per arm, from a repeat suite (the same prompts sent N times).
+"""The determinism figures of each arm, from a repeat suite (the same prompts sent N times).
 
-output_determinism   share of prompts whose repeats are token-identical (token ids when
-                     every repeat has them, else the text); per concurrency level in detail
+output_determinism   share of prompts whose repeats are all the same output as the first
+                     (exporters.catalogue.same_output); per concurrency level in detail
 resource_determinism mean over prompts of the standard deviation of per-request peak
                      memory across repeats (bytes, from the `layergate` extension)
 latency_determinism  P99 / P50 of E2E over all repeats (conservative CI from the
@@ -17,6 +17,12 @@ from collections.abc import Iterable
 import numpy as np
 
 from exporters.bootstrap import resample_sums
+from exporters.catalogue import (
+    LATENCY_DETERMINISM,
+    OUTPUT_DETERMINISM,
+    RESOURCE_DETERMINISM,
+    same_output,
+)
 from exporters.config import MetricsConfig
 from exporters.estimate import SumStat, estimate, scenarios, status_for
 from exporters.figures import Figure
@@ -27,9 +33,7 @@ Key = tuple[str, str, str, int]  # scenario, arm, request id, concurrency
 
 
 def _identical(rows: list[ArmResult]) -> bool:
-    if all(r.token_ids is not None for r in rows):
-        return len({r.token_ids for r in rows}) == 1
-    return len({r.output_text for r in rows}) == 1
+    return all(same_output(rows[0], r) for r in rows[1:])
 
 
 def _groups(results: Iterable[ArmResult]) -> dict[Key, list[ArmResult]]:
@@ -80,10 +84,10 @@ def figures(results: Iterable[ArmResult], config: MetricsConfig) -> list[Figure]
 
         out += estimate(table, SumStat(lambda s, n: s / n, (p + "same", p + "n"), p + "n",
                                        "no prompt with two successful repeats"),
-                        names, cfg, "output_determinism", arm, detail=by_concurrency)
+                        names, cfg, OUTPUT_DETERMINISM, arm, detail=by_concurrency)
         out += estimate(table, SumStat(lambda m, n: m / n, (p + "mem", p + "mem_n"), p + "mem_n",
                                        "the arm reported no peak_memory_bytes"),
-                        names, cfg, "resource_determinism", arm, unit="bytes")
+                        names, cfg, RESOURCE_DETERMINISM, arm)
         out += _latency(groups, names, arm, cfg)
     return out
 
@@ -102,10 +106,6 @@ def _latency(groups: dict[Key, list[ArmResult]], names: tuple[str, ...], arm: st
         high = h99 / l50 if h99 is not None and l50 else None
         prompts = len({k for k in groups if k[1] == arm and (stratum is None or k[0] == label)})
         status, reason = status_for(value, prompts, config.min_samples, "no E2E measured")
-        out.append(Figure("latency_determinism", value, arm, label, low, high, prompts, status,
+        out.append(Figure(LATENCY_DETERMINISM, value, arm, label, low, high, prompts, status,
                           reason, detail={"requests": int(e2e.size)}))
     return out
-
-
-def has_repeats(results: Iterable[ArmResult]) -> bool:
-    return any(r.repeat > 0 for r in results)

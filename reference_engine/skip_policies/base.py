@@ -1,13 +1,13 @@
-"""What a layer policy is: a per-request layer plan, and optionally its own decode step.
+"""What a skip policy is: a per-request layer plan, and optionally its own decode step.
 
-A policy subclass registers itself (`@register("name")` from `reference_engine.policies`) and
-overrides:
+A skip policy subclass registers itself (`@register("name")` from
+`reference_engine.skip_policies.registry`; bundled ones are listed there) and overrides:
 
 - `decide(prompt_ids, embeddings) -> mask` (detector + decider): one bool per decoder layer,
   True = execute. Called once per request, before prefill; `plan()` wraps it, times it,
   applies dry-run (the decision is reported, the full mask executed) and fingerprints the
   executed layer set (the prefix-cache key includes the fingerprint).
-- `decode(runner, seq, max_new) -> StepResult` (only policies that change the decode step,
+- `decode(runner, seq, max_new) -> StepResult` (only skip policies that change the decode step,
   e.g. speculative: draft γ tokens with fewer layers, verify with all): produce one or more
   next tokens of one sequence. Set `custom_decode = True` so the engine calls it per
   sequence instead of its own batched one-token step. Keep the cache invariant
@@ -74,8 +74,8 @@ class StepResult:
     draft_accepted: int = 0
 
 
-class Policy:
-    """Base policy: executes every layer. One instance serves every request of an engine."""
+class SkipPolicy:
+    """Base skip policy: executes every layer. One instance serves every request of an engine."""
 
     name: ClassVar[str] = ""
     custom_decode: ClassVar[bool] = False
@@ -94,10 +94,10 @@ class Policy:
         decided = tuple(bool(m) for m in self.decide(prompt_ids, embeddings))
         elapsed = time.perf_counter() - t0
         if len(decided) != self.num_layers:
-            raise ValueError(f"policy {self.name!r} returned a mask of {len(decided)} layers, "
+            raise ValueError(f"skip policy {self.name!r} returned a mask of {len(decided)} layers, "
                              f"the model has {self.num_layers}")
         if not any(decided):
-            raise ValueError(f"policy {self.name!r} skipped every layer")
+            raise ValueError(f"skip policy {self.name!r} skipped every layer")
         skipped = tuple(i for i, m in enumerate(decided) if not m)
         if self.config.dry_run:
             full = (True,) * self.num_layers

@@ -13,21 +13,21 @@ from collections.abc import Sequence
 import torch
 
 from reference_engine.config import EngineConfig
-from reference_engine.policies.base import Policy
-from reference_engine.policies.decider import mask_without
-from reference_engine.policies.registry import register
-from reference_engine.policies.rules import rules_for
+from reference_engine.skip_policies.base import SkipPolicy
+from reference_engine.skip_policies.decider import mask_without
+from reference_engine.skip_policies.registry import register
+from reference_engine.skip_policies.rules import calibrated_rules
 
-log = logging.getLogger("layergate.policies")
+log = logging.getLogger("layergate.skip_policies")
 
 
 @register("static")
-class StaticPolicy(Policy):
+class StaticSkipPolicy(SkipPolicy):
     def __init__(self, config: EngineConfig, num_layers: int) -> None:
         super().__init__(config, num_layers)
         skip = tuple(config.skip_layers)
         if not skip:
-            skip = rules_for(config.rules, config.model, num_layers).static_skip
+            skip = calibrated_rules(config.rules, config.model, num_layers).static_skip
         try:
             self.mask = mask_without(skip, num_layers)
         except ValueError as exc:

@@ -1,19 +1,27 @@
-"""Staged-rollout recommendation from RRR = (RER - target RER) / target RER.
+"""The gate's staged-rollout recommendation, from RRR = (RER - target RER) / target RER.
 
 The stage follows the *lower* end of RRR's interval, so a noisy win earns less exposure;
-a failed run is never rolled out and an inconclusive one stays internal.
+a failed run is never rolled out and an inconclusive one stays internal. Stage names,
+labels and default bounds are the catalogue's (exporters.catalogue.STAGES); a policy may
+move the bounds.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from exporters.catalogue import (
+    CANDIDATE,
+    FAIL,
+    INTERNAL,
+    NO_ROLLOUT,
+    PASS,
+    RER,
+    STAGE_LABELS,
+    stage_for,
+)
 from exporters.figures import OVERALL, Figure
 from harness.gate.policy import Policy
-
-STAGES = ("none", "internal", "vip", "public_5pct", "full")
-STAGE_LABELS = {"none": "do not roll out", "internal": "internal", "vip": "VIP",
-                "public_5pct": "5 % public", "full": "full"}
 
 
 @dataclass(frozen=True)
@@ -32,31 +40,23 @@ class Rollout:
 
 def recommend(verdict: str, figures: list[Figure], policy: Policy) -> Rollout:
     target = policy.target_rer
-    rer = next((f for f in figures if f.name == "rer" and f.arm == "candidate"
+    rer = next((f for f in figures if f.name == RER and f.arm == CANDIDATE
                 and f.scenario == OVERALL and f.status == "ok" and f.value is not None), None)
     if rer is None:
-        stage = "none" if verdict == "fail" else "internal"
-        reason = ("the gate failed" if verdict == "fail" else
+        stage = NO_ROLLOUT if verdict == FAIL else INTERNAL
+        reason = ("the gate failed" if verdict == FAIL else
                   "no usable RER figure (not computed, or too few samples): internal use only")
         return Rollout(stage, reason, target_rer=target)
     rrr = (rer.value - target) / target
     low = (rer.ci_low - target) / target if rer.ci_low is not None else rrr
     high = (rer.ci_high - target) / target if rer.ci_high is not None else rrr
-    if verdict == "fail":
-        return Rollout("none", "the gate failed", rrr, low, high, target)
-    if verdict != "pass":
-        return Rollout("internal", "inconclusive: gather more evidence before wider exposure",
+    if verdict == FAIL:
+        return Rollout(NO_ROLLOUT, "the gate failed", rrr, low, high, target)
+    if verdict != PASS:
+        return Rollout(INTERNAL, "inconclusive: gather more evidence before wider exposure",
                        rrr, low, high, target)
-    stages = policy.rollout
-    if low >= stages.full:
-        stage = "full"
-    elif low >= stages.public_5pct:
-        stage = "public_5pct"
-    elif low >= stages.vip:
-        stage = "vip"
-    else:
-        stage = "internal"
+    bounds = ", ".join(f"{STAGE_LABELS[name]} >= {bound:g}"
+                       for name, bound in policy.rollout.items())
     reason = (f"RRR lower bound {low:+.2f} (RER {rer.value:.3f} against target {target:.2f}); "
-              f"stage bounds vip >= {stages.vip:g}, 5 % public >= {stages.public_5pct:g}, "
-              f"full >= {stages.full:g}")
-    return Rollout(stage, reason, rrr, low, high, target)
+              f"stage bounds {bounds}")
+    return Rollout(stage_for(low, policy.rollout), reason, rrr, low, high, target)

@@ -11,7 +11,7 @@
 
 Loading validates every field and says which one is wrong; a file for another model or with a
 layer index the model does not have is refused. Extra keys (the measured figures calibration
-adds for people to read) are kept in `info` and never change what a policy does.
+adds for people to read) are kept in `info` and never change what a skip policy does.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reference_engine.policies.decider import OPS, Condition, Rule
-from reference_engine.policies.detector import FEATURES
+from reference_engine.skip_policies.decider import OPS, Condition, Rule
+from reference_engine.skip_policies.detector import FEATURES
 
 FORMAT = "layergate-rules/1"
 
@@ -220,8 +220,9 @@ def bundled_rules_path(model: str) -> Path:
     return Path(__file__).resolve().parents[2] / "scenarios" / "rules" / f"{model_key(model)}.json"
 
 
-def rules_for(rules_path: str | None, model: str, num_layers: int) -> RulesFile:
-    """The rules a policy serves with: `--rules F`, else the model's bundled calibrated file."""
+def calibrated_rules(rules_path: str | None, model: str, num_layers: int) -> RulesFile:
+    """The calibrated rules a skip policy serves with: `--rules F`, else the model's bundled
+    file."""
     path = Path(rules_path) if rules_path else bundled_rules_path(model)
     if not rules_path and not path.is_file():
         raise RulesError(path, "(file)", f"no calibrated rules are bundled for model {model!r}: "

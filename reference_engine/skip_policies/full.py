@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from reference_engine.policies.base import Policy
-from reference_engine.policies.registry import register
+from reference_engine.skip_policies.base import SkipPolicy
+from reference_engine.skip_policies.registry import register
 
 
 @register("full")
-class FullPolicy(Policy):
+class FullSkipPolicy(SkipPolicy):
     """Executes the whole decoder; the base class already does exactly that."""

@@ -1,4 +1,6 @@
-"""The traffic format: one JSON request per line (see DESIGN.md, "Traffic file").
+"""The traffic format: one JSON request per line (docs/FORMATS.md, "Traffic file"). It lives
+in `exporters`, the bottom layer, because both the harness and the engine's calibration read
+it (docs/ARCHITECTURE.md).
 
 Reading validates every field of every line. A bad line raises `TrafficError` naming the
 file, the line number and the field; with `skip_invalid=True` reading goes on and every

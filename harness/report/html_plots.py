@@ -11,15 +11,25 @@ import numpy as np
 from matplotlib.figure import Figure as Canvas
 from matplotlib.ticker import MaxNLocator
 
+from exporters.catalogue import (
+    BASELINE,
+    BASELINE2,
+    CANDIDATE,
+    RER,
+    TERMINATION_ACCURACY,
+    TERMINATION_OVERRUN,
+    TERMINATION_PREMATURE,
+    TERMINATION_TRUNCATED,
+)
 from exporters.figures import OVERALL, Figure
 from exporters.records import ArmResult
 from harness.report.pairs import pair_arms
 
-ARM_COLOURS = {"baseline": "#3b6fb6", "baseline2": "#9aa5b1", "candidate": "#e07b39"}
-TERMINATION = (("termination_accuracy", "correct", "#4caf50"),
-               ("termination_truncated", "truncated", "#ffb300"),
-               ("termination_premature", "premature", "#e53935"),
-               ("termination_overrun", "overrun", "#8e24aa"))
+ARM_COLOURS = {BASELINE: "#3b6fb6", BASELINE2: "#9aa5b1", CANDIDATE: "#e07b39"}
+TERMINATION = ((TERMINATION_ACCURACY, "correct", "#4caf50"),
+               (TERMINATION_TRUNCATED, "truncated", "#ffb300"),
+               (TERMINATION_PREMATURE, "premature", "#e53935"),
+               (TERMINATION_OVERRUN, "overrun", "#8e24aa"))
 
 
 def _png(draw: Callable[[Canvas], bool], size: tuple[float, float] = (7.0, 3.6)) -> bytes:
@@ -64,19 +74,19 @@ def latency_cdf(results: Sequence[ArmResult]) -> bytes:
 def rer_by_scenario(figures: Sequence[Figure], target: float | None) -> bytes:
     def draw(fig: Canvas) -> bool:
         ax = fig.axes[0]
-        rows = [f for f in figures if f.name == "rer" and f.value is not None]
+        rows = [f for f in figures if f.name == RER and f.value is not None]
         scenarios = _scenario_order({f.scenario for f in rows})
         if not scenarios:
             return False
         x = np.arange(len(scenarios))
-        arms = [a for a in ("candidate", "baseline2") if any(f.arm == a for f in rows)]
+        arms = [a for a in (CANDIDATE, BASELINE2) if any(f.arm == a for f in rows)]
         width = 0.8 / max(len(arms), 1)
         for i, arm in enumerate(arms):
             by = {f.scenario: f for f in rows if f.arm == arm}
             vals = [by[s].value if s in by else np.nan for s in scenarios]
             err = [[_gap(by.get(s), low=True) for s in scenarios],
                    [_gap(by.get(s), low=False) for s in scenarios]]
-            label = "candidate vs baseline" if arm == "candidate" else "baseline2 vs baseline"
+            label = f"{arm} vs {BASELINE}"
             ax.bar(x + (i - (len(arms) - 1) / 2) * width, vals, width, yerr=err, capsize=4,
                    color=ARM_COLOURS[arm], label=label)
         if target is not None:
@@ -94,7 +104,7 @@ def termination_breakdown(figures: Sequence[Figure]) -> bytes:
     def draw(fig: Canvas) -> bool:
         ax = fig.axes[0]
         rows = {(f.name, f.scenario): f.value for f in figures
-                if f.arm == "candidate" and f.value is not None
+                if f.arm == CANDIDATE and f.value is not None
                 and f.name in {n for n, _, _ in TERMINATION}}
         scenarios = _scenario_order({s for _, s in rows})
         if not scenarios:
@@ -117,7 +127,7 @@ def consistency_by_position(results: Sequence[ArmResult]) -> bytes:
         ax = fig.axes[0]
         drawn = False
         # baseline2 first and dashed, so an identical candidate stays visible on top of it
-        for arm, style in (("baseline2", "--"), ("candidate", "-")):
+        for arm, style in ((BASELINE2, "--"), (CANDIDATE, "-")):
             pairs = pair_arms(results, arm)
             if not pairs:
                 continue
@@ -127,7 +137,7 @@ def consistency_by_position(results: Sequence[ArmResult]) -> bytes:
             # share of pairs still identical through position k
             alive = [(np.array(cut) > k).mean() for k in positions]
             ax.step(positions, alive, style, where="post", color=ARM_COLOURS[arm], lw=2,
-                    label=f"{arm} vs baseline (n={len(pairs)})")
+                    label=f"{arm} vs {BASELINE} (n={len(pairs)})")
             drawn = True
         ax.set(xlabel="output position (tokens)", ylabel="share still identical",
                title="Consistency against output position", ylim=(-0.03, 1.06))

@@ -23,13 +23,13 @@ import torch
 
 from reference_engine.api import SamplingParams
 from reference_engine.config import EngineConfig
-from reference_engine.policies.base import Policy, StepResult
-from reference_engine.policies.decider import mask_without
-from reference_engine.policies.registry import register
-from reference_engine.policies.rules import SpeculativeDraft, rules_for
 from reference_engine.runner import ModelRunner
 from reference_engine.sampling import _top_p
 from reference_engine.sequence import SequenceState
+from reference_engine.skip_policies.base import SkipPolicy, StepResult
+from reference_engine.skip_policies.decider import mask_without
+from reference_engine.skip_policies.registry import register
+from reference_engine.skip_policies.rules import SpeculativeDraft, calibrated_rules
 
 OPTIONS = ("gamma", "exit_after", "head_tokens")
 
@@ -48,15 +48,15 @@ class CutHead(torch.nn.Module):
 
 
 def draft_from(config: EngineConfig, num_layers: int) -> SpeculativeDraft:
-    """The draft: `--skip-layers` / policy options over the rules file's calibrated one."""
-    opts = config.options
+    """The draft: `--skip-layers` / skip-policy options over the rules file's calibrated one."""
+    opts = config.skip_policy_settings
     unknown = sorted(set(opts) - set(OPTIONS))
     if unknown:
         raise ValueError(f"unknown speculative option(s) {unknown}; known: {', '.join(OPTIONS)}")
     if config.skip_layers or "exit_after" in opts:
         base = SpeculativeDraft(skip=tuple(config.skip_layers))
     else:
-        base = rules_for(config.rules, config.model, num_layers).speculative
+        base = calibrated_rules(config.rules, config.model, num_layers).speculative
     draft = SpeculativeDraft(
         skip=base.skip,
         exit_after=_int(opts, "exit_after", base.exit_after, 0, num_layers - 1),
@@ -82,7 +82,7 @@ def _int(opts: dict[str, Any], key: str, default: int | None, low: int,
 
 
 @register("speculative")
-class SpeculativePolicy(Policy):
+class SpeculativeSkipPolicy(SkipPolicy):
     custom_decode = True
 
     def __init__(self, config: EngineConfig, num_layers: int) -> None:

@@ -1,0 +1,232 @@
+"""The shared vocabulary: every figure, arm, verdict, exit code and rollout stage, and the
+one test of whether two answers are the same output. Everything else imports these words.
+
+Adding a figure is one `_figure(...)` entry: the policy loader, the reports and the
+exporters read its unit, direction, noise-floor excess and whether a policy may gate it
+from here (docs/METRICS.md defines each).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Literal, Protocol
+
+# --- figures ---------------------------------------------------------------------------
+
+Better = Literal["higher", "lower"]
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """What a figure name means. `excess`: the candidate's figure carries
+    detail["excess"] (B against A minus A' against A) for a rule with subtract_noise_floor.
+    `not_gated`: why a gate policy may not name it (empty: it may). `live`: computed while
+    traffic flows (from Prometheus), not by `compute_figures` over a finished run."""
+
+    name: str
+    unit: str  # fraction (a share in [0, 1]), ratio, s, bytes, tokens, score (0-100), nats
+    better: Better
+    meaning: str
+    excess: bool = False
+    not_gated: str = ""
+    live: bool = False
+
+    @property
+    def gateable(self) -> bool:
+        return not self.not_gated
+
+    @property
+    def direction(self) -> str:
+        """The policy direction that keeps the good side: ">=" when higher is better."""
+        return ">=" if self.better == "higher" else "<="
+
+
+FIGURES: dict[str, FigureSpec] = {}
+
+
+def _figure(name: str, unit: str, better: Better, meaning: str, *, excess: bool = False,
+            not_gated: str = "", live: bool = False) -> str:
+    if name in FIGURES:
+        raise ValueError(f"figure {name!r} catalogued twice")
+    FIGURES[name] = FigureSpec(name, unit, better, meaning, excess, not_gated, live)
+    return name
+
+
+RER = _figure("rer", "fraction", "higher", "share of time per output token the arm "
+              "eliminated against the baseline, prefill included")
+RER_DECODE = _figure("rer_decode", "fraction", "higher", "RER of decode time only "
+                     "((E2E - TTFT) / (tokens - 1))")
+RER_THEORETICAL = _figure("rer_theoretical", "fraction", "higher", "share of layer compute "
+                          "the arm skipped, as its engine reports it",
+                          not_gated="it is the engine's own claim: gate rer or rer_realisation")
+RER_REALISATION = _figure("rer_realisation", "ratio", "higher", "rer / rer_theoretical: how "
+                          "much of the skipped compute became saved time")
+RRR = _figure("rrr", "ratio", "higher", "(RER - target) / target; detail['stage'] is the "
+              "rollout stage the saving supports",
+              not_gated="gate rer (its threshold defaults to target_rer); the rollout stage "
+                        "follows from it")
+TERMINATION_ACCURACY = _figure("termination_accuracy", "fraction", "higher", "share of "
+                               "requests ending where the baseline ended them")
+TERMINATION_TRUNCATED = _figure("termination_truncated", "fraction", "lower", "share cut at "
+                                "the length limit where the baseline stopped")
+TERMINATION_PREMATURE = _figure("termination_premature", "fraction", "lower", "share "
+                                "stopping earlier than the baseline, beyond the tolerance")
+TERMINATION_OVERRUN = _figure("termination_overrun", "fraction", "lower", "share stopping "
+                              "later than the baseline, beyond the tolerance")
+TERMINATION_ACCURACY_RECORDED = _figure(
+    "termination_accuracy_recorded", "fraction", "higher",
+    "termination accuracy against the response recorded in the traffic")
+CACHE_HIT_DELTA = _figure("cache_hit_delta", "ratio", "lower", "|h_X - h_A| / h_A, h = "
+                          "prefix-cache hit rate over the run", excess=True)
+OUTPUT_DETERMINISM = _figure("output_determinism", "fraction", "higher", "share of repeated "
+                             "prompts whose repeats are the same output")
+RESOURCE_DETERMINISM = _figure("resource_determinism", "bytes", "lower", "mean over prompts "
+                               "of the std of peak memory across repeats")
+LATENCY_DETERMINISM = _figure("latency_determinism", "ratio", "lower", "P99 / P50 of E2E "
+                              "over the repeat suite")
+EXACT_MATCH = _figure("exact_match", "fraction", "higher", "share of paired requests with "
+                      "the same output as the baseline", excess=True)
+FIRST_DIVERGENCE = _figure("first_divergence", "tokens", "higher", "mean common-prefix "
+                           "length with the baseline's output", excess=True)
+BLEU = _figure("bleu", "score", "higher", "sacreBLEU BLEU of the arm's text against the "
+               "baseline's", excess=True)
+CHRF = _figure("chrf", "score", "higher", "sacreBLEU chrF of the arm's text against the "
+               "baseline's", excess=True)
+TOKEN_KL = _figure("token_kl", "nats", "lower", "mean per-token KL(A || X) over the top "
+                   "logprobs, up to the first divergence", excess=True)
+LATENCY_RATIO = _figure("latency_ratio", "ratio", "lower", "geometric mean of paired "
+                        "(E2E/tokens) ratios against the baseline")
+E2E_JITTER = _figure("e2e_jitter", "s", "lower", "P99 - P50 of E2E")
+GOODPUT = _figure("goodput", "fraction", "higher", "share of requests that succeeded within "
+                  "the TTFT and TPOT SLOs")
+TOKEN_EFFICIENCY = _figure("token_efficiency", "fraction", "higher", "useful token positions "
+                           "/ positions computed (padding, rejected drafts)")
+ERROR_RATE = _figure("error_rate", "fraction", "lower", "share of the arm's requests that "
+                     "failed", not_gated="the policy's max_error_rate gates it, per arm and "
+                                         "fail-closed")
+LATENCY_KINDS = {"ttft": "time to first token", "tpot": "time per output token after the "
+                 "first", "itl": "gap between streamed chunks", "e2e": "end-to-end latency"}
+QUANTILES = {"p50": 0.50, "p90": 0.90, "p99": 0.99}
+for _kind, _words in LATENCY_KINDS.items():
+    for _q in QUANTILES:
+        _figure(f"{_kind}_{_q}", "s", "lower", f"{_q.upper()} of the {_words}")
+
+
+def figure_spec(name: str) -> FigureSpec:
+    """The catalogue entry of `name`; a ValueError suggests a close name."""
+    spec = FIGURES.get(name)
+    if spec is None:
+        raise ValueError(f"unknown figure {name!r}{did_you_mean(name, FIGURES)}")
+    return spec
+
+
+def gateable_figures() -> tuple[str, ...]:
+    return tuple(name for name, spec in FIGURES.items() if spec.gateable)
+
+
+def did_you_mean(name: object, choices) -> str:
+    close = difflib.get_close_matches(str(name), sorted(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+# --- arms ------------------------------------------------------------------------------
+
+BASELINE, BASELINE2, CANDIDATE = "baseline", "baseline2", "candidate"
+RECORDED = "recorded"  # the response recorded in the traffic: an oracle, not a server
+ARMS = (BASELINE, BASELINE2, CANDIDATE)  # the servers of a run, in this order everywhere
+ARM_ROLES = {
+    BASELINE: "Full-depth reference arm (A).",
+    BASELINE2: "Second full-depth replica (A'): the noise floor. Recommended.",
+    CANDIDATE: "The change under test (B).",
+}
+REQUIRED_ARMS = (BASELINE, CANDIDATE)
+
+# --- verdicts and exit codes -----------------------------------------------------------
+
+PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
+VERDICTS = (PASS, FAIL, INCONCLUSIVE)
+
+
+class ExitCode(IntEnum):
+    """The exit codes of every layergate command; a verdict's is its own."""
+
+    PASS = 0
+    FAIL = 1
+    USAGE = 2
+    INCONCLUSIVE = 3
+    INFRASTRUCTURE = 4
+
+
+EXIT_MEANINGS = {
+    ExitCode.PASS: "pass",
+    ExitCode.FAIL: "fail",
+    ExitCode.USAGE: "usage error (bad option, policy or input)",
+    ExitCode.INCONCLUSIVE: "inconclusive (too little evidence, or a required figure could "
+                           "not be computed)",
+    ExitCode.INFRASTRUCTURE: "infrastructure error (a run directory or arm that could not be "
+                             "read, a process that did not start)",
+}
+
+
+def exit_code(verdict: str) -> ExitCode:
+    """The exit code of a verdict: 0 pass, 1 fail, 3 inconclusive."""
+    if verdict not in VERDICTS:
+        raise ValueError(f"unknown verdict {verdict!r}: one of {', '.join(VERDICTS)}")
+    return ExitCode[verdict.upper()]
+
+
+# --- rollout stages --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A rollout stage; `min_rrr` is its default lower bound on RRR (None: not reached by
+    RRR: `none` is a failed gate, `internal` is below every bound)."""
+
+    name: str
+    label: str
+    min_rrr: float | None
+
+
+STAGES = (Stage("none", "do not roll out", None), Stage("internal", "internal", None),
+          Stage("vip", "VIP", 0.0), Stage("public_5pct", "5 % public", 0.25),
+          Stage("full", "full", 0.5))
+NO_ROLLOUT, INTERNAL = STAGES[0].name, STAGES[1].name
+STAGE_BOUNDS = {s.name: s.min_rrr for s in STAGES if s.min_rrr is not None}
+STAGE_LABELS = {s.name: s.label for s in STAGES}
+
+
+def stage_for(rrr: float, bounds: dict[str, float] | None = None) -> str:
+    """The widest stage whose lower bound `rrr` reaches (`bounds`: a policy's, by stage
+    name; default the catalogue's); `internal` below them all."""
+    bounds = STAGE_BOUNDS if bounds is None else bounds
+    reached = [name for name in STAGE_BOUNDS if rrr >= bounds[name]]
+    return reached[-1] if reached else INTERNAL
+
+
+# --- the same output -------------------------------------------------------------------
+
+
+class Answer(Protocol):
+    token_ids: tuple[int, ...] | None
+    output_text: str
+
+
+def same_output(a: Answer, b: Answer) -> bool:
+    """Token ids when both answers carry them, else the text: the one definition of "the
+    same output" (exact match, determinism, the live counters, the report's diffs)."""
+    if a.token_ids is not None and b.token_ids is not None:
+        return tuple(a.token_ids) == tuple(b.token_ids)
+    return a.output_text == b.output_text
+
+
+def compared_tokens(a: Answer, b: Answer, split: Callable[[str], Sequence[str]] = str.split
+                    ) -> tuple[Sequence, Sequence]:
+    """What positions in two outputs are counted in: their token ids when both carry them
+    (as `same_output` compares), else their texts cut by `split`."""
+    if a.token_ids is not None and b.token_ids is not None:
+        return a.token_ids, b.token_ids
+    return split(a.output_text), split(b.output_text)
