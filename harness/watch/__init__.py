@@ -1,0 +1,6 @@
+"""`layergate watch`: live canary analysis of a staged rollout from Prometheus.
+
+`loop.prepare` checks the configuration, `loop.run_watch` reads a window at a time
+(`source`), decides (`stages`), runs the hooks (`hooks`) and publishes (`board`,
+`exposition`, `server`). The figures and their statistics are `exporters.canary`.
+"""
