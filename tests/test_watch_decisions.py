@@ -256,6 +256,7 @@ def test_a_failing_hook_ends_the_watch_as_an_infrastructure_error() -> None:
     assert "cannot reach the cluster" in error
     m = machine()
     assert WatchOutcome(m.status, Board(m.plan, m.status, m.alpha), error).exit_code == 4
-    slow = Hooks(None, "sleep 5", timeout=0.2)
-    assert "timed out" in _hook_error(t, slow.run(t))
+    slow = Hooks(None, "echo started; sleep 5", timeout=0.5)
+    error = _hook_error(t, slow.run(t))
+    assert "timed out" in error and "started" in error
     assert "PATH" in os.environ  # hooks inherit the environment

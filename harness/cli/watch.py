@@ -18,6 +18,8 @@ from typing import Any
 
 import click
 
+from harness.watch.config import WatchConfig
+
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
@@ -60,39 +62,48 @@ def _stages(ctx: click.Context, param: click.Parameter, value: str) -> tuple[flo
 @click.option("--policy", "policy_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Watch policy YAML (live figures, thresholds, alpha). Default: "
                    "scenarios/watch/no-regression.yaml.")
-@click.option("--engine", default="layergate", show_default=True,
+@click.option("--engine", default=WatchConfig.engine, show_default=True,
               help="Whose metric names to read: a key of the mapping file (layergate, "
                    "layergate-replay, vllm, tgi).")
 @click.option("--metric-names", type=click.Path(dir_okay=False, path_type=Path),
               help="Mapping file of engine -> role -> metric name. Default: "
                    "scenarios/watch/metric-names.yaml.")
-@click.option("--stages", default="1,5,25,50,100", show_default=True, callback=_stages,
+@click.option("--stages", default=",".join(f"{s:g}" for s in WatchConfig.stages),
+              show_default=True, callback=_stages,
               help="Percent of traffic on the candidate at each stage; every stage below 100 "
                    "is watched, reaching 100 is the promotion.")
-@click.option("--window", "window_s", type=Duration(), default="60s", show_default=True,
+@click.option("--window", "window_s", type=Duration(), default=f"{WatchConfig.window_s:g}s",
+              show_default=True,
               help="Length of one window; at least 4 scrape intervals.")
-@click.option("--min-windows", type=click.IntRange(1), default=5, show_default=True,
+@click.option("--min-windows", type=click.IntRange(1), default=WatchConfig.min_windows,
+              show_default=True,
               help="Windows with data a stage needs before it may advance.")
-@click.option("--max-windows", type=click.IntRange(1), default=30, show_default=True,
+@click.option("--max-windows", type=click.IntRange(1), default=WatchConfig.max_windows,
+              show_default=True,
               help="Windows with data after which an undecided stage is inconclusive.")
-@click.option("--no-data-windows", type=click.IntRange(1), default=3, show_default=True,
+@click.option("--no-data-windows", type=click.IntRange(1),
+              default=WatchConfig.no_data_windows, show_default=True,
               help="Windows in a row without data after which the watch ends (exit 4).")
-@click.option("--min-requests", type=click.IntRange(1), default=1, show_default=True,
+@click.option("--min-requests", type=click.IntRange(1), default=WatchConfig.min_requests,
+              show_default=True,
               help="Requests each arm must serve in a window for it to count.")
-@click.option("--lag", "lag_s", type=Duration(), default="2s", show_default=True,
+@click.option("--lag", "lag_s", type=Duration(), default=f"{WatchConfig.lag_s:g}s",
+              show_default=True,
               help="How long after a window's end to read it (a scrape interval or so).")
 @click.option("--on-advance", metavar="CMD",
               help="Shell command run once when a stage is decided good; "
                    "$LAYERGATE_WATCH_NEXT_STAGE is the share to set.")
 @click.option("--on-rollback", metavar="CMD",
               help="Shell command run once when the canary is decided worse.")
-@click.option("--hook-timeout", "hook_timeout_s", type=Duration(), default="300s",
+@click.option("--hook-timeout", "hook_timeout_s", type=Duration(),
+              default=f"{WatchConfig.hook_timeout_s:g}s",
               show_default=True, help="A hook still running after this has failed.")
 @click.option("--serve", "serve_port", type=click.IntRange(0, 65535),
               help="Also answer on this port: /metrics, /status (Argo Rollouts web metric) "
                    "and /flagger/<hook> (Flagger webhooks); keeps serving the verdict until "
                    "stopped.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address --serve binds.")
+@click.option("--host", default=WatchConfig.host, show_default=True,
+              help="Address --serve binds.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the final state (verdict, stages, figures, reasons) as JSON.")
 def command(policy_path: Path | None, json_path: Path | None, **options: Any) -> None:
@@ -117,7 +128,7 @@ def command(policy_path: Path | None, json_path: Path | None, **options: Any) ->
     from rich.console import Console
 
     from harness.gate import PolicyError
-    from harness.watch.loop import WatchConfig, prepare, run_watch
+    from harness.watch.loop import prepare, run_watch
     from harness.watch.metric_map import MetricMapError
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)

@@ -10,12 +10,13 @@ yet (an unbounded interval, a figure without data) is left out, never exported a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from harness.watch.board import DECISIONS, Board
+from harness.watch.stages import FigureState
 
 STATES = ("watching", "no_data", "pass", "fail", "inconclusive")
 PREFIX = "layergate_watch_"
@@ -54,7 +55,7 @@ class WatchCollector(Collector):
         yield transitions
         yield from self._figures(s.figures)
 
-    def _figures(self, figures) -> Iterator[Metric]:
+    def _figures(self, figures: Sequence[FigureState]) -> Iterator[Metric]:
         fams = {suffix: GaugeMetricFamily(f"{PREFIX}figure{suffix}", text, labels=("figure",))
                 for suffix, text in (("", "Live figure over the stage's windows"),
                                      ("_low", "Lower end of its anytime-valid interval"),

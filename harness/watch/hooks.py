@@ -13,7 +13,9 @@ The command runs with `sh -c`, the watch's environment plus:
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -63,11 +65,15 @@ class Hooks:
         self._done.add(key)
         self.log(f"running --on-{t.decision} for stage {t.stage:g} -> {t.next_stage:g}: "
                  f"{command}")
+        # its own process group, so a timeout also stops what the command started
+        proc = subprocess.Popen(["sh", "-c", command], env={**os.environ, **hook_env(t)},
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
         try:
-            proc = subprocess.run(["sh", "-c", command], env={**os.environ, **hook_env(t)},
-                                  capture_output=True, text=True, timeout=self.timeout,
-                                  stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired as exc:
-            out = (exc.stdout or "") + (exc.stderr or "")
-            return HookResult(command, None, out if isinstance(out, str) else "")
-        return HookResult(command, proc.returncode, proc.stdout + proc.stderr)
+            out, _ = proc.communicate(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+            return HookResult(command, None, out.decode(errors="replace"))
+        return HookResult(command, proc.returncode, out.decode(errors="replace"))

@@ -13,12 +13,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
 from exporters.canary import Window
 from harness.watch.board import Board
+from harness.watch.config import WatchConfig
 from harness.watch.exposition import WatchCollector
 from harness.watch.hooks import HookResult, Hooks
 from harness.watch.metric_map import EngineMetrics, load_engine_metrics, normalise_selector
@@ -26,28 +26,6 @@ from harness.watch.policy import WatchPolicy, load_watch_policy
 from harness.watch.server import serve
 from harness.watch.source import PrometheusSource
 from harness.watch.stages import NO_DATA_EXIT, StageMachine, StagePlan, Transition, WatchStatus
-
-
-@dataclass(frozen=True)
-class WatchConfig:
-    prometheus: str
-    baseline: str  # label matchers selecting the baseline's series
-    candidate: str
-    policy: Path | None = None  # default: scenarios/watch/no-regression.yaml
-    engine: str = "layergate"
-    metric_names: Path | None = None  # default: scenarios/watch/metric-names.yaml
-    stages: tuple[float, ...] = (1, 5, 25, 50, 100)
-    window_s: float = 60.0
-    min_windows: int = 5
-    max_windows: int = 30
-    no_data_windows: int = 3
-    min_requests: int = 1
-    lag_s: float = 2.0
-    on_advance: str | None = None
-    on_rollback: str | None = None
-    hook_timeout_s: float = 300.0
-    serve_port: int | None = None
-    host: str = "127.0.0.1"
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from harness.gate.checks import Check, judge
 from harness.gate.policy import MetricRule
 from harness.gate.result import EXIT_CODES
 from harness.gate.validate import PolicyError
+from harness.watch.config import WatchConfig
 from harness.watch.policy import WatchPolicy
 
 Verdict = Literal["pending", "pass", "fail", "inconclusive", "no_data"]
@@ -49,10 +50,10 @@ MAX_N_OPT = 10  # past this, a tight boundary only delays the early decisions th
 
 @dataclass(frozen=True)
 class StagePlan:
-    stages: tuple[float, ...] = (1, 5, 25, 50, 100)  # percent of traffic on the candidate
-    min_windows: int = 5
-    max_windows: int = 30
-    no_data_windows: int = 3
+    stages: tuple[float, ...] = WatchConfig.stages  # percent of traffic on the candidate
+    min_windows: int = WatchConfig.min_windows
+    max_windows: int = WatchConfig.max_windows
+    no_data_windows: int = WatchConfig.no_data_windows
 
     def __post_init__(self) -> None:
         s = self.stages
