@@ -189,8 +189,7 @@ class StageMachine:
                                                   reason=self.unavailable[rule.name]),
                                      OVERALL, counts=True))
         ev = evidence(rule.name, self._windows, self.alpha / 2, self.n_opt)
-        whole = FigureState(judge(rule, _as_figure(ev), OVERALL, counts=True), ev.last,
-                            ev.history)
+        whole = FigureState(_judge(rule, ev), ev.last, ev.history)
         if whole.check.status == "fail":
             return whole
         j = 1
@@ -198,7 +197,7 @@ class StageMachine:
             start = j * self.restart
             alpha = self.alpha / 2 * 6 / (math.pi ** 2 * j * j)
             recent = evidence(rule.name, self._windows[start:], alpha, self.n_opt)
-            check = judge(rule, _as_figure(recent), OVERALL, counts=True)
+            check = _judge(rule, recent)
             if check.status == "fail":
                 return FigureState(replace(check, reason=f"over windows {start + 1}-"
                                            f"{len(self._windows)}: {check.reason}"), ev.last,
@@ -237,6 +236,12 @@ class StageMachine:
                                   windows=0, advances=base.advances + 1, reasons=reasons,
                                   history=history)
         return self.status, transition
+
+
+def _judge(rule: MetricRule, ev: Evidence) -> Check:
+    """The gate's judgement, worded for a confidence sequence rather than a CI."""
+    check = judge(rule, _as_figure(ev), OVERALL, counts=True)
+    return replace(check, reason=check.reason.replace("CI [", "interval [", 1))
 
 
 def _as_figure(ev: Evidence) -> Figure:
