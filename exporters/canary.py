@@ -71,10 +71,6 @@ def available(figure: LiveFigure, roles: Sequence[str] | set[str]) -> bool:
     return all(any(alt in roles for alt in need.split("|")) for need in figure.roles)
 
 
-SHADOW_ONLY = ("exact_match", "first_divergence", "bleu", "chrf", "token_kl",
-               "termination_accuracy")  # need both arms' answers to one request: the gate's
-
-
 @dataclass(frozen=True)
 class ArmWindow:
     """Increases over one window of one arm: role -> value ("e2e_sum", "e2e_count",

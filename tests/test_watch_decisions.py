@@ -158,7 +158,7 @@ def test_an_engine_without_a_gated_metric_is_refused_at_start() -> None:
 
 @pytest.mark.parametrize(("raw", "message"), [
     ({"metrics": {"exact_match": {"direction": ">=", "threshold": 0}}},
-     "consistency and termination need a shadow replay"),
+     "'exact_match' is a figure of `layergate gate`: it needs a shadow replay"),
     ({"metrics": {"e2e_ratoi": {"direction": "<=", "threshold": 1}}},
      "did you mean 'e2e_ratio'"),
     ({"metrics": {"e2e_ratio": {"direction": "<="}}}, "metrics.e2e_ratio.threshold: missing"),

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from exporters.canary import FIGURES
-from harness.gate.policy import MetricRule
+from harness.gate.policy import FIGURE_NAMES, MetricRule
 from harness.gate.validate import (
     Where,
     check_keys,
@@ -81,6 +81,10 @@ def parse_watch_policy(raw: Any, path: Path | None = None) -> WatchPolicy:
 
 def _rule(name: Any, spec: Any, where: Where) -> MetricRule:
     key = f"metrics.{name}"
+    if name in FIGURE_NAMES and name not in FIGURES:
+        raise where.error(key, f"{name!r} is a figure of `layergate gate`: it needs a shadow "
+                          "replay (both arms' answers to the same request, or repeats), which "
+                          f"a live canary does not have (live figures: {', '.join(FIGURES)})")
     if name not in FIGURES:
         raise where.error(key, f"unknown live figure {name!r}{did_you_mean(name, set(FIGURES))}"
                           f" (live figures: {', '.join(FIGURES)}; consistency and "
