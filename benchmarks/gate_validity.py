@@ -35,19 +35,15 @@ determinism sub-run is not part of these runs (the policies do not require it).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os
 import signal
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere: tests.support is the launcher
@@ -57,7 +53,8 @@ from harness.gate.policy import default_policy_dir  # noqa: E402
 from harness.replay import ReplayConfig, run_replay  # noqa: E402
 from harness.stack.demo_config import DemoConfig  # noqa: E402
 from harness.stack.demo_traffic import demo_traffic  # noqa: E402
-from tests.support.processes import EngineProcess, free_port, start_engine  # noqa: E402
+from tests.support.delay_proxy import DelayProxy  # noqa: E402
+from tests.support.processes import EngineProcess, start_engine  # noqa: E402
 
 EXPERIMENTS = ("aa", "static", "slow", "faster", "speculative", "cache")
 POLICIES = ("no-regression", "default")
@@ -76,77 +73,6 @@ class Outcome:
     unsure: dict[str, list[str]] = field(default_factory=dict)  # ... that were inconclusive
     figures: dict[str, list[float | None]] = field(default_factory=dict)
     statuses: dict[str, str] = field(default_factory=dict)  # check -> status under default
-
-
-# --- a proxy that makes an arm slower by a fixed share, chunk by chunk -----------------
-
-class DelayProxy:
-    """Forwards to `upstream`, delivering every byte at start + (1 + extra) x its upstream
-    arrival time, so TTFT, ITL and E2E all stretch by `extra` (streamed or not)."""
-
-    def __init__(self, upstream: str, extra: float) -> None:
-        import uvicorn
-        from starlette.applications import Starlette
-        from starlette.routing import Route
-
-        self.upstream, self.extra = upstream, extra
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        app = Starlette(routes=[Route("/{path:path}", self.handle, methods=["GET", "POST"])])
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port,
-                                                    log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> DelayProxy:
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-
-    async def handle(self, request):
-        from starlette.responses import Response, StreamingResponse
-
-        start = time.perf_counter()
-        url = self.upstream + request.url.path + (f"?{request.url.query}"
-                                                  if request.url.query else "")
-        client = httpx.AsyncClient(timeout=None)
-        headers = {k: v for k, v in request.headers.items()
-                   if k.lower() in ("content-type", "authorization", "accept")}
-        upstream = await client.send(client.build_request(
-            request.method, url, content=await request.body(), headers=headers), stream=True)
-        if not request.url.path.startswith("/v1/"):  # health, metrics: as they are
-            body = await upstream.aread()
-            await client.aclose()
-            return Response(body, upstream.status_code,
-                            media_type=upstream.headers.get("content-type"))
-        chunks: asyncio.Queue = asyncio.Queue()
-
-        async def pump() -> None:
-            try:
-                async for chunk in upstream.aiter_raw():
-                    await chunks.put((time.perf_counter(), chunk))
-            finally:
-                await chunks.put(None)
-                await upstream.aclose()
-                await client.aclose()
-
-        task = asyncio.create_task(pump())
-
-        async def delayed():
-            while (item := await chunks.get()) is not None:
-                arrived, chunk = item
-                due = start + (1 + self.extra) * (arrived - start)
-                await asyncio.sleep(max(0.0, due - time.perf_counter()))
-                yield chunk
-            await task
-
-        return StreamingResponse(delayed(), upstream.status_code,
-                                 media_type=upstream.headers.get("content-type"))
 
 
 # --- engines ----------------------------------------------------------------------------

@@ -114,6 +114,26 @@ for _kind, _words in LATENCY_KINDS.items():
     for _q in QUANTILES:
         _figure(f"{_kind}_{_q}", "s", "lower", f"{_q.upper()} of the {_words}")
 
+# live figures: `layergate watch` computes them from each arm's Prometheus metrics over the
+# same windows (exporters/canary.py); a gate policy judges the replay's paired figures
+_LIVE = "a live canary figure (layergate watch, from Prometheus windows); on a shadow replay " \
+        "the gate judges the paired figures instead"
+E2E_RATIO = _figure("e2e_ratio", "ratio", "lower", "mean end-to-end latency, candidate / "
+                    "baseline, over the same windows", not_gated=_LIVE, live=True)
+TTFT_RATIO = _figure("ttft_ratio", "ratio", "lower", "mean time to first token, candidate / "
+                     "baseline, over the same windows", not_gated=_LIVE, live=True)
+TPOT_RATIO = _figure("tpot_ratio", "ratio", "lower", "mean time per output token, candidate / "
+                     "baseline, over the same windows", not_gated=_LIVE, live=True)
+TPOT_RER = _figure("tpot_rer", "fraction", "higher", "1 - tpot_ratio: the share of time per "
+                   "output token the candidate saves", not_gated=_LIVE, live=True)
+ERROR_RATE_DELTA = _figure("error_rate_delta", "fraction", "lower", "error rate, candidate - "
+                           "baseline, over the same windows", not_gated=_LIVE, live=True)
+CACHE_HIT_RATE_DELTA = _figure("cache_hit_rate_delta", "fraction", "higher", "prefix-cache hit "
+                               "rate, candidate - baseline", not_gated=_LIVE, live=True)
+LAYERS_EXECUTED_SHARE = _figure("layers_executed_share", "fraction", "lower", "layers the "
+                                "candidate executed / layers it could have executed",
+                                not_gated=_LIVE, live=True)
+
 
 def figure_spec(name: str) -> FigureSpec:
     """The catalogue entry of `name`; a ValueError suggests a close name."""

@@ -18,6 +18,7 @@ from harness.cli.options import FieldOption, config_field, field_choices, field_
 from harness.repeat_suite import DeterminismConfig
 from harness.replay.config import ReplayConfig
 from harness.stack.demo_config import DemoConfig
+from harness.watch.config import WatchConfig
 from reference_engine.calibration.config import CalibrationConfig
 from reference_engine.config import EngineConfig
 from reference_engine.skip_policies.registry import skip_policy_names
@@ -36,6 +37,8 @@ CONFIGS: dict[str, tuple[type | None, list[str]]] = {
     "gate": (None, ["run"]),
     "demo": (DemoConfig, []),
     "dashboards": (None, []),
+    "watch": (WatchConfig, ["--prometheus", "http://p", "--baseline", 'arm="a"',
+                            "--candidate", 'arm="b"']),
 }
 
 

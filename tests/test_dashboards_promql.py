@@ -1,7 +1,8 @@
 """Every PromQL expression of every dashboard and of dashboards/rules.yml, run against a
 real Prometheus that scraped real engines (the shared full-depth `full_engine` as the
 baseline and one skipping candidate started by the native stack), a real replay's live
-metrics and the finished-run exporter: no query errors, and the core panels show data."""
+metrics, the finished-run exporter and a `layergate watch --serve` reading the engines:
+no query errors, and the core panels show data."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import dataclasses
 import json
 import math
 import re
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,6 +23,7 @@ from exporters.traffic import read_traffic, write_traffic
 from harness.replay import ReplayConfig, run_replay
 from harness.stack import EngineSpec, NativeStack, StackConfig
 from harness.stack.native import RULES_FILE, RunningStack
+from harness.stack.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 BOARDS = sorted((ROOT / "dashboards" / "grafana").glob("*.json"))
@@ -33,7 +36,8 @@ MAX_TOKENS = 12
 CORE = {
     "layergate-ab-overview": {"Verdict", "RER (redundancy elimination rate)",
                               "Termination accuracy", "Exact match vs baseline",
-                              "Live exact match vs baseline"},
+                              "Live exact match vs baseline", "Watch state",
+                              "Watch stage (% of traffic on the candidate)"},
     "layergate-latency": {"TTFT p50 / p90 / p99", "TPOT p50 / p90 / p99",
                           "E2E p50 / p90 / p99", "Replay error rate",
                           "Engine TTFT p50 / p90 / p99", "Engine E2E p50 / p90 / p99",
@@ -68,8 +72,17 @@ def observed(full_engine, tmp_path_factory, prometheus_bin) -> Iterator[Observed
     work = tmp_path_factory.mktemp("promql")
     engines = (EngineSpec("baseline", url=full_engine.url),
                EngineSpec("candidate", skip_policy="dynamic"))
-    config = StackConfig(engines=engines, workdir=work, scrape_interval_s=SCRAPE_S)
+    watch_port = free_port()
+    watch_job = {"job_name": "layergate-watch",
+                 "static_configs": [{"targets": [f"127.0.0.1:{watch_port}"]}]}
+    config = StackConfig(engines=engines, workdir=work, scrape_interval_s=SCRAPE_S,
+                         extra_jobs=(watch_job,))
     with NativeStack(config) as stack:
+        stack.processes.start("watch", [
+            sys.executable, "-m", "harness.cli", "watch", "--prometheus", stack.prometheus.url,
+            "--baseline", 'arm="baseline"', "--candidate", 'arm="candidate"', "--window", "3s",
+            "--lag", "1s", "--min-windows", "1000", "--max-windows", "1000",
+            "--no-data-windows", "1000", "--serve", str(watch_port)])
         start = time.time()
         run_dir = run_replay(ReplayConfig(
             out=work / "run", arms=stack.arms, traffic=_small_traffic(work / "traffic.jsonl"),
@@ -78,6 +91,10 @@ def observed(full_engine, tmp_path_factory, prometheus_bin) -> Iterator[Observed
         stack.start_exporter(run_dir, ("--policy", str(POLICY)))
         assert stack.prometheus.wait_for("layergate_run_rer", timeout=20), \
             "the exporter's figures never reached Prometheus"
+        # its figures need a window in which both arms finished requests: six requests may
+        # not give one on a busy machine, so only its state and stage must show data
+        assert stack.prometheus.wait_for('layergate_watch_state{state="watching"}', 20), \
+            "the watch never reached Prometheus"
         time.sleep(3 * SCRAPE_S)  # a few rule evaluations over the final data
         yield Observed(stack, start, time.time(), run_dir)
 

@@ -15,7 +15,7 @@ BOARDS = sorted((ROOT / "dashboards" / "grafana").glob("*.json"))
 EXPECTED = {"ab-overview", "latency", "layer-skipping", "engine"}
 # the only labels a query may select or group by: none of them is per request
 LABELS = {"arm", "scenario", "run", "policy", "status", "finish_reason", "le", "job",
-          "__name__"}
+          "__name__", "figure", "state"}  # figure, state: `layergate watch`
 
 
 def _load(path: Path) -> dict:

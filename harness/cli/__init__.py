@@ -16,6 +16,7 @@ COMMANDS: dict[str, str] = {
     "determinism": "determinism",
     "metrics": "metrics",
     "gate": "gate",
+    "watch": "watch",
     "dashboards": "dashboards",
     "demo": "demo",
 }
@@ -39,5 +40,6 @@ def main() -> None:
     """layergate: A/B evaluation and release gating for LLM inference that runs fewer layers.
 
     Typical loop: `serve` a baseline and a candidate, `replay` traffic through both,
-    read the figures with `metrics`, and let `gate` decide in CI.
+    read the figures with `metrics`, and let `gate` decide in CI; then `watch` the staged
+    rollout live from Prometheus.
     """

@@ -10,8 +10,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from exporters.catalogue import (
     ARMS,
     CANDIDATE,
@@ -31,6 +29,8 @@ from harness.gate.validate import (
     fraction,
     kind,
     number,
+    read_yaml,
+    top_level,
     whole_number,
 )
 
@@ -100,12 +100,7 @@ def _read_raw(path: Path, seen: tuple[Path, ...]) -> Any:
     """The file's YAML with `extends: OTHER.yaml` (relative to it) merged underneath."""
     if path.resolve() in seen:
         raise PolicyError(f"{path}: extends: circular ({' -> '.join(map(str, seen))})")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise PolicyError(f"{path}: cannot read policy file: {exc.strerror or exc}") from exc
-    except yaml.YAMLError as exc:
-        raise PolicyError(f"{path}: not valid YAML: {exc}") from exc
+    raw = read_yaml(path)
     if not isinstance(raw, dict) or "extends" not in raw:
         return raw
     base_name = raw.pop("extends")
@@ -126,9 +121,7 @@ def _read_raw(path: Path, seen: tuple[Path, ...]) -> Any:
 
 def parse_policy(raw: Any, path: Path | None = None) -> Policy:
     where = Where(path)
-    if not isinstance(raw, dict):
-        raise where.error("", f"expected a mapping at the top level, got {kind(raw)}")
-    check_keys(raw, _TOP_KEYS, where, "")
+    raw = top_level(raw, _TOP_KEYS, where)
     min_samples = whole_number(raw.get("min_samples", DEFAULT_MIN_SAMPLES), where,
                                "min_samples")
     target = number(raw.get("target_rer", DEFAULT_TARGET_RER), where, "target_rer")

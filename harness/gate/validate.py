@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from exporters.catalogue import did_you_mean
 
 
@@ -21,6 +23,25 @@ class Where:
     def error(self, key: str, message: str) -> PolicyError:
         place = str(self.path) if self.path else "<policy>"
         return PolicyError(f"{place}: {key + ': ' if key else ''}{message}")
+
+
+def read_yaml(path: Path, error: type[ValueError] = PolicyError,
+              what: str = "policy file") -> Any:
+    """The YAML in `path`; a file that cannot be read or parsed is `error`, naming it."""
+    try:
+        return yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise error(f"{path}: cannot read {what}: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        raise error(f"{path}: not valid YAML: {exc}") from exc
+
+
+def top_level(raw: Any, allowed: set[str], where: Where) -> dict:
+    """A policy file's top level: a mapping with only `allowed` keys."""
+    if not isinstance(raw, dict):
+        raise where.error("", f"expected a mapping at the top level, got {kind(raw)}")
+    check_keys(raw, allowed, where, "")
+    return raw
 
 
 def check_keys(raw: dict, allowed: set[str], where: Where, key: str) -> None:

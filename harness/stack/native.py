@@ -34,6 +34,7 @@ class StackConfig:
     with_exporter_target: bool = True
     rule_files: tuple[Path, ...] = field(default_factory=lambda: (RULES_FILE,))
     engine_timeout_s: float = 600.0  # the first start converts the GGUF (minutes)
+    extra_jobs: tuple[dict, ...] = ()  # further Prometheus scrape configs, as written
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ def NativeStack(config: StackConfig,  # noqa: N802 - reads as a resource, like o
             replayer=[f"127.0.0.1:{replayer_port}"] if replayer_port else [],
             exporter=[f"127.0.0.1:{exporter_port}"] if exporter_port else [],
             rule_files=tuple(p for p in config.rule_files),
-            scrape_interval_s=config.scrape_interval_s)
+            scrape_interval_s=config.scrape_interval_s, extra_jobs=config.extra_jobs)
         say("starting prometheus")
         prom = start_prometheus(processes, targets, config.workdir / "prometheus")
         _wait_first_scrape(prom, len(targets.engines))

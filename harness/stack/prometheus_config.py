@@ -31,6 +31,7 @@ class ScrapeTargets:
     rule_files: Sequence[Path] = ()
     scrape_interval_s: float = 1.0
     extra_labels: Mapping[str, str] = field(default_factory=dict)
+    extra_jobs: Sequence[Mapping[str, Any]] = ()  # further scrape configs, as written
 
 
 def host_port(url: str) -> str:
@@ -57,6 +58,7 @@ def render_prometheus_config(targets: ScrapeTargets) -> dict[str, Any]:
         if hosts:
             jobs.append({"job_name": job, "honor_labels": True,
                          "static_configs": [_static(hosts, targets.extra_labels)]})
+    jobs.extend(dict(job) for job in targets.extra_jobs)
     config: dict[str, Any] = {
         "global": {"scrape_interval": interval, "evaluation_interval": interval,
                    "scrape_timeout": interval},

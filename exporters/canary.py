@@ -1,0 +1,216 @@
+"""The figures a live canary allows: each arm's own metrics over the same window, compared
+side by side (never the canary against yesterday), with anytime-valid intervals.
+
+A window gives, per arm, the increase of each metric role over the window (`ArmWindow`):
+the `_sum` and `_count` of the latency histograms, and counters. From the windows of a
+stage, each figure has an estimate and a confidence sequence (`exporters.sequential_exact`):
+
+- `e2e_ratio`, `ttft_ratio`, `tpot_ratio`: a window observes log(mean_B / mean_A), with
+  mean = Δsum / Δcount of the histogram; Lai's t-mixture on the logs, exponentiated.
+- `tpot_rer`: the same observation as `tpot_ratio`; 1 - the ratio's interval (the share
+  of time per output token the candidate saves).
+- `error_rate_delta`: errors and requests of each arm, summed over the stage; one
+  beta-binomial sequence per arm at alpha / 2, B's minus A's.
+- `cache_hit_rate_delta`: hit rate_B - hit rate_A per window (Δhits / Δqueries); Lai's.
+- `layers_executed_share`: Δexecuted / (Δexecuted + Δskipped) of the candidate; Lai's.
+
+Latency ratios are taken in logs because a ratio's distribution is skewed and its log is
+near-Gaussian once a window holds several requests; windows are the unit, not requests,
+because Prometheus only gives sums per window. Consistency (exact match, BLEU, token KL)
+and termination accuracy need both arms' answers to the same request: a live canary serves
+each request once, so those stay with `layergate gate` on a shadow replay.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from exporters.catalogue import (
+    CACHE_HIT_RATE_DELTA,
+    E2E_RATIO,
+    ERROR_RATE_DELTA,
+    LAYERS_EXECUTED_SHARE,
+    TPOT_RATIO,
+    TPOT_RER,
+    TTFT_RATIO,
+    figure_spec,
+)
+from exporters.sequential_exact import rate_difference_sequence, t_mean_sequence
+
+# metric roles: what a mapping file names for each engine (histograms give _sum and _count)
+HISTOGRAM_ROLES = ("e2e", "ttft", "tpot")
+COUNTER_ROLES = ("requests", "errors", "successes", "cache_queries", "cache_hits",
+                 "layers_executed", "layers_skipped")
+ROLES = HISTOGRAM_ROLES + COUNTER_ROLES
+
+Scale = Literal["log_ratio", "rer", "rate_delta", "difference", "share"]
+
+
+@dataclass(frozen=True)
+class LiveFigure:
+    """How a catalogued live figure is computed: the scale its interval is built on and the
+    metric roles it needs ("a|b": either will do). Name, unit and meaning: the catalogue."""
+
+    name: str
+    scale: Scale
+    roles: tuple[str, ...]
+
+    @property
+    def unit(self) -> str:
+        return figure_spec(self.name).unit
+
+    @property
+    def description(self) -> str:
+        return figure_spec(self.name).meaning
+
+
+FIGURES: dict[str, LiveFigure] = {f.name: f for f in (
+    LiveFigure(E2E_RATIO, "log_ratio", ("e2e",)),
+    LiveFigure(TTFT_RATIO, "log_ratio", ("ttft",)),
+    LiveFigure(TPOT_RATIO, "log_ratio", ("tpot",)),
+    LiveFigure(TPOT_RER, "rer", ("tpot",)),
+    LiveFigure(ERROR_RATE_DELTA, "rate_delta", ("requests", "errors|successes")),
+    LiveFigure(CACHE_HIT_RATE_DELTA, "difference", ("cache_queries", "cache_hits")),
+    LiveFigure(LAYERS_EXECUTED_SHARE, "share", ("layers_executed", "layers_skipped")),
+)}
+
+
+def available(figure: LiveFigure, roles: Sequence[str] | set[str]) -> bool:
+    """Whether an engine exposing `roles` gives enough to compute `figure`."""
+    return all(any(alt in roles for alt in need.split("|")) for need in figure.roles)
+
+
+@dataclass(frozen=True)
+class ArmWindow:
+    """Increases over one window of one arm: role -> value ("e2e_sum", "e2e_count",
+    "requests", ...). A role absent from `values` had no series at all."""
+
+    values: Mapping[str, float] = field(default_factory=dict)
+
+    def get(self, key: str) -> float | None:
+        return self.values.get(key)
+
+    def mean(self, histogram: str) -> float | None:
+        total, count = self.get(f"{histogram}_sum"), self.get(f"{histogram}_count")
+        if total is None or not count or count <= 0 or total <= 0:
+            return None
+        return total / count
+
+    def share(self, part: str, other: str) -> float | None:
+        a, b = self.get(part), self.get(other)
+        if a is None or b is None or a + b <= 0:
+            return None
+        return a / (a + b)
+
+
+@dataclass(frozen=True)
+class Window:
+    """Both arms over the same [start, end] (Unix seconds)."""
+
+    start: float
+    end: float
+    baseline: ArmWindow
+    candidate: ArmWindow
+
+
+def observation(name: str, w: Window) -> float | None:
+    """The window's observation for figure `name` (on the scale its interval is built on),
+    or None when the window says nothing about it."""
+    figure = FIGURES[name]
+    if figure.scale in ("log_ratio", "rer"):
+        a, b = w.baseline.mean(figure.roles[0]), w.candidate.mean(figure.roles[0])
+        return None if a is None or b is None else math.log(b / a)
+    if figure.scale == "difference":
+        a = _hit_rate(w.baseline)
+        b = _hit_rate(w.candidate)
+        return None if a is None or b is None else b - a
+    if figure.scale == "share":
+        return w.candidate.share("layers_executed", "layers_skipped")
+    return None  # rate_delta: counts, summed over the stage
+
+
+def _hit_rate(arm: ArmWindow) -> float | None:
+    queries, hits = arm.get("cache_queries"), arm.get("cache_hits")
+    if queries is None or hits is None or queries <= 0:
+        return None
+    return min(hits / queries, 1.0)
+
+
+def _error_counts(arm: ArmWindow) -> tuple[float, float] | None:
+    requests = arm.get("requests")
+    if requests is None:
+        return None
+    errors = arm.get("errors")
+    if errors is None and arm.get("successes") is not None:  # engines that count successes
+        errors = max(requests - arm.get("successes"), 0.0)
+    # no error series yet counts as 0: a labelled series appears with its first increment
+    return min(errors or 0.0, requests), requests
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A figure over the windows of a stage: the estimate and its anytime-valid interval
+    on the figure's own scale, the windows it rests on, and the last window's value."""
+
+    name: str
+    n: int
+    estimate: float | None
+    low: float | None
+    high: float | None
+    last: float | None = None
+    history: tuple[float | None, ...] = ()  # each window's own value, on the figure's scale
+
+
+def evidence(name: str, windows: Sequence[Window], alpha: float, n_opt: int) -> Evidence:
+    """Figure `name` over `windows`, valid at level `alpha` however often it is looked at."""
+    figure = FIGURES[name]
+    if figure.scale == "rate_delta":
+        return _rate_evidence(name, windows, alpha)
+    seen = [observation(name, w) for w in windows]
+    xs = [x for x in seen if x is not None]
+    history = tuple(None if x is None else _value(figure.scale, x) for x in seen)
+    if not xs:
+        return Evidence(name, 0, None, None, None, history=history)
+    b = t_mean_sequence(xs, alpha, n_opt)
+    low, high = (_bound(figure.scale, b.low), _bound(figure.scale, b.high))
+    if figure.scale == "rer":  # 1 - ratio: the interval flips
+        low, high = high, low
+    return Evidence(name, b.n, _value(figure.scale, b.estimate), low, high, history[-1],
+                    history)
+
+
+def _value(scale: Scale, x: float) -> float:
+    """An observation (or the mean of some) on the figure's own scale."""
+    if scale == "log_ratio":
+        return math.exp(x)
+    if scale == "rer":
+        return -math.expm1(x)
+    return x
+
+
+def _bound(scale: Scale, x: float) -> float | None:
+    return None if math.isinf(x) else _value(scale, x)
+
+
+def _rate_evidence(name: str, windows: Sequence[Window], alpha: float) -> Evidence:
+    totals = [0.0, 0.0, 0.0, 0.0]  # errors_b, requests_b, errors_a, requests_a
+    history: list[float | None] = []
+    for w in windows:
+        b, a = _error_counts(w.candidate), _error_counts(w.baseline)
+        if b is None or a is None or b[1] <= 0 or a[1] <= 0:
+            history.append(None)
+            continue
+        for i, v in enumerate((*b, *a)):
+            totals[i] += v
+        history.append(b[0] / b[1] - a[0] / a[1])
+    counted = sum(x is not None for x in history)
+    if not counted:
+        return Evidence(name, 0, None, None, None, history=tuple(history))
+    eb, nb, ea, na = (round(v) for v in totals)  # extrapolated increases are fractional
+    nb, na = max(nb, 1), max(na, 1)
+    bound = rate_difference_sequence(min(eb, nb), nb, min(ea, na), na, alpha)
+    return Evidence(name, counted, bound.estimate, bound.low, bound.high, history[-1],
+                    tuple(history))

@@ -1,0 +1,145 @@
+"""`layergate watch`: gate a staged rollout live from Prometheus.
+
+Exit codes as `gate`'s: 0 pass (every stage advanced: promote), 1 fail (rolled back),
+2 usage error, 3 inconclusive (a stage ran out of windows undecided), 4 no data or
+infrastructure (Prometheus unreachable, selectors matching nothing, an arm without traffic,
+or a hook that failed).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import click
+
+from exporters.catalogue import ExitCode
+from harness.cli.exits import exit_codes_help
+from harness.cli.options import config_values, field_option
+from harness.watch.config import WatchConfig
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def _duration(value: str) -> float:
+    """`60s`, `5m`, `1.5s`, `500ms`, or seconds as a bare number."""
+    m = _DURATION.match(str(value))
+    if m is None:
+        raise ValueError(f"{value!r} is not a duration (e.g. 60s, 5m, 500ms)")
+    seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    if seconds <= 0:
+        raise ValueError(f"{value!r} must be longer than 0")
+    return seconds
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}s"
+
+
+def _stages(value: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(x) for x in value.split(",") if x.strip())
+    except ValueError as exc:
+        raise ValueError(f"{value!r}: expected percentages separated by commas, "
+                         "e.g. 1,5,25,50,100") from exc
+
+
+def _option(name: str, *flags: str, **attrs: Any):
+    return field_option(WatchConfig, name, *flags, **attrs)
+
+
+def _duration_option(name: str, flag: str):
+    return _option(name, flag, parse=_duration, show=_seconds, metavar="DURATION")
+
+
+@click.command("watch", epilog=exit_codes_help(
+    ExitCode.PASS, ExitCode.FAIL, ExitCode.USAGE, ExitCode.INCONCLUSIVE,
+    ExitCode.INFRASTRUCTURE, PASS="pass (every stage advanced: promote)", FAIL="rolled back",
+    INFRASTRUCTURE="no data or a failed hook"))
+@_option("prometheus", required=True, metavar="URL")
+@_option("baseline", required=True, metavar="SELECTOR")
+@_option("candidate", required=True, metavar="SELECTOR")
+@_option("policy", type=click.Path(dir_okay=False, path_type=Path))
+@_option("engine")
+@_option("metric_names", type=click.Path(dir_okay=False, path_type=Path))
+@_option("stages", parse=_stages, show=lambda s: ",".join(f"{x:g}" for x in s),
+         metavar="P[,P...]")
+@_duration_option("window_s", "--window")
+@_option("min_windows")
+@_option("max_windows")
+@_option("no_data_windows")
+@_option("min_requests")
+@_duration_option("lag_s", "--lag")
+@_option("on_advance", metavar="CMD")
+@_option("on_rollback", metavar="CMD")
+@_duration_option("hook_timeout_s", "--hook-timeout")
+@_option("serve_port", "--serve", metavar="PORT")
+@_option("host")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the final state (verdict, stages, figures, reasons) as JSON.")
+@click.pass_context
+def command(ctx: click.Context, json_path: Path | None, **_: Any) -> None:
+    """Gate a staged rollout live: compare the canary with the baseline serving beside it,
+    window by window, and advance, roll back or stop.
+
+    Every WINDOW, each arm's own metrics over that window (both read for the same interval)
+    give the live figures: latency ratios (E2E, TTFT, TPOT, as means from the histograms),
+    the error-rate difference, TPOT-based RER, the prefix-cache hit-rate difference and the
+    share of layers executed. Each has an anytime-valid interval over the stage's windows,
+    so it may be looked at after every window. A critical figure whose interval lies wholly
+    on the bad side of its threshold rolls back at once (--on-rollback); when every critical
+    figure lies wholly on the good side after --min-windows, the stage advances
+    (--on-advance, with the next stage). After --max-windows undecided: inconclusive.
+    No data (Prometheus down, a selector matching nothing, an arm without traffic) is its
+    own state and never a pass. Consistency and termination accuracy need both arms'
+    answers to the same request: they stay with `layergate gate` on a shadow replay.
+    """
+    from rich.console import Console
+
+    from harness.gate import PolicyError
+    from harness.watch.loop import prepare, run_watch
+    from harness.watch.metric_map import MetricMapError
+
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    config = WatchConfig(**config_values(ctx, WatchConfig))
+    try:
+        prepared = prepare(config)
+    except PolicyError as exc:
+        raise click.BadParameter(str(exc), param_hint="--policy") from exc
+    except (MetricMapError, ValueError) as exc:
+        raise click.UsageError(str(exc)) from exc
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    err.print(f"watching {config.candidate} against {config.baseline} on {config.prometheus} "
+              f"({config.engine} names, policy {prepared.policy.name}, stages "
+              f"{', '.join(f'{s:g}' for s in prepared.plan.analysed)} %, window "
+              f"{config.window_s:g} s, alpha {prepared.policy.alpha:g} over the rollout, "
+              f"{prepared.machine.alpha:.2g} per stage and figure)")
+    try:
+        outcome = run_watch(prepared, say=err.print, stop=stop)
+    except MetricMapError as exc:
+        raise click.UsageError(str(exc)) from exc
+    if outcome.status.verdict == "pending":
+        err.print("[yellow]stopped before a verdict[/]")
+    if outcome.hook_error:
+        err.print(f"[bold red]error:[/] {outcome.hook_error}")
+    err.print(f"verdict: [bold]{outcome.status.verdict}[/] (exit {outcome.exit_code})")
+    if json_path is not None:
+        _write_json(json_path, outcome)
+        err.print(f"wrote {json_path}")
+    raise SystemExit(outcome.exit_code)
+
+
+def _write_json(path: Path, outcome: Any) -> None:
+    body = {**outcome.board.to_json(), "hook_error": outcome.hook_error,
+            "exit_code": outcome.exit_code}
+    try:
+        path.write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise click.BadParameter(f"cannot write {path}: {exc.strerror or exc}",
+                                 param_hint="--json") from exc

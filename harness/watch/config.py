@@ -1,0 +1,56 @@
+"""The whole configuration of a watch, one object passed down and the owner of every
+default, help text and bound the CLI shows (harness/cli/options.py builds the options from
+these fields). Kept free of heavy imports: `layergate --help` reads it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class WatchConfig:
+    prometheus: str = field(metadata={
+        "help": "Prometheus that scrapes both arms, e.g. http://prometheus:9090."})
+    baseline: str = field(metadata={
+        "help": "Label matchers picking the baseline's series, e.g. 'arm=\"baseline\"' or "
+                "'job=\"vllm-stable\",namespace=\"prod\"'."})
+    candidate: str = field(metadata={"help": "Label matchers picking the canary's series."})
+    policy: Path | None = field(default=None, metadata={
+        "help": "Watch policy YAML (live figures, thresholds, alpha). Default: "
+                "scenarios/watch/no-regression.yaml."})
+    engine: str = field(default="layergate", metadata={
+        "help": "Whose metric names to read: a key of the mapping file (layergate, "
+                "layergate-replay, vllm, tgi)."})
+    metric_names: Path | None = field(default=None, metadata={
+        "help": "Mapping file of engine -> role -> metric name. Default: "
+                "scenarios/watch/metric-names.yaml."})
+    stages: tuple[float, ...] = field(default=(1, 5, 25, 50, 100), metadata={
+        "help": "Percent of traffic on the candidate at each stage; every stage below 100 "
+                "is watched, reaching 100 is the promotion."})
+    window_s: float = field(default=60.0, metadata={
+        "help": "Length of one window; at least 4 scrape intervals."})
+    min_windows: int = field(default=5, metadata={
+        "help": "Windows with data a stage needs before it may advance.", "min": 1})
+    max_windows: int = field(default=30, metadata={
+        "help": "Windows with data after which an undecided stage is inconclusive.",
+        "min": 1})
+    no_data_windows: int = field(default=3, metadata={
+        "help": "Windows in a row without data after which the watch ends (exit 4).",
+        "min": 1})
+    min_requests: int = field(default=1, metadata={
+        "help": "Requests each arm must serve in a window for it to count.", "min": 1})
+    lag_s: float = field(default=2.0, metadata={
+        "help": "How long after a window's end to read it (a scrape interval or so)."})
+    on_advance: str | None = field(default=None, metadata={
+        "help": "Shell command run once when a stage is decided good; "
+                "$LAYERGATE_WATCH_NEXT_STAGE is the share to set."})
+    on_rollback: str | None = field(default=None, metadata={
+        "help": "Shell command run once when the canary is decided worse."})
+    hook_timeout_s: float = field(default=300.0, metadata={
+        "help": "A hook still running after this has failed."})
+    serve_port: int | None = field(default=None, metadata={
+        "help": "Also answer on this port: /metrics, /status (Argo Rollouts web metric) and "
+                "/flagger/<hook> (Flagger webhooks); keeps serving the verdict until "
+                "stopped.", "min": 0, "max": 65535})
+    host: str = field(default="127.0.0.1", metadata={"help": "Address --serve binds."})

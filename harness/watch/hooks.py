@@ -1,0 +1,79 @@
+"""`--on-advance` / `--on-rollback`: a shell command run exactly once per transition.
+
+The command runs with `sh -c`, the watch's environment plus:
+
+- `LAYERGATE_WATCH_DECISION`: `advance` or `rollback`;
+- `LAYERGATE_WATCH_STAGE`: the stage judged, percent of traffic on the candidate (`5`);
+- `LAYERGATE_WATCH_NEXT_STAGE`: the share to set now: the next stage, `100` to promote,
+  `0` on a rollback;
+- `LAYERGATE_WATCH_REASONS`: why, one figure a line;
+- `LAYERGATE_WATCH_EXIT_CODE`: what the watch exits with when this transition ends it
+  (`0` after the last advance, `1` after a rollback), else empty.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from exporters.catalogue import FAIL, PASS, exit_code
+from harness.watch.stages import Transition
+
+ENV_PREFIX = "LAYERGATE_WATCH_"
+
+
+@dataclass(frozen=True)
+class HookResult:
+    command: str
+    returncode: int | None  # None: it did not finish within the timeout
+    output: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+def hook_env(t: Transition) -> dict[str, str]:
+    last = t.decision == "rollback" or t.final
+    code = exit_code(FAIL if t.decision == "rollback" else PASS) if last else None
+    return {f"{ENV_PREFIX}DECISION": t.decision, f"{ENV_PREFIX}STAGE": f"{t.stage:g}",
+            f"{ENV_PREFIX}NEXT_STAGE": f"{t.next_stage:g}",
+            f"{ENV_PREFIX}REASONS": "\n".join(t.reasons),
+            f"{ENV_PREFIX}EXIT_CODE": "" if code is None else str(code)}
+
+
+class Hooks:
+    """Runs the command for each transition once; never twice for one transition, even if
+    asked again (a retried loop, a second status read)."""
+
+    def __init__(self, on_advance: str | None, on_rollback: str | None,
+                 timeout: float = 300.0, log: Callable[[str], None] | None = None) -> None:
+        self.commands = {"advance": on_advance, "rollback": on_rollback}
+        self.timeout = timeout
+        self.log = log or (lambda _msg: None)
+        self._done: set[tuple[str, float, float]] = set()
+
+    def run(self, t: Transition) -> HookResult | None:
+        command = self.commands[t.decision]
+        key = (t.decision, t.stage, t.next_stage)
+        if not command or key in self._done:
+            return None
+        self._done.add(key)
+        self.log(f"running --on-{t.decision} for stage {t.stage:g} -> {t.next_stage:g}: "
+                 f"{command}")
+        # its own process group, so a timeout also stops what the command started
+        proc = subprocess.Popen(["sh", "-c", command], env={**os.environ, **hook_env(t)},
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            out, _ = proc.communicate(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+            return HookResult(command, None, out.decode(errors="replace"))
+        return HookResult(command, proc.returncode, out.decode(errors="replace"))

@@ -1,0 +1,104 @@
+"""Watch policies: which live figures gate a staged rollout, against which thresholds, at
+which error rate. YAML, validated like gate policies (every mistake names file and key).
+
+    name: no-regression
+    alpha: 0.05          # chance of rolling back a candidate whose gated figures are all
+                         # within their thresholds, over the whole rollout
+    metrics:
+      e2e_ratio: {direction: "<=", threshold: 1.10}
+      error_rate_delta: {direction: "<=", threshold: 0.01}
+      tpot_rer: {direction: ">=", threshold: 0.0, critical: false}
+
+Rule keys: threshold, direction (">=" / "<="), critical (default true: decides; false:
+shown only), required (default true: a critical figure the engine cannot give is refused
+at start, and one without data keeps the stage from advancing; false: skipped then).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from exporters.canary import FIGURES
+from exporters.catalogue import FIGURES as CATALOGUE
+from harness.gate.policy import MetricRule
+from harness.gate.validate import (
+    Where,
+    check_keys,
+    did_you_mean,
+    flag,
+    kind,
+    number,
+    read_yaml,
+    top_level,
+)
+
+_TOP_KEYS = {"name", "description", "alpha", "metrics"}
+_RULE_KEYS = {"threshold", "direction", "critical", "required"}
+
+
+@dataclass(frozen=True)
+class WatchPolicy:
+    name: str
+    path: Path | None
+    alpha: float
+    rules: tuple[MetricRule, ...]
+    description: str = ""
+
+    @property
+    def gating(self) -> tuple[MetricRule, ...]:
+        return tuple(r for r in self.rules if r.critical)
+
+
+def default_watch_policy() -> Path:
+    import harness
+
+    return Path(harness.__file__).resolve().parents[1] / "scenarios" / "watch" \
+        / "no-regression.yaml"
+
+
+def load_watch_policy(path: str | Path | None = None) -> WatchPolicy:
+    path = Path(path) if path is not None else default_watch_policy()
+    return parse_watch_policy(read_yaml(path), path)
+
+
+def parse_watch_policy(raw: Any, path: Path | None = None) -> WatchPolicy:
+    where = Where(path)
+    raw = top_level(raw, _TOP_KEYS, where)
+    alpha = number(raw.get("alpha", 0.05), where, "alpha")
+    if not 0 < alpha < 1:
+        raise where.error("alpha", f"expected 0 < alpha < 1, got {alpha}")
+    metrics = raw.get("metrics")
+    if not isinstance(metrics, dict) or not metrics:
+        raise where.error("metrics", "expected a non-empty mapping of live figure -> rule")
+    rules = tuple(_rule(name, spec, where) for name, spec in metrics.items())
+    if not any(r.critical for r in rules):
+        raise where.error("metrics", "no critical figure: nothing would decide the rollout")
+    return WatchPolicy(name=str(raw.get("name") or (path.stem if path else "watch")),
+                       path=path, alpha=alpha, rules=rules,
+                       description=str(raw.get("description", "")).strip())
+
+
+def _rule(name: Any, spec: Any, where: Where) -> MetricRule:
+    key = f"metrics.{name}"
+    if name in CATALOGUE and name not in FIGURES:
+        raise where.error(key, f"{name!r} is a figure of `layergate gate`: it needs a shadow "
+                          "replay (both arms' answers to the same request, or repeats), which "
+                          f"a live canary does not have (live figures: {', '.join(FIGURES)})")
+    if name not in FIGURES:
+        raise where.error(key, f"unknown live figure {name!r}{did_you_mean(name, set(FIGURES))}"
+                          f" (live figures: {', '.join(FIGURES)}; consistency and "
+                          "termination need a shadow replay: `layergate gate`)")
+    if not isinstance(spec, dict):
+        raise where.error(key, f"expected a mapping of rule keys, got {kind(spec)}")
+    check_keys(spec, _RULE_KEYS, where, key)
+    if "threshold" not in spec:
+        raise where.error(f"{key}.threshold", "missing (every watched figure needs a threshold)")
+    direction = spec.get("direction")
+    if direction not in (">=", "<="):
+        raise where.error(f"{key}.direction", f"expected '>=' or '<=', got {direction!r}")
+    return MetricRule(name=name, threshold=number(spec["threshold"], where, f"{key}.threshold"),
+                      direction=direction,
+                      critical=flag(spec.get("critical", True), where, f"{key}.critical"),
+                      required=flag(spec.get("required", True), where, f"{key}.required"))

@@ -1,0 +1,108 @@
+"""Both arms' metrics over one window, from Prometheus's HTTP API.
+
+Each value is `sum(increase(metric{selector}[window]))` evaluated at the window's end, so
+counter resets (a restarted engine) are handled as Prometheus handles them, and both arms
+are read for exactly the same interval. A window has no data when Prometheus cannot be
+asked, when an arm's selector matches no series, or when an arm served fewer than
+`min_requests` requests in it; the reason says which, in words an operator can act on.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import httpx
+
+from exporters.canary import ArmWindow, Window
+from harness.watch.metric_map import EngineMetrics, MetricMapError
+
+ARMS = ("baseline", "candidate")
+
+
+@dataclass(frozen=True)
+class NoData:
+    reason: str
+
+
+def promql_duration(seconds: float) -> str:
+    return f"{max(1, round(seconds * 1000))}ms"
+
+
+class PrometheusSource:
+    """Reads windows for a baseline and a candidate selector through `engine`'s names."""
+
+    def __init__(self, url: str, engine: EngineMetrics, selectors: dict[str, str],
+                 min_requests: int = 1, timeout: float = 10.0) -> None:
+        self.url = url.rstrip("/")
+        self.engine, self.selectors = engine, selectors
+        self.min_requests = min_requests
+        self.client = httpx.Client(timeout=timeout)
+        self.traffic = "requests" if "requests" in engine.refs else "e2e_count"
+
+    def close(self) -> None:
+        self.client.close()
+
+    def probe(self) -> dict[str, int] | NoData:
+        """How many series each arm's selector matches now (0: nothing yet). Raises
+        MetricMapError for a selector Prometheus refuses; NoData when it cannot be asked."""
+        counts: dict[str, int] = {}
+        for arm in ARMS:
+            got = self._query(f"count({{{self.selectors[arm]}}})", time.time())
+            if isinstance(got, NoData):
+                return got
+            counts[arm] = int(got or 0)
+        return counts
+
+    def window(self, end: float, length: float) -> Window | NoData:
+        """Both arms over [end - length, end]. Raises MetricMapError when Prometheus
+        refuses a query as malformed (a bad selector: a usage error, not missing data)."""
+        arms: dict[str, ArmWindow] = {}
+        for arm in ARMS:
+            got = self._arm(arm, end, promql_duration(length))
+            if isinstance(got, NoData):
+                return got
+            arms[arm] = got
+        return Window(end - length, end, arms["baseline"], arms["candidate"])
+
+    def _arm(self, arm: str, end: float, window: str) -> ArmWindow | NoData:
+        selector = self.selectors[arm]
+        values: dict[str, float] = {}
+        for key, expr in self.engine.queries(selector, window).items():
+            got = self._query(expr, end)
+            if isinstance(got, NoData):
+                return got
+            if got is not None:
+                values[key] = got
+        traffic = values.get(self.traffic)
+        name = self.engine.refs["requests" if self.traffic == "requests" else "e2e"].name
+        if traffic is None:
+            return NoData(f"the {arm} selector {{{selector}}} matches no {name} series "
+                          f"(engine {self.engine.engine}): check --{arm} and --engine")
+        if traffic < self.min_requests:
+            return NoData(f"the {arm} served {traffic:.0f} requests in the window "
+                          f"(at least {self.min_requests} needed): is it receiving traffic?")
+        return ArmWindow(values)
+
+    def _query(self, expr: str, at: float) -> float | None | NoData:
+        try:
+            resp = self.client.get(f"{self.url}/api/v1/query",
+                                   params={"query": expr, "time": f"{at:.3f}"})
+        except httpx.HTTPError as exc:
+            return NoData(f"Prometheus at {self.url} did not answer: {exc}")
+        try:
+            body = resp.json()
+        except ValueError:
+            return NoData(f"Prometheus at {self.url} answered HTTP {resp.status_code} "
+                          "without JSON")
+        if body.get("status") != "success":
+            if body.get("errorType") == "bad_data":
+                raise MetricMapError(f"Prometheus refused {expr!r}: {body.get('error')}")
+            return NoData(f"Prometheus at {self.url} failed a query: {body.get('errorType')}: "
+                          f"{body.get('error')}")
+        result = body["data"]["result"]
+        if not result:
+            return None
+        value = float(result[0]["value"][1])
+        return value if math.isfinite(value) else None

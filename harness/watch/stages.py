@@ -1,0 +1,262 @@
+"""The staged-rollout decision, one window at a time.
+
+Each stage collects windows with data. After every window each policy figure is judged as
+the gate judges a figure (`harness.gate.checks.judge`), on its anytime-valid interval over
+the stage's windows:
+
+- any critical figure decided bad: roll back, at once;
+- every critical figure decided good, after the stage's `min_windows`: advance (past the
+  last stage below 100 %: the rollout passes);
+- `max_windows` with data and still undecided: inconclusive;
+- a window without data (Prometheus unreachable, a selector that matches nothing, an arm
+  without traffic) adds nothing; `no_data_windows` of them in a row end the watch in the
+  no-data state. None of these is ever a pass.
+
+A candidate can also turn bad in the middle of a stage; an interval over all the stage's
+windows then averages the good windows in and is slow to move. So besides the interval over
+the whole stage, one restarts every `restart` windows (the j-th over windows j * restart
+onward), and any of them decided bad rolls back; advancing needs the whole stage's.
+
+Error budget: the policy's alpha is split over the watched stages and the critical figures
+(a union bound); within one (stage, figure), half goes to the whole-stage interval and half
+is spread over the restarts (the j-th gets 6 / (pi^2 j^2) of it, which sums to 1). Every
+interval holds at every look, so the chance of rolling back a candidate whose critical
+figures all lie within their thresholds is at most alpha over the whole rollout, provided
+the windows of a stage are alike (no drift of the true ratio within a stage).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from exporters.canary import FIGURES, Evidence, Window, available, evidence
+from exporters.catalogue import INCONCLUSIVE, ExitCode, exit_code
+from exporters.figures import OVERALL, Figure
+from harness.gate.checks import Check, judge
+from harness.gate.policy import MetricRule
+from harness.gate.validate import PolicyError
+from harness.watch.config import WatchConfig
+from harness.watch.policy import WatchPolicy
+
+Verdict = Literal["pending", "pass", "fail", "inconclusive", "no_data"]
+TERMINAL: tuple[Verdict, ...] = ("pass", "fail", "inconclusive", "no_data")
+NO_DATA_EXIT = ExitCode.INFRASTRUCTURE  # nothing could be measured
+FULL = 100.0
+MIN_N_OPT = 4  # the t-mixture cannot exclude anything before 4 windows at these alphas
+MAX_N_OPT = 10  # past this, a tight boundary only delays the early decisions that matter
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    stages: tuple[float, ...] = WatchConfig.stages  # percent of traffic on the candidate
+    min_windows: int = WatchConfig.min_windows
+    max_windows: int = WatchConfig.max_windows
+    no_data_windows: int = WatchConfig.no_data_windows
+
+    def __post_init__(self) -> None:
+        s = self.stages
+        if not s or any(not 0 < x <= FULL for x in s) or list(s) != sorted(set(s)):
+            raise ValueError(f"stages must increase within (0, 100], got {list(s)}")
+        if not self.analysed:
+            raise ValueError("stages: at least one stage below 100 % (at 100 % no baseline "
+                             "serves beside the candidate)")
+        if not 1 <= self.min_windows <= self.max_windows:
+            raise ValueError(f"need 1 <= min windows <= max windows, got {self.min_windows}"
+                             f" and {self.max_windows}")
+        if self.no_data_windows < 1:
+            raise ValueError(f"no-data windows must be >= 1, got {self.no_data_windows}")
+
+    @property
+    def analysed(self) -> tuple[float, ...]:
+        """The stages watched; reaching 100 % is the promotion, with nothing beside it."""
+        return tuple(x for x in self.stages if x < FULL)
+
+    def after(self, index: int) -> float:
+        return self.analysed[index + 1] if index + 1 < len(self.analysed) else FULL
+
+
+@dataclass(frozen=True)
+class FigureState:
+    check: Check
+    last: float | None = None  # the last window's own value, on the figure's scale
+    history: tuple[float | None, ...] = ()  # every window of the stage, likewise
+
+
+@dataclass(frozen=True)
+class Transition:
+    """What a hook is told: the stage judged, the traffic share to set next (0 on a
+    rollback), and why."""
+
+    decision: Literal["advance", "rollback"]
+    stage: float
+    next_stage: float
+    reasons: tuple[str, ...]
+
+    @property
+    def final(self) -> bool:
+        return self.decision == "advance" and self.next_stage >= FULL
+
+
+@dataclass(frozen=True)
+class WatchStatus:
+    verdict: Verdict
+    stage: float
+    stage_index: int
+    windows: int = 0
+    missing: int = 0
+    no_data_reason: str | None = None
+    figures: tuple[FigureState, ...] = ()
+    reasons: tuple[str, ...] = ()
+    advances: int = 0
+    window_end: float | None = None
+    history: tuple[float, ...] = field(default=())  # the stages passed, in order
+
+    @property
+    def state(self) -> str:
+        """watching / no_data while pending, else the verdict."""
+        if self.verdict != "pending":
+            return self.verdict
+        return "no_data" if self.missing else "watching"
+
+    @property
+    def exit_code(self) -> int:
+        """The gate's codes; a watch stopped before any verdict is inconclusive (3), or
+        without data (4) when its last window had none."""
+        if self.verdict == "no_data" or (self.verdict == "pending" and self.missing):
+            return NO_DATA_EXIT
+        return exit_code(INCONCLUSIVE if self.verdict == "pending" else self.verdict)
+
+
+class StageMachine:
+    """Feeds windows (or their absence) through the stages; see the module docstring."""
+
+    def __init__(self, policy: WatchPolicy, plan: StagePlan, roles: set[str],
+                 engine: str = "") -> None:
+        self.policy, self.plan = policy, plan
+        self.unavailable: dict[str, str] = {}
+        for rule in policy.rules:
+            figure = FIGURES[rule.name]
+            if not available(figure, roles):
+                why = (f"engine {engine or '?'} exposes no {' / '.join(figure.roles)} metric "
+                       "(scenarios/watch/metric-names.yaml)")
+                if rule.critical and rule.required:
+                    raise PolicyError(f"{policy.path or '<policy>'}: metrics.{rule.name}: "
+                                      f"critical and required, but {why}; set required: false "
+                                      "or use a mapping that names the metric")
+                self.unavailable[rule.name] = why
+        gating = [r for r in policy.gating if r.name not in self.unavailable]
+        # per (stage, figure); half for the whole-stage interval, half for the restarts
+        self.alpha = policy.alpha / (len(plan.analysed) * max(1, len(gating)))
+        # the interval is tightest where decisions are due: at the stage's minimum windows
+        self.n_opt = min(max(MIN_N_OPT, plan.min_windows), MAX_N_OPT)
+        self.restart = self.n_opt
+        self._windows: list[Window] = []
+        self.status = WatchStatus("pending", plan.analysed[0], 0)
+
+    def step(self, window: Window | None, no_data_reason: str | None = None
+             ) -> tuple[WatchStatus, Transition | None]:
+        """One window: `window` with data, or None with the reason there was none."""
+        if self.status.verdict != "pending":
+            return self.status, None
+        if window is None:
+            return self._no_data(no_data_reason or "no data"), None
+        self._windows.append(window)
+        figures = tuple(self._judge(rule) for rule in self.policy.rules)
+        base = replace(self.status, windows=len(self._windows), missing=0, no_data_reason=None,
+                       figures=figures, window_end=window.end)
+        gating = [f.check for f in figures if f.check.critical]
+        bad = [c for c in gating if c.status == "fail"]
+        if bad:
+            return self._rollback(base, bad)
+        decided = [c for c in gating if c.status == "pass"]
+        undecided = [c for c in gating if c.status not in ("pass", "skipped")]
+        if len(self._windows) >= self.plan.min_windows and decided and not undecided:
+            return self._advance(base, decided)
+        if len(self._windows) >= self.plan.max_windows:
+            why = undecided or [c for c in gating if c.status == "skipped"]
+            self.status = replace(base, verdict="inconclusive", reasons=(
+                f"stage {_pct(base.stage)}: {len(self._windows)} windows and still undecided",
+                *_words(why)))
+            return self.status, None
+        self.status = replace(base, reasons=())
+        return self.status, None
+
+    def _judge(self, rule: MetricRule) -> FigureState:
+        if rule.name in self.unavailable:
+            return FigureState(judge(rule, Figure(rule.name, None, status="not_computable",
+                                                  reason=self.unavailable[rule.name]),
+                                     OVERALL, counts=True))
+        ev = evidence(rule.name, self._windows, self.alpha / 2, self.n_opt)
+        whole = FigureState(_judge(rule, ev), ev.last, ev.history)
+        if whole.check.status == "fail":
+            return whole
+        j = 1
+        while len(self._windows) - j * self.restart >= MIN_N_OPT:
+            start = j * self.restart
+            alpha = self.alpha / 2 * 6 / (math.pi ** 2 * j * j)
+            recent = evidence(rule.name, self._windows[start:], alpha, self.n_opt)
+            check = _judge(rule, recent)
+            if check.status == "fail":
+                return FigureState(replace(check, reason=f"over windows {start + 1}-"
+                                           f"{len(self._windows)}: {check.reason}"), ev.last,
+                                   ev.history)
+            j += 1
+        return whole
+
+    def _no_data(self, reason: str) -> WatchStatus:
+        missing = self.status.missing + 1
+        status = replace(self.status, missing=missing, no_data_reason=reason)
+        if missing >= self.plan.no_data_windows:
+            status = replace(status, verdict="no_data", reasons=(
+                f"no data for {missing} windows in a row at stage {_pct(status.stage)}: "
+                f"{reason}",))
+        self.status = status
+        return status
+
+    def _rollback(self, base: WatchStatus, bad: list[Check]
+                  ) -> tuple[WatchStatus, Transition]:
+        reasons = tuple(_words(bad))
+        self.status = replace(base, verdict="fail", reasons=reasons)
+        return self.status, Transition("rollback", base.stage, 0.0, reasons)
+
+    def _advance(self, base: WatchStatus, good: list[Check]
+                 ) -> tuple[WatchStatus, Transition]:
+        reasons = tuple(_words(good))
+        nxt = self.plan.after(base.stage_index)
+        transition = Transition("advance", base.stage, nxt, reasons)
+        self._windows = []
+        history = (*base.history, base.stage)
+        if transition.final:
+            self.status = replace(base, verdict="pass", reasons=reasons, history=history,
+                                  advances=base.advances + 1)
+        else:
+            self.status = replace(base, stage=nxt, stage_index=base.stage_index + 1,
+                                  windows=0, advances=base.advances + 1, reasons=reasons,
+                                  history=history)
+        return self.status, transition
+
+
+def _judge(rule: MetricRule, ev: Evidence) -> Check:
+    """The gate's judgement, worded for a confidence sequence rather than a CI."""
+    check = judge(rule, _as_figure(ev), OVERALL, counts=True)
+    return replace(check, reason=check.reason.replace("CI [", "interval [", 1))
+
+
+def _as_figure(ev: Evidence) -> Figure:
+    if ev.n == 0 or ev.estimate is None:
+        return Figure(ev.name, None, status="insufficient",
+                      reason="no window with data for it yet")
+    if ev.low is None or ev.high is None:
+        return Figure(ev.name, ev.estimate, n=ev.n, status="insufficient",
+                      reason=f"interval still unbounded after {ev.n} windows")
+    return Figure(ev.name, ev.estimate, ci_low=ev.low, ci_high=ev.high, n=ev.n)
+
+
+def _words(checks: list[Check]) -> list[str]:
+    return [f"{c.name}: {c.reason}" for c in checks]
+
+
+def _pct(stage: float) -> str:
+    return f"{stage:g} %"

@@ -1,0 +1,93 @@
+"""The Argo Rollouts and Flagger examples in dashboards/rollout/ against what they rely on:
+the watch's answers (paths, JSON field, verdict words), the fields and types of the two
+projects' CRDs that the examples use (written here by hand; the full CRD check is in
+dashboards/rollout/README.md), and one set of stages everywhere."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import get_args
+
+import click
+import pytest
+import yaml
+
+from harness.cli.watch import command as watch_command
+from harness.watch.board import Board
+from harness.watch.server import flagger_answer
+from harness.watch.stages import StagePlan, Verdict, WatchStatus
+
+DIR = Path(__file__).resolve().parents[1] / "dashboards" / "rollout"
+# Flagger's webhook types (CRD enum of spec.analysis.webhooks[].type) the example uses
+FLAGGER_TYPES = {"rollout", "confirm-traffic-increase", "confirm-promotion", "rollback"}
+
+
+def _docs(name: str) -> dict[str, dict]:
+    return {d["kind"]: d for d in yaml.safe_load_all((DIR / name).read_text())}
+
+
+def _watch_args() -> dict:
+    container = _docs("watch.yaml")["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"][:2] == ["layergate", "watch"]
+    ctx = watch_command.make_context("watch", list(container["args"][2:]))
+    return ctx.params
+
+
+def _port(url: str) -> int:
+    return int(re.match(r"http://[^/:]+:(\d+)/", url).group(1))
+
+
+def test_the_watch_deployment_parses_with_the_real_cli_and_serves_its_service_port() -> None:
+    params = _watch_args()
+    docs = _docs("watch.yaml")
+    assert docs["Service"]["spec"]["ports"][0]["port"] == params["serve_port"]
+    assert params["host"] == "0.0.0.0"
+    with pytest.raises(click.UsageError):  # the parser really checks
+        watch_command.make_context("watch", ["--serve", "x"])
+
+
+def test_argo_analysis_reads_the_per_stage_verdict() -> None:
+    docs = _docs("argo-rollouts.yaml")
+    metric = docs["AnalysisTemplate"]["spec"]["metrics"][0]
+    web = metric["provider"]["web"]
+    assert web["jsonPath"] == "{$.stage_verdict}"
+    assert "/status?stage={{args.stage}}" in web["url"]
+    assert _port(web["url"]) == _watch_args()["serve_port"]
+    verdicts = set(get_args(Verdict))
+    assert set(re.findall(r'"(\w+)"', metric["successCondition"])) == {"pass"}
+    assert set(re.findall(r'"(\w+)"', metric["failureCondition"])) == {"fail", "no_data"}
+    assert {"pass", "fail", "no_data"} <= verdicts
+    for key in ("failureLimit", "consecutiveSuccessLimit", "inconclusiveLimit"):
+        assert isinstance(metric[key], int), key  # IntOrString: we write ints
+    assert metric["failureLimit"] == 0 and metric["consecutiveSuccessLimit"] == 1
+    assert metric["inconclusiveLimit"] > watch_command.params[
+        [p.name for p in watch_command.params].index("max_windows")].default
+    assert docs["AnalysisTemplate"]["spec"]["args"] == [{"name": "stage"}]
+
+
+def test_argo_steps_follow_the_watch_stages() -> None:
+    steps = _docs("argo-rollouts.yaml")["Rollout"]["spec"]["strategy"]["canary"]["steps"]
+    weights = [s["setWeight"] for s in steps if "setWeight" in s]
+    assert all(isinstance(w, int) for w in weights)
+    assert tuple(weights) == StagePlan(_watch_args()["stages"]).analysed
+    for before, step in zip(steps, steps[1:], strict=False):
+        if "analysis" in step:
+            assert step["analysis"]["templates"] == [{"templateName": "layergate-watch"}]
+            assert step["analysis"]["args"] == [{"name": "stage",
+                                                 "value": str(before["setWeight"])}]
+
+
+def test_flagger_webhooks_are_answered_by_the_watch() -> None:
+    analysis = _docs("flagger.yaml")["Canary"]["spec"]["analysis"]
+    assert tuple(analysis["stepWeights"]) == StagePlan(_watch_args()["stages"]).analysed
+    assert isinstance(analysis["threshold"], int)
+    plan = StagePlan()
+    board = Board(plan, WatchStatus("pending", plan.analysed[0], 0), 0.01)
+    hooks = analysis["webhooks"]
+    assert {h["type"] for h in hooks} == FLAGGER_TYPES
+    for hook in hooks:
+        assert hook["url"].endswith(f"/flagger/{hook['type']}")
+        assert _port(hook["url"]) == _watch_args()["serve_port"]
+        code, _ = flagger_answer(board, hook["type"])  # every type has an answer
+        assert code in (200, 403)
