@@ -26,7 +26,7 @@ def evaluate(run_dir: str | Path, policy_path: str | Path | Policy | None = None
 
 def evaluate_run(run: Run, policy: Policy) -> GateResult:
     determinism = run.determinism.results if run.determinism is not None else None
-    config = MetricsConfig(target_rer=policy.target_rer)
+    config = MetricsConfig(target_rer=policy.target_rer, tokenizer=run.tokenizer)
     # The traffic's recorded responses only feed termination_accuracy_recorded, which no
     # policy gates; termination_accuracy is judged against the baseline the candidate ran
     # beside (a recording from another server scored even an A/A run 0.9 on 20 saas-mix
