@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from exporters.answers import answer_summary, describe
 from exporters.cache_hit import delta, hit_rate
 from exporters.catalogue import (
     CHARACTERS,
@@ -58,6 +59,12 @@ def test_no_metrics_endpoint_is_said_not_failed() -> None:
     run = [MetricsScrape("candidate", w, text) for w in ("before", "after")]
     assert hit_rate(run, "candidate") == (None, "arm 'candidate' has no /metrics endpoint "
                                                 "(HTTP 404): no counters to read")
+
+
+def test_the_recording_rules_read_the_same_counters() -> None:
+    rules = (Path(__file__).resolve().parents[1] / "dashboards" / "rules.yml").read_text()
+    for server in CACHE_COUNTERS:
+        assert server.hits[0] in rules and server.queries[0] in rules, server.server
 
 
 def test_cache_hit_delta_across_two_servers() -> None:
@@ -144,6 +151,17 @@ def test_counts_from_a_tokenizer_give_the_figures_per_token(tmp_path: Path) -> N
     fd = figs[("first_divergence", "candidate")]
     assert fd.detail["unit"] == f"tokens of {tmp_path / 'tokenizer.json'}"
     assert fd.value == pytest.approx(sum(len(TEXTS[i % 5].split()) for i in range(10)) / 10)
+
+
+def test_what_each_arm_carried_is_counted() -> None:
+    failed = ArmResult("r9", "candidate", "s", ok=False, error="error in stream: x",
+                       quirks=("error_in_stream",))
+    summary = answer_summary([ours(0), ours(1), foreign(0), foreign(1, TOKENIZER), failed])
+    assert summary == {
+        "baseline": {"tokens_from": {USAGE: 2}, "quirks": {}},
+        "candidate": {"tokens_from": {CHARACTERS: 1, TOKENIZER: 1},
+                      "quirks": {"error_in_stream": 1, "no_usage": 2}}}
+    assert describe(summary["candidate"]["quirks"]) == "error_in_stream ×1, no_usage ×2"
 
 
 def record(body: dict) -> TrafficRecord:

@@ -185,6 +185,10 @@ def test_llamacpp_as_every_arm(llamacpp, traffic, tokenizer, tmp_path) -> None:
     assert report["metrics"]["exact_match"]["value"] == 1.0
     assert report["metrics"]["output_determinism"]["value"] == 1.0
     assert escape(arm_lacks("candidate", "extension")) in page  # rer_theoretical's reason
+    # how each arm's answers were counted, and its quirks, beside the verdict
+    assert report["run"]["answers"]["candidate"] == {"tokens_from": {LOGPROBS: REQUESTS},
+                                                     "quirks": {NO_USAGE: REQUESTS}}
+    assert f"candidate: token counts from logprobs ×{REQUESTS}; quirks no_usage ×" in page
 
     gauges = served(run)
     assert gauges["layergate_run_exact_match"]["candidate"] == 1.0

@@ -169,6 +169,7 @@ def _print_tables(run: Run, figures: list[Figure], gate: Any) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from exporters.answers import answer_summary, describe
     from exporters.figures import OVERALL
 
     console = Console()
@@ -194,14 +195,21 @@ def _print_tables(run: Run, figures: list[Figure], gate: Any) -> None:
                                  f"{_fmt(f.ci_high, f.unit)}]")
                 per.add_row(name, arm, *cells)
         console.print(per)
+    answers = Table("arm", "token counts from", "quirks (answers)",
+                    title="what each arm's answers carried", title_justify="left")
+    for arm, seen in answer_summary(run.results).items():
+        answers.add_row(arm, describe(seen["tokens_from"]), describe(seen["quirks"]))
+    console.print(answers)
     if gate is not None:
         console.print(f"gate verdict under the policy: [bold]{gate.verdict}[/]")
 
 
 def _write_json(path: Path, run: Run, figures: list[Figure], gate: Any) -> None:
+    from exporters.answers import answer_summary
+
     out = {"run": {"id": run.manifest.id, "kind": run.manifest.kind,
                    "status": run.manifest.status, "arms": run.manifest.arms,
-                   "counts": run.manifest.counts},
+                   "counts": run.manifest.counts, "answers": answer_summary(run.results)},
            "verdict": gate.verdict if gate is not None else None,
            "figures": [{**asdict(f), "unit": f.unit} for f in figures]}
     try:
