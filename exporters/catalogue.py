@@ -164,6 +164,62 @@ ARM_ROLES = {
 }
 REQUIRED_ARMS = (BASELINE, CANDIDATE)
 
+# --- what an arm returned ---------------------------------------------------------------
+
+# Where an answer's output token count came from, best first. Only the last is not a count
+# of tokens: figures per token (RER, TPOT, termination) leave such rows out and say why.
+USAGE, TOKEN_IDS, LOGPROBS, TOKENIZER, CHARACTERS = (
+    "usage", "token_ids", "logprobs", "tokenizer", "characters")
+TOKEN_SOURCES = {
+    USAGE: "the server's usage.completion_tokens",
+    TOKEN_IDS: "the token ids of the `layergate` extension",
+    LOGPROBS: "one logprobs entry per token",
+    TOKENIZER: "the named tokenizer on the streamed text",
+    CHARACTERS: "characters of the streamed text: no usage, no logprobs, no tokenizer",
+}
+
+# How a server departed from the protocol on one request (ArmResult.quirks). The first
+# four fail the result (its error says how); the others are handled and only recorded.
+QUIRKS: dict[str, str] = {}
+
+
+def _quirk(name: str, meaning: str) -> str:
+    QUIRKS[name] = meaning
+    return name
+
+
+ERROR_IN_STREAM = _quirk("error_in_stream", "sent an error object mid-stream")
+SEVERAL_CHOICES = _quirk("several_choices", "returned more than one choice (n > 1 is not "
+                         "supported)")
+CLOSED_EARLY = _quirk("closed_early", "closed the stream before a finish_reason")
+NOT_A_STREAM = _quirk("not_a_stream", "answered `stream: true` without an SSE data line")
+ADDED_FIELDS_REJECTED = _quirk("added_fields_rejected", "rejected the stream_options / "
+                               "logprobs layergate adds to a request: sent without them")
+NO_USAGE = _quirk("no_usage", "sent no usage although stream_options.include_usage asked")
+NO_DONE = _quirk("no_done", "ended the stream without `data: [DONE]` (harmless after a "
+                 "finish_reason)")
+NO_LOGPROBS = _quirk("no_logprobs", "returned no logprobs although asked")
+SEVERAL_TOKENS_PER_CHUNK = _quirk("several_tokens_per_chunk", "streamed several tokens in "
+                                  "one chunk (speculative decoding): ITL is per chunk")
+SEED_IGNORED = _quirk("seed_ignored", "answered a seeded, sampled prompt differently on a "
+                      "repeat")
+
+LACKS = {
+    "extension": "returned no `layergate` extension (a server layergate did not write: "
+                 "only its engine reports layers skipped, computed tokens and peak memory)",
+    "tokens": "sent no token counts (no usage, no logprobs) and no tokenizer was named "
+              "(--tokenizer): its output was counted in characters",
+    "top_logprobs": "returned no top_logprobs (ask every arm for them with --logprobs K)",
+    "metrics_endpoint": "has no /metrics endpoint (HTTP 404): no counters to read",
+    "cache_counters": "exposes no prefix-cache counters in /metrics",
+}
+
+
+def arm_lacks(arm: str, what: str) -> str:
+    """The reason a figure of `arm` is not computable, for a server layergate did not write:
+    what it did not return (one of `LACKS`), in words."""
+    return f"arm {arm!r} {LACKS[what]}"
+
 # --- verdicts and exit codes -----------------------------------------------------------
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"

@@ -27,6 +27,11 @@ class MetricsConfig:
     text_sample: int = field(
         default=2000,
         metadata={"help": "BLEU / chrF on at most this many pairs (seeded, stratified sample)"})
+    tokenizer: str | None = field(default=None, metadata={
+        "help": "A tokenizer.json (or a directory holding one, or a model name in the Hugging "
+                "Face cache) to count first_divergence in tokens when the arms return no "
+                "token ids. Default: the one the run was replayed with (its --tokenizer); "
+                "else whitespace words."})
 
     def __post_init__(self) -> None:
         if self.n_resamples < 1:

@@ -11,9 +11,13 @@ token_kl         mean per-token KL (see exporters.token_kl) when top_logprobs ar
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Sequence
+
 import numpy as np
 
-from exporters.aligned import Aligned, compared_arms
+from exporters import tokenizer
+from exporters.aligned import Aligned, compared_arms, lacking
 from exporters.bootstrap import SumTable
 from exporters.catalogue import (
     BASELINE,
@@ -45,9 +49,13 @@ BLEU_COLS = 2 + 2 * BLEU_ORDER
 CHRF_COLS = 3 * CHRF_ORDER
 
 
-def compare(a: ArmResult, x: ArmResult) -> tuple[bool, int]:
-    """(the same output, common prefix length in tokens, or whitespace words without ids)."""
-    sa, sx = compared_tokens(a, x)
+Cut = Callable[[str], Sequence]
+
+
+def compare(a: ArmResult, x: ArmResult, cut: Cut | None = None) -> tuple[bool, int]:
+    """(the same output, common prefix length): in token ids when both carry them, else in
+    whitespace words; with `cut`, always in the texts cut by it (a tokenizer)."""
+    sa, sx = compared_tokens(a, x) if cut is None else (cut(a.output_text), cut(x.output_text))
     if same_output(a, x):
         return True, len(sa)
     n = min(len(sa), len(sx))
@@ -68,14 +76,29 @@ def text_sample(al: Aligned, eligible: np.ndarray, size: int, seed: int) -> np.n
     return np.concatenate(picked)
 
 
-def _arm_columns(al: Aligned, arm: str, sample: np.ndarray) -> dict[str, np.ndarray]:
+def divergence_unit(al: Aligned, config: MetricsConfig) -> tuple[str, Cut | None]:
+    """One unit for every pair of the run, so B vs A and its noise floor A' vs A count the
+    same thing: token ids when every answer carries them; else the texts re-tokenised with
+    the configured tokenizer; else whitespace words."""
+    arms = (BASELINE, *compared_arms(al))
+    if all(r.token_ids is not None for arm in arms for r in al.arms[arm].rows
+           if r is not None and r.ok):
+        return "token ids", None
+    path = tokenizer.locate(config.tokenizer) if config.tokenizer else None
+    if path is not None:
+        return f"tokens of {path}", functools.partial(tokenizer.token_ids, str(path))
+    return "whitespace words (no token ids from every arm, no tokenizer)", str.split
+
+
+def _arm_columns(al: Aligned, arm: str, sample: np.ndarray, cut: Cut | None
+                 ) -> dict[str, np.ndarray]:
     a, x = al.arms[BASELINE], al.arms[arm]
     valid = a.ok & x.ok
     exact, prefix = np.zeros(al.n), np.zeros(al.n)
     kl_sum, kl_pos = np.zeros(al.n), np.zeros(al.n)
     for i in np.flatnonzero(valid):
         ra, rx = a.rows[i], x.rows[i]
-        same, pre = compare(ra, rx)
+        same, pre = compare(ra, rx, cut)
         exact[i], prefix[i] = same, pre
         kl_sum[i], kl_pos[i] = request_kl(ra.top_logprobs, rx.top_logprobs, pre)
     rows = sample[valid[sample]]
@@ -99,13 +122,14 @@ def columns(al: Aligned, config: MetricsConfig) -> dict[str, np.ndarray]:
     if not arms:
         return {}
     sample = text_sample(al, al.arms[BASELINE].ok, config.text_sample, config.seed)
+    cut = divergence_unit(al, config)[1]
     out: dict[str, np.ndarray] = {}
     for arm in arms:
-        out |= _arm_columns(al, arm, sample)
+        out |= _arm_columns(al, arm, sample, cut)
     return out
 
 
-def stats(arm: str) -> dict[str, SumStat]:
+def stats(al: Aligned, arm: str) -> dict[str, SumStat]:
     p = f"cons.{arm}."
     none = "no request succeeded on both arms"
     return {
@@ -116,17 +140,21 @@ def stats(arm: str) -> dict[str, SumStat]:
         CHRF: SumStat(chrf_score, tuple(f"{p}chrf{j}" for j in range(CHRF_COLS)),
                         p + "text_n", none),
         TOKEN_KL: SumStat(lambda s, n: s / n, (p + "kl_sum", p + "kl_pos"), p + "kl_pos",
-                            "no top_logprobs returned by both arms"),
+                          lacking(al, (BASELINE, arm), "top_logprobs",
+                                  "no top_logprobs returned by both arms")),
     }
 
 
 def figures(table: SumTable, al: Aligned, config: MetricsConfig) -> list[Figure]:
     arms = compared_arms(al)
+    unit = divergence_unit(al, config)[0] if arms else ""
     out: list[Figure] = []
     for arm in arms:
-        floor = stats(BASELINE2) if arm == CANDIDATE and BASELINE2 in arms else None
-        for name, stat in stats(arm).items():
+        floor = stats(al, BASELINE2) if arm == CANDIDATE and BASELINE2 in arms else None
+        for name, stat in stats(al, arm).items():
             def detail(s, name=name, arm=arm):
+                if name == FIRST_DIVERGENCE:
+                    return {"unit": unit}
                 if name not in (BLEU, CHRF):
                     return {}
                 return {"pairs": int(table.sums(f"cons.{arm}.n", s)[0]),

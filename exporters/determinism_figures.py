@@ -21,6 +21,7 @@ from exporters.catalogue import (
     LATENCY_DETERMINISM,
     OUTPUT_DETERMINISM,
     RESOURCE_DETERMINISM,
+    arm_lacks,
     same_output,
 )
 from exporters.config import MetricsConfig
@@ -70,9 +71,12 @@ def figures(results: Iterable[ArmResult], config: MetricsConfig) -> list[Figure]
                  f"det.{arm}.mem": np.where(mine & np.isfinite(mem), mem, 0.0)}
     table = resample_sums(cols, strata, len(names), config.n_resamples, config.seed)
     cfg = MetricsConfig(**{**config.as_dict(), "min_samples": config.min_determinism_prompts})
+    extension = {r.arm for rows in ok_rows.values() for r in rows if r.extension}
     out: list[Figure] = []
     for arm in arms:
         p = f"det.{arm}."
+        no_memory = "the arm reported no peak_memory_bytes" if arm in extension \
+            else arm_lacks(arm, "extension")
 
         def by_concurrency(stratum: int | None, arm: str = arm) -> dict:
             levels: dict[int, list[bool]] = defaultdict(list)
@@ -86,7 +90,7 @@ def figures(results: Iterable[ArmResult], config: MetricsConfig) -> list[Figure]
                                        "no prompt with two successful repeats"),
                         names, cfg, OUTPUT_DETERMINISM, arm, detail=by_concurrency)
         out += estimate(table, SumStat(lambda m, n: m / n, (p + "mem", p + "mem_n"), p + "mem_n",
-                                       "the arm reported no peak_memory_bytes"),
+                                       no_memory),
                         names, cfg, RESOURCE_DETERMINISM, arm)
         out += _latency(groups, names, arm, cfg)
     return out

@@ -17,7 +17,7 @@ from itertools import chain
 
 import numpy as np
 
-from exporters.aligned import Aligned, ArmColumns, compared_arms
+from exporters.aligned import Aligned, ArmColumns, compared_arms, lacking
 from exporters.bootstrap import SumTable
 from exporters.catalogue import (
     BASELINE,
@@ -95,9 +95,11 @@ def _quantile_figures(al: Aligned, arm: str, config: MetricsConfig) -> list[Figu
             n = int(np.isfinite(v).sum())
             got = dict(zip(QUANTILES, quantiles_ci(v, tuple(QUANTILES.values()),
                                                    config.confidence), strict=True))
+            why = f"no {kind.upper()} measured"
+            if kind == "tpot":  # per token: needs token counts
+                why = lacking(al, (arm,), "tokens", why)
             for qname, (point, low, high) in got.items():
-                status, reason = status_for(point, n, config.min_samples,
-                                            f"no {kind.upper()} measured")
+                status, reason = status_for(point, n, config.min_samples, why)
                 open_ci = {"ci_note": "a CI bound lies beyond the sample: too few requests "
                                       "for this percentile"} \
                     if point is not None and (low is None or high is None) else {}
@@ -136,14 +138,16 @@ def figures(table: SumTable, al: Aligned, config: MetricsConfig) -> list[Figure]
             (GOODPUT, SumStat(lambda g, n: g / n, (p + "good", p + "n"), p + "n")),
             (ERROR_RATE, SumStat(lambda e, n: e / n, (p + "error", p + "n"), p + "n")),
             (TOKEN_EFFICIENCY, SumStat(lambda u, c: u / c, (p + "useful", p + "computed"),
-                                       p + "eff_n",
-                                       "the arm reported no computed_tokens / prompt usage"))):
+                                       p + "eff_n", lacking(
+                                           al, (arm,), "extension", "the arm reported no "
+                                           "computed_tokens / prompt usage")))):
             out += estimate(table, stat, al.scenario_names, config, name, arm)
     arms = compared_arms(al)
     for arm in arms:
         def ratio(name: str) -> SumStat:
             return SumStat(lambda s, n: np.exp(s / n), (f"lat.{name}.logr", f"lat.{name}.lr_n"),
-                           f"lat.{name}.lr_n", "no request succeeded on both arms")
+                           f"lat.{name}.lr_n", lacking(al, (BASELINE, name), "tokens",
+                                                       "no request succeeded on both arms"))
         noise = ratio(BASELINE2) if arm == CANDIDATE and BASELINE2 in arms else None
         out += estimate(table, ratio(arm), al.scenario_names, config, LATENCY_RATIO, arm,
                         noise=noise, detail=lambda s, arm=arm: _paired_test(al, table, arm, s))

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from exporters.catalogue import CHARACTERS
+
 
 @dataclass(frozen=True)
 class ArmResult:
@@ -17,6 +19,10 @@ class ArmResult:
     omission). `itl_s` are the gaps between streamed chunks after the first.
     `token_ids` come from the engine's `layergate` extension when the arm is the reference
     engine; otherwise None and consistency falls back to the text.
+    `tokens_from` says where `output_tokens` came from (catalogue.TOKEN_SOURCES; None in
+    runs older than the field): with `characters` it is no token count, and figures per
+    token leave the row out. `quirks` are how the server departed from the protocol on
+    this request (catalogue.QUIRKS).
     """
 
     request_id: str
@@ -33,6 +39,7 @@ class ArmResult:
     prompt_tokens: int = 0
     finish_reason: str | None = None
     max_tokens: int | None = None
+    # the server's own token ids (the `layergate` extension); None from other servers
     token_ids: tuple[int, ...] | None = None
     # per output token: logprob of the chosen token and {token: logprob} of the top ones
     logprobs: tuple[float, ...] | None = None
@@ -41,11 +48,19 @@ class ArmResult:
     extension: dict[str, Any] = field(default_factory=dict)
     repeat: int = 0  # repeat index in a determinism run; 0 in a shadow replay
     concurrency: int = 1  # concurrency level in a determinism run
+    tokens_from: str | None = None
+    quirks: tuple[str, ...] = ()
+
+    @property
+    def tokens_counted(self) -> bool:
+        """`output_tokens` is a count of tokens (not of characters)."""
+        return self.tokens_from != CHARACTERS
 
     @property
     def tpot_s(self) -> float | None:
         """(E2E - TTFT) / (output tokens - 1) (docs/METRICS.md); None when undefined."""
-        if self.e2e_s is None or self.ttft_s is None or self.output_tokens < 2:
+        if (self.e2e_s is None or self.ttft_s is None or self.output_tokens < 2
+                or not self.tokens_counted):
             return None
         return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from exporters.aligned import Aligned, compared_arms
+from exporters.aligned import Aligned, compared_arms, lacking
 from exporters.bootstrap import SumTable
 from exporters.catalogue import (
     BASELINE,
@@ -61,17 +61,22 @@ def _realisation(e2e_a, tok_a, e2e_x, tok_x, th_w, th_tok):
     return _rer(e2e_a, tok_a, e2e_x, tok_x) / (th_w / th_tok)
 
 
-def stats(arm: str) -> dict[str, SumStat]:
+def stats(al: Aligned, arm: str) -> dict[str, SumStat]:
     p = f"rer.{arm}."
     cols = (p + "e2e_a", p + "tok_a", p + "e2e_x", p + "tok_x")
+    paired = (BASELINE, arm)
     return {
-        RER: SumStat(_rer, cols, p + "n", "no request succeeded on both arms"),
+        RER: SumStat(_rer, cols, p + "n", lacking(al, paired, "tokens",
+                                                  "no request succeeded on both arms")),
         RER_DECODE: SumStat(_rer, (p + "dec_a", p + "dtok_a", p + "dec_x", p + "dtok_x"),
-                              p + "dec_n", "no paired request with TTFT and >= 2 tokens"),
+                            p + "dec_n", lacking(al, paired, "tokens", "no paired request "
+                                                 "with TTFT and >= 2 tokens")),
         RER_THEORETICAL: SumStat(lambda w, t: w / t, (p + "th_w", p + "th_tok"), p + "th_n",
-                                   "the arm reported no theoretical_saving"),
+                                 lacking(al, (arm,), "extension",
+                                         "the arm reported no theoretical_saving")),
         RER_REALISATION: SumStat(_realisation, cols + (p + "th_w", p + "th_tok"), p + "th_n",
-                                   "theoretical RER is 0 or unknown: nothing to realise"),
+                                 lacking(al, (arm,), "extension", "theoretical RER is 0 or "
+                                         "unknown: nothing to realise")),
     }
 
 
@@ -79,8 +84,8 @@ def figures(table: SumTable, al: Aligned, config: MetricsConfig) -> list[Figure]
     arms = compared_arms(al)
     out: list[Figure] = []
     for arm in arms:
-        floor = stats(BASELINE2) if arm == CANDIDATE and BASELINE2 in arms else None
-        for name, stat in stats(arm).items():
+        floor = stats(al, BASELINE2) if arm == CANDIDATE and BASELINE2 in arms else None
+        for name, stat in stats(al, arm).items():
             noise = floor[name] if floor and name in (RER, RER_DECODE) else None
             out += estimate(table, stat, al.scenario_names, config, name, arm, noise=noise)
     return out

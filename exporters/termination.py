@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from exporters.aligned import Aligned, compared_arms
+from exporters.aligned import Aligned, compared_arms, lacking
 from exporters.bootstrap import SumTable
 from exporters.catalogue import (
     BASELINE,
@@ -70,7 +70,8 @@ def _baseline_columns(al: Aligned, config: MetricsConfig) -> dict[str, np.ndarra
     out: dict[str, np.ndarray] = {}
     for arm in compared_arms(al):
         a, x = al.arms[BASELINE], al.arms[arm]
-        valid = a.ok & x.ok
+        # a tolerance in tokens needs token counts on both sides (NaN: counted in characters)
+        valid = a.ok & x.ok & np.isfinite(a.tokens) & np.isfinite(x.tokens)
         kinds = classify(a.length_stop, a.tokens, x.length_stop, x.tokens,
                          config.termination_tolerance)
         out[f"term.{arm}.n"] = valid.astype(float)
@@ -86,7 +87,7 @@ def _recorded_columns(al: Aligned, config: MetricsConfig) -> dict[str, np.ndarra
     out = {"termrec.recorded": rec.ok.astype(float)}
     for arm in arms:
         x = al.arms[arm]
-        valid = rec.ok & x.ok
+        valid = rec.ok & x.ok & np.isfinite(rec.tokens) & np.isfinite(x.tokens)
         correct = classify(rec.length_stop, rec.tokens, x.length_stop, x.tokens,
                            config.termination_tolerance)["correct"]
         out[f"termrec.{arm}.n"] = valid.astype(float)
@@ -106,7 +107,9 @@ def figures(table: SumTable, al: Aligned, config: MetricsConfig) -> list[Figure]
     for arm in arms:
         for kind in KINDS:
             def stat(a: str, k: str = kind) -> SumStat:
-                return _share("term", a, k, "no request succeeded on the arm and the baseline")
+                return _share("term", a, k, lacking(
+                    al, (BASELINE, a), "tokens", "no request succeeded on the arm and the "
+                    "baseline"))
             noise = stat(BASELINE2) if arm == CANDIDATE and BASELINE2 in arms else None
             out += estimate(table, stat(arm), al.scenario_names, config, NAMES[kind], arm,
                             noise=noise, detail=lambda s: dict(detail))
@@ -117,8 +120,8 @@ def _recorded_figures(table: SumTable, al: Aligned, config: MetricsConfig) -> li
     arms = recorded_arms(al)
 
     def stat(a: str) -> SumStat:
-        return _share("termrec", a, "correct",
-                      "no request with a recorded response succeeded on the arm")
+        return _share("termrec", a, "correct", lacking(
+            al, (a,), "tokens", "no request with a recorded response succeeded on the arm"))
 
     def detail(stratum: int | None) -> dict[str, int]:
         return {"recorded_requests": int(round(table.sums("termrec.recorded", stratum)[0])),

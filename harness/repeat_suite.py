@@ -7,10 +7,15 @@ Not a load test: a thread pool of `concurrency` threads, so at level c, c reques
 flight at once, each through the replay's own `client.send` (httpx transport, the same
 deadline and latency definitions). Results go to the same store as a replay, one row per
 (request_id, arm, repeat, concurrency); the manifest's kind is `determinism`.
+
+A prompt that carries a `seed` and samples (temperature absent or above 0) should come back
+the same on every repeat; a repeat that differs from the first is marked with the quirk
+`seed_ignored` (a server that ignores the seed, or one whose numerics vary with the batch).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -19,10 +24,13 @@ from typing import Any
 
 from rich.progress import Progress
 
+from exporters import tokenizer
+from exporters.catalogue import SEED_IGNORED, same_output
 from exporters.records import ArmResult
 from exporters.traffic import TrafficRecord, read_traffic
 from harness.manifest import Manifest
 from harness.replay.client import Target, send
+from harness.replay.config import ConfigError, check_tokenizer, logprobs_field, tokenizer_field
 from harness.replay.transport import HttpxTransport, Transport
 from harness.rundir import RunDir
 
@@ -54,8 +62,14 @@ class DeterminismConfig:
     skip_invalid: bool = field(default=False, metadata={
         "help": "Skip (and report) bad traffic lines."})
     progress: bool = field(default=True, metadata={"help": "Show a progress bar."})
+    logprobs: int = logprobs_field()
+    tokenizer: str | None = tokenizer_field()
 
     def __post_init__(self) -> None:
+        try:
+            check_tokenizer(self.tokenizer)
+        except ConfigError as exc:
+            raise DeterminismError(str(exc)) from exc
         if not self.targets:
             raise DeterminismError("give at least one --target")
         for arm, url in self.targets.items():
@@ -92,6 +106,22 @@ def _send_level(transport: Transport, config: DeterminismConfig, target: Target,
         return list(pool.map(one, records))
 
 
+def seeded_and_sampled(record: TrafficRecord) -> bool:
+    """The record asks for a seed and samples: its repeats should all be the same."""
+    temperature = record.body.get("temperature")
+    return record.body.get("seed") is not None and (temperature is None or temperature > 0)
+
+
+def mark_seed_ignored(result: ArmResult, first: ArmResult | None,
+                      record: TrafficRecord) -> ArmResult:
+    """`result` with the quirk `seed_ignored` when it is a repeat of a seeded, sampled
+    prompt that answered differently from the first time."""
+    if (first is None or result.repeat == 0 or not (result.ok and first.ok)
+            or not seeded_and_sampled(record) or same_output(first, result)):
+        return result
+    return dataclasses.replace(result, quirks=(*result.quirks, SEED_IGNORED))
+
+
 def run_determinism(config: DeterminismConfig) -> Path:
     """Run the repeat suite; returns the run directory (status complete or interrupted)."""
     run = RunDir(config.out)
@@ -106,13 +136,17 @@ def run_determinism(config: DeterminismConfig) -> Path:
     try:
         with Progress(disable=not config.progress) as bar:
             task = bar.add_task("determinism", total=total)
+            models = {arm: config.model for arm in config.targets if config.model}
+            tokenizers = tokenizer.for_arms(config.targets, models, config.tokenizer)
             for arm, url in config.targets.items():
-                target = Target(arm, url, config.model)
+                target = Target(arm, url, config.model, config.logprobs, tokenizers.get(arm))
                 for level in config.concurrency:
+                    first: dict[str, ArmResult] = {}
                     for repeat in range(config.repeats):
-                        for result in _send_level(transport, config, target, records, repeat,
-                                                  level):
-                            store.put(result)
+                        results = _send_level(transport, config, target, records, repeat, level)
+                        for record, result in zip(records, results, strict=True):
+                            first.setdefault(record.id, result)
+                            store.put(mark_seed_ignored(result, first[record.id], record))
                         bar.advance(task, len(records))
         status = "complete"
     finally:

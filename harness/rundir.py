@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from exporters import tokenizer
 from exporters.recorded import recorded_results
 from exporters.records import ArmResult, MetricsScrape
 from exporters.traffic import (
@@ -56,6 +57,16 @@ class Run:
     @property
     def complete(self) -> bool:
         return self.manifest.status == "complete"
+
+    @property
+    def tokenizer(self) -> str | None:
+        """The tokenizer the run counted tokens with (its --tokenizer, else an arm's model
+        name found locally), to compare outputs in tokens; None when there was none."""
+        config = self.manifest.config
+        if config.get("tokenizer"):
+            return config["tokenizer"]
+        found = tokenizer.for_arms(self.manifest.arms, config.get("models") or {}, None)
+        return next(iter(found.values()), None)
 
     def results_with_recorded(self) -> list[ArmResult]:
         """`results` plus a row on arm `recorded` for each replayed request whose traffic line

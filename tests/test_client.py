@@ -136,6 +136,7 @@ def _cases(url: str) -> list[dict[str, Any]]:
              for name in FIXTURE_CASES]
     cases += [
         {"name": "http 400", "url": f"{url}/status/400", "timeout": 10.0},
+        {"name": "strict", "url": f"{url}/strict/vllm_chat.txt", "timeout": 10.0},
         {"name": "refused", "url": f"http://127.0.0.1:{free_port()}", "timeout": 10.0},
         {"name": "close early", "url": f"{url}/close-early", "timeout": 10.0},
         {"name": "trickle", "url": f"{url}/trickle", "timeout": 2.0},
@@ -179,17 +180,23 @@ def test_a_real_server_through_each_transport(send_all) -> None:
         cases = _cases(server.url)
         results = {c["name"]: r for c, r in zip(cases, send_all(cases), strict=True)}
     expected_ok = {"vllm_chat.txt", "vllm_chat_speculative.txt", "tgi_chat.txt",
-                   "llamacpp_chat.txt", "layergate_chat.txt", "layergate_completions.txt"}
+                   "sglang_chat.txt", "llamacpp_chat.txt", "llamacpp_python_chat.txt",
+                   "layergate_chat.txt", "layergate_completions.txt"}
     for name in FIXTURE_CASES:
         assert results[name]["ok"] == (name in expected_ok), (name, results[name]["error"])
     assert results["tgi_chat.txt"]["output_text"] == "OK!"
     assert results["layergate_chat.txt"]["token_ids"] == [504, 7302, 314, 253]
     assert results["vllm_error.txt"]["error"] == "error in stream: Internal server error"
     assert results["http 400"]["error"] == "HTTP 400: status 400 as asked"
+    # refused what layergate adds (stream_options), answered without it: handled, recorded
+    assert results["strict"]["ok"] and results["strict"]["quirks"] == ["added_fields_rejected"]
+    assert results["sglang_error.txt"]["quirks"] == ["error_in_stream"]
+    assert results["vllm_chat_n2.txt"]["quirks"] == ["several_choices"]
     assert results["refused"]["error"].startswith("connection failed")
     # closed mid-body: the chunked framing broke, or the stream just ended; never ok
     assert _kind(results["close early"]) in ("connection broken", "stream ended without a "
                                                                   "finish_reason (and no [DONE]")
+    assert results["close early"]["quirks"] == ["closed_early"]
     assert results["late"]["error"].startswith("timeout after 1.0s: its send time")
     # one deadline from the intended send: a server that keeps trickling, or stalls after
     # slow headers, is cut at `timeout` — not `timeout` after the last byte or the headers
@@ -204,7 +211,42 @@ def test_both_transports_give_the_same_results() -> None:
         cases = [c for c in _cases(server.url) if c["name"] not in ("trickle", "slow headers")]
         by_httpx, by_gevent = _send_httpx(cases), _send_gevent(cases)
     fields = ("ok", "output_text", "output_tokens", "prompt_tokens", "finish_reason",
-              "token_ids", "logprobs", "http_status")
+              "token_ids", "logprobs", "http_status", "tokens_from", "quirks")
     for case, a, b in zip(cases, by_httpx, by_gevent, strict=True):
         assert {f: a[f] for f in fields} == {f: b[f] for f in fields}, case["name"]
         assert _kind(a) == _kind(b) or case["name"] == "close early", (case["name"], a, b)
+
+
+def test_a_server_that_refuses_what_layergate_adds_is_asked_without_it_from_then_on() -> None:
+    with stream_server() as server:
+        target = Target("candidate", f"{server.url}/strict/llamacpp_python_chat.txt",
+                        top_logprobs=2)
+        transport = HttpxTransport()
+        try:
+            first, second = (send(transport, target, RECORD, intended=time.perf_counter(),
+                                  timeout=10) for _ in range(2))
+        finally:
+            transport.close()
+        bodies = list(server.bodies)
+    # refused once with stream_options and logprobs, then sent as the record asks; the
+    # second request goes out without them at once
+    assert [("stream_options" in b, "logprobs" in b) for b in bodies] == [
+        (True, True), (False, False), (False, False)]
+    for result in (first, second):
+        # usage was not asked the second time, so its absence is no quirk then
+        assert result.ok and result.quirks == ("added_fields_rejected",)
+        assert result.tokens_from == "logprobs" and result.output_tokens == 4
+    assert target.learned.rejects_added_fields
+
+
+def test_a_refusal_that_is_not_about_the_added_fields_is_not_retried_away() -> None:
+    seen: list[dict] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        return httpx.Response(400, json={"error": {"message": "messages: field required"}})
+
+    target = Target("candidate", "http://arm.test")
+    result = send(mock(handler), target, RECORD, intended=time.perf_counter(), timeout=5)
+    assert not result.ok and result.error == "HTTP 400: messages: field required"
+    assert len(seen) == 2 and not target.learned.rejects_added_fields

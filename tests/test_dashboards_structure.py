@@ -117,3 +117,21 @@ def test_dashboard_provider_points_at_the_mounted_json() -> None:
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     mounts = compose["services"]["grafana"]["volumes"]
     assert f"./dashboards/grafana:{provider['options']['path']}:ro" in mounts
+
+
+# a raw engine family (not the replayer's, the exporter's nor the watch's) or a recording rule over them
+ENGINE_SERIES = re.compile(r"(?<![\w:])layergate_(?!replay_|run_|watch_)\w+|arm:layergate_(engine|"
+                           r"length_finish|termination_accuracy_upper_bound)")
+CACHE_RULES = re.compile(r"arm:layergate_(prefix_cache_hit|cache_hit_delta)")
+
+
+@pytest.mark.parametrize("path", BOARDS, ids=lambda p: p.stem)
+def test_panels_on_engine_metrics_say_other_servers_leave_them_empty(path: Path) -> None:
+    for panel in _panels(_load(path)):
+        exprs = " ".join(t.get("expr", "") for t in panel.get("targets", []))
+        description = panel.get("description", "")
+        if ENGINE_SERIES.search(exprs):
+            assert "Needs the layergate_* metrics of layergate's own engine" in description, \
+                panel["title"]
+        if CACHE_RULES.search(exprs):
+            assert "layergate's engine, vLLM or SGLang" in description, panel["title"]

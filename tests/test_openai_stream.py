@@ -1,6 +1,7 @@
 """The stream accumulator and result building, fed with the streams of real servers
-(tests/fixtures/streams/: vLLM, TGI, llama.cpp, layergate; each file says where its shape
-comes from) and with the ways a stream goes wrong. No I/O."""
+(tests/fixtures/streams/: vLLM, TGI, SGLang, llama.cpp's llama-server and llama-cpp-python,
+layergate; each file says where its shape comes from) and with the ways a stream goes
+wrong: what each answer counts as tokens, and the quirks it records. No I/O."""
 
 from __future__ import annotations
 
@@ -8,11 +9,27 @@ import json
 
 import pytest
 
+from exporters.catalogue import (
+    CHARACTERS,
+    ERROR_IN_STREAM,
+    LOGPROBS,
+    NO_DONE,
+    NO_LOGPROBS,
+    NO_USAGE,
+    QUIRKS,
+    SEVERAL_CHOICES,
+    SEVERAL_TOKENS_PER_CHUNK,
+    TOKEN_SOURCES,
+    TOKENIZER,
+    USAGE,
+)
 from exporters.traffic import TrafficRecord
 from harness.replay.openai_stream import (
+    BodyShape,
     ResultBuilder,
     StreamAccumulator,
     StreamError,
+    added_fields,
     error_message,
     streaming_body,
 )
@@ -34,30 +51,49 @@ def fixture(name: str) -> str:
     return (FIXTURES / name).read_text(encoding="utf-8")
 
 
-def result_of(text: str, e2e: float = 100.0):
-    return ResultBuilder(RECORD, "candidate", intended=0.0).finished(200, feed(text), e2e)
+ASKED = streaming_body(RECORD, BodyShape(top_logprobs=2))  # what the replay sends
 
 
-# file -> (text, output tokens, prompt tokens, finish reason, content chunks)
+def result_of(text: str, e2e: float = 100.0, tokenizer: str | None = None,
+              body: dict | None = None):
+    build = ResultBuilder(RECORD, "candidate", intended=0.0, body=body, tokenizer=tokenizer)
+    return build.finished(200, feed(text), e2e)
+
+
+# file -> (text, output tokens, prompt tokens, finish reason, content chunks, counted from)
 GOOD = {
-    "vllm_chat.txt": ("Paris is lovely", 3, 41, "length", 3),
-    "vllm_chat_speculative.txt": ("Paris is the capital of France.", 7, 12, "stop", 3),
-    "tgi_chat.txt": ("OK!", 3, 39, "stop", 2),
-    "llamacpp_chat.txt": ("Blue.", 3, 31, "stop", 2),
-    "layergate_chat.txt": ("The colour is a", 4, 34, "length", 4),
-    "layergate_completions.txt": (" Paris.\n", 3, 5, "length", 3),
+    "vllm_chat.txt": ("Paris is lovely", 3, 41, "length", 3, USAGE),
+    "vllm_chat_speculative.txt": ("Paris is the capital of France.", 7, 12, "stop", 3, USAGE),
+    "tgi_chat.txt": ("OK!", 3, 39, "stop", 2, USAGE),
+    "sglang_chat.txt": ("Red.", 3, 42, "stop", 2, USAGE),
+    "llamacpp_chat.txt": ("Blue.", 3, 31, "stop", 2, USAGE),
+    "llamacpp_python_chat.txt": ("The colour I'm", 4, 0, "length", 4, LOGPROBS),
+    "layergate_chat.txt": ("The colour is a", 4, 34, "length", 4, USAGE),
+    "layergate_completions.txt": (" Paris.\n", 3, 5, "length", 3, USAGE),
+}
+# file -> the quirks its stream shows when the replay asked for usage and 2 logprobs
+QUIRKS_SEEN = {
+    "vllm_chat.txt": {NO_LOGPROBS},
+    "vllm_chat_speculative.txt": {NO_LOGPROBS, SEVERAL_TOKENS_PER_CHUNK},
+    "tgi_chat.txt": {NO_LOGPROBS},  # its empty end-of-sequence chunk is one token: no quirk
+    "sglang_chat.txt": {NO_LOGPROBS},
+    "llamacpp_chat.txt": {NO_LOGPROBS},
+    "llamacpp_python_chat.txt": {NO_USAGE},
+    "layergate_chat.txt": set(),
+    "layergate_completions.txt": {NO_LOGPROBS},
 }
 
 
 @pytest.mark.parametrize("name", sorted(GOOD))
 def test_each_server_s_stream_becomes_a_result(name: str) -> None:
-    text, tokens, prompt, finish, chunks = GOOD[name]
+    text, tokens, prompt, finish, chunks, source = GOOD[name]
     acc = feed(fixture(name))
     assert acc.done and acc.output_text == text and len(acc.chunk_times) == chunks
-    result = result_of(fixture(name))
+    result = result_of(fixture(name), body=ASKED)
     assert result.ok, result.error
     assert (result.output_text, result.output_tokens, result.prompt_tokens,
-            result.finish_reason) == (text, tokens, prompt, finish)
+            result.finish_reason, result.tokens_from) == (text, tokens, prompt, finish, source)
+    assert set(result.quirks) == QUIRKS_SEEN[name] and set(result.quirks) <= set(QUIRKS)
     # TTFT is the first chunk with content (not the role chunk); ITL the gaps after it
     assert result.ttft_s == acc.chunk_times[0] > 0
     assert len(result.itl_s) == chunks - 1 and all(gap > 0 for gap in result.itl_s)
@@ -68,6 +104,29 @@ def test_several_tokens_in_one_chunk_take_the_count_from_usage() -> None:
     result = result_of(fixture("vllm_chat_speculative.txt"), e2e=9.0)
     assert result.output_tokens == 7  # 3 chunks, 7 tokens
     assert result.tpot_s == pytest.approx((9.0 - result.ttft_s) / 6)
+    # ITL is the gap between chunks (vLLM's benchmark defines it so): 2 gaps, not 6
+    assert len(result.itl_s) == 2 and SEVERAL_TOKENS_PER_CHUNK in result.quirks
+
+
+def test_without_usage_the_count_comes_from_logprobs_then_tokenizer_then_characters(
+        tmp_path) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    # a word-level tokenizer written here: "Paris", " is", " lovely" are three tokens
+    tok = Tokenizer(models.WordLevel({"Paris": 0, "is": 1, "lovely": 2, "[UNK]": 3},
+                                     unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    path = tmp_path / "tokenizer.json"
+    tok.save(str(path))
+    bare = "\n".join(line for line in fixture("vllm_chat.txt").splitlines()
+                     if '"usage"' not in line)
+    counted = result_of(bare, tokenizer=str(path), body=ASKED)
+    assert (counted.output_tokens, counted.tokens_from) == (3, TOKENIZER)
+    assert counted.tokens_counted and NO_USAGE in counted.quirks
+    chars = result_of(bare)
+    assert (chars.output_tokens, chars.tokens_from) == (len("Paris is lovely"), CHARACTERS)
+    assert not chars.tokens_counted and chars.tpot_s is None  # characters are no tokens
+    assert set(TOKEN_SOURCES) >= {USAGE, LOGPROBS, TOKENIZER, CHARACTERS}
 
 
 def test_layergate_extension_token_ids_and_logprobs() -> None:
@@ -85,14 +144,18 @@ def test_foreign_streams_carry_no_token_ids() -> None:
         assert result.token_ids is None and result.extension == {}
 
 
-@pytest.mark.parametrize(("name", "message"), [
-    ("vllm_error.txt", "error in stream: Internal server error"),
-    ("tgi_error.txt", "error in stream: Request failed during generation"),
-    ("vllm_chat_n2.txt", "a second choice (index 1)"),
+@pytest.mark.parametrize(("name", "message", "quirk"), [
+    ("vllm_error.txt", "error in stream: Internal server error", ERROR_IN_STREAM),
+    ("tgi_error.txt", "error in stream: Request failed during generation", ERROR_IN_STREAM),
+    ("sglang_error.txt", "error in stream: The request was aborted", ERROR_IN_STREAM),
+    ("vllm_chat_n2.txt", "a second choice (index 1)", SEVERAL_CHOICES),
 ])
-def test_a_stream_that_would_give_wrong_figures_raises(name: str, message: str) -> None:
-    with pytest.raises(StreamError, match=message.replace("(", r"\(").replace(")", r"\)")):
+def test_a_stream_that_would_give_wrong_figures_raises(name: str, message: str,
+                                                       quirk: str) -> None:
+    pattern = message.replace("(", r"\(").replace(")", r"\)")
+    with pytest.raises(StreamError, match=pattern) as caught:
         feed(fixture(name))
+    assert caught.value.quirk == quirk
 
 
 def _chunk(**choice: object) -> str:
@@ -117,6 +180,7 @@ def test_no_done_is_fine_when_the_stream_said_why_it_ended() -> None:
     text = fixture("vllm_chat.txt").replace("data: [DONE]", "")
     result = result_of(text)
     assert result.ok and result.output_text == "Paris is lovely"
+    assert result.quirks == (NO_DONE,)
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -159,7 +223,25 @@ def test_error_bodies_give_their_message(body: bytes, status: int, expected: str
 def test_the_body_asks_for_a_stream_with_usage_and_keeps_the_record() -> None:
     record = TrafficRecord("r", 0.0, "s", "/v1/chat/completions",
                            {"messages": [], "stream_options": {"x": 1}, "model": "a"})
-    body = streaming_body(record, "b")
+    body = streaming_body(record, BodyShape("b"))
     assert body["stream"] is True and body["model"] == "b"
     assert body["stream_options"] == {"x": 1, "include_usage": True}
+    assert "logprobs" not in body  # top_logprobs 0: as the traffic asks
     assert record.body == {"messages": [], "stream_options": {"x": 1}, "model": "a"}
+    # without the extras (a server that refuses them): the record's own, streamed
+    assert streaming_body(record, BodyShape("b", extras=False)) == {**record.body,
+                                                                    "model": "b", "stream": True}
+
+
+@pytest.mark.parametrize(("endpoint", "own", "asked"), [
+    ("/v1/chat/completions", {}, {"logprobs": True, "top_logprobs": 3}),
+    ("/v1/completions", {}, {"logprobs": 3}),
+    ("/v1/chat/completions", {"logprobs": True, "top_logprobs": 1}, {}),  # the record's own
+])
+def test_logprobs_are_asked_in_each_endpoint_s_shape(endpoint: str, own: dict,
+                                                     asked: dict) -> None:
+    record = TrafficRecord("r", 0.0, "s", endpoint, {"prompt": "x", **own})
+    body = streaming_body(record, BodyShape(top_logprobs=3))
+    assert {k: body[k] for k in ("logprobs", "top_logprobs") if k in body} == (asked or own)
+    assert added_fields(record, BodyShape(top_logprobs=3)) == tuple(sorted(
+        {"stream_options", *asked}))

@@ -4,6 +4,7 @@ directories written before the queue had leases."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import subprocess
@@ -24,7 +25,7 @@ FULL = ArmResult(
     finish_reason="stop", max_tokens=8, token_ids=(5, 6, 2), logprobs=(-0.1, -0.2, -0.3),
     top_logprobs=({"a": -0.1}, {"b": -0.2}, {"c": -0.3}),
     extension={"policy": "dynamic", "peak_memory_bytes": 123, "token_ids": [5, 6, 2]},
-    repeat=1, concurrency=4)
+    repeat=1, concurrency=4, tokens_from="usage", quirks=("no_done",))
 
 
 def record(i: int) -> TrafficRecord:
@@ -250,6 +251,20 @@ def test_an_earlier_run_directory_loads_and_resumes(tmp_path: Path) -> None:
         tables = {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master")}
         assert "replay_queue" not in tables and "work_queue" in tables
         assert store.results() == [FULL]
+
+
+def test_a_store_older_than_quirks_loads_and_takes_them(tmp_path: Path) -> None:
+    run = _run_dir(tmp_path)
+    conn = sqlite3.connect(run.results_path)
+    for column in ("quirks", "tokens_from"):  # written before these fields existed
+        conn.execute(f"ALTER TABLE results DROP COLUMN {column}")
+    conn.commit()
+    conn.close()
+    old = dataclasses.replace(FULL, quirks=(), tokens_from=None)
+    assert run.load().results == [old]  # read as the fields' defaults, nothing changed
+    with run.open_store() as store:  # a resume adds the columns and writes them
+        store.put(dataclasses.replace(FULL, arm="baseline"))
+        assert store.results() == [old, dataclasses.replace(FULL, arm="baseline")]
 
 
 def test_harness_parts_import_without_torch_or_locust() -> None:

@@ -54,6 +54,8 @@ def _option(name: str, *flags: str, **attrs: Any):
 @_option("model", metavar="NAME")
 @_option("skip_invalid")
 @_option("progress")
+@_option("logprobs", metavar="K")
+@_option("tokenizer", metavar="PATH|MODEL")
 @click.pass_context
 def command(ctx: click.Context, **_: Any) -> None:
     """Send each prompt --repeats times at each --concurrency level and store, per request,

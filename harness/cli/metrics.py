@@ -53,6 +53,7 @@ KEY_FIGURES = (RER, RER_THEORETICAL, TERMINATION_ACCURACY, EXACT_MATCH, BLEU, LA
 @field_option(MetricsConfig, "seed")
 @field_option(MetricsConfig, "min_samples")
 @field_option(MetricsConfig, "target_rer", default_note="the policy's with --policy")
+@field_option(MetricsConfig, "tokenizer", metavar="PATH|MODEL")
 @click.pass_context
 def command(ctx: click.Context, run_dir: Path, json_path: Path | None, port: int | None,
             host: str, policy_path: Path | None, **_: Any) -> None:
@@ -76,10 +77,12 @@ def command(ctx: click.Context, run_dir: Path, json_path: Path | None, port: int
     settings = config_values(ctx, MetricsConfig, given_only=True)
     if policy is not None:  # a target the command line does not give is the policy's
         settings.setdefault("target_rer", policy.target_rer)
-    config = MetricsConfig(**settings)
+    _check_tokenizer(settings.get("tokenizer"))
     try:
         with err.status(f"reading {run_dir}"):
             run = load_run(run_dir)
+        settings.setdefault("tokenizer", run.tokenizer)  # the one the run counted with
+        config = MetricsConfig(**settings)
         with err.status(f"computing figures for {len(run.results)} results "
                         f"({config.n_resamples} bootstrap resamples)"):
             figures = _figures(run, config)
@@ -94,6 +97,15 @@ def command(ctx: click.Context, run_dir: Path, json_path: Path | None, port: int
     _push_otel(run, figures, err)
     if port is not None:
         _serve(run, figures, gate, host, port, err)
+
+
+def _check_tokenizer(spec: str | None) -> None:
+    from harness.replay.config import ConfigError, check_tokenizer
+
+    try:
+        check_tokenizer(spec)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
 
 
 def _load_policy(path: Path | None) -> Any:
@@ -157,6 +169,7 @@ def _print_tables(run: Run, figures: list[Figure], gate: Any) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from exporters.answers import answer_summary, describe
     from exporters.figures import OVERALL
 
     console = Console()
@@ -182,14 +195,21 @@ def _print_tables(run: Run, figures: list[Figure], gate: Any) -> None:
                                  f"{_fmt(f.ci_high, f.unit)}]")
                 per.add_row(name, arm, *cells)
         console.print(per)
+    answers = Table("arm", "token counts from", "quirks (answers)",
+                    title="what each arm's answers carried", title_justify="left")
+    for arm, seen in answer_summary(run.results).items():
+        answers.add_row(arm, describe(seen["tokens_from"]), describe(seen["quirks"]))
+    console.print(answers)
     if gate is not None:
         console.print(f"gate verdict under the policy: [bold]{gate.verdict}[/]")
 
 
 def _write_json(path: Path, run: Run, figures: list[Figure], gate: Any) -> None:
+    from exporters.answers import answer_summary
+
     out = {"run": {"id": run.manifest.id, "kind": run.manifest.kind,
                    "status": run.manifest.status, "arms": run.manifest.arms,
-                   "counts": run.manifest.counts},
+                   "counts": run.manifest.counts, "answers": answer_summary(run.results)},
            "verdict": gate.verdict if gate is not None else None,
            "figures": [{**asdict(f), "unit": f.unit} for f in figures]}
     try:

@@ -52,6 +52,8 @@ def _arm_options(fn: Callable) -> Callable:
 @_replay_option("seed")
 @_replay_option("skip_invalid")
 @_replay_option("progress")
+@_replay_option("logprobs", metavar="K")
+@_replay_option("tokenizer", metavar="PATH|MODEL")
 @click.pass_context
 def command(ctx: click.Context, **params: Any) -> None:
     """Send every traffic record to every arm at the same intended time, streaming, through

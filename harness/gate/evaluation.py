@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from exporters.catalogue import LATENCY_DETERMINISM, OUTPUT_DETERMINISM, RESOURCE_DETERMINISM
 from exporters.compute import compute_figures
 from exporters.config import MetricsConfig
 from harness.gate.policy import Policy, load_policy
@@ -24,9 +25,27 @@ def evaluate(run_dir: str | Path, policy_path: str | Path | Policy | None = None
     return evaluate_run(run, policy)
 
 
+_REPEAT_SUITE = (OUTPUT_DETERMINISM, RESOURCE_DETERMINISM, LATENCY_DETERMINISM)
+
+
+def metrics_config(policy: Policy, run: Run) -> MetricsConfig:
+    """How the gate computes figures: the policy's target and, as the minimum below which
+    a figure is insufficient, the smallest its rules ask (of the replay's figures and of
+    the repeat suite's: a policy may ask fewer samples than the defaults)."""
+    def least(rules, default: int) -> int:
+        return min((r.min_samples for r in rules if r.min_samples > 0), default=default)
+
+    replay = [r for r in policy.rules if r.name not in _REPEAT_SUITE]
+    repeats = [r for r in policy.rules if r.name in _REPEAT_SUITE]
+    return MetricsConfig(target_rer=policy.target_rer, tokenizer=run.tokenizer,
+                         min_samples=least(replay, MetricsConfig.min_samples),
+                         min_determinism_prompts=least(repeats,
+                                                       MetricsConfig.min_determinism_prompts))
+
+
 def evaluate_run(run: Run, policy: Policy) -> GateResult:
     determinism = run.determinism.results if run.determinism is not None else None
-    config = MetricsConfig(target_rer=policy.target_rer)
+    config = metrics_config(policy, run)
     # The traffic's recorded responses only feed termination_accuracy_recorded, which no
     # policy gates; termination_accuracy is judged against the baseline the candidate ran
     # beside (a recording from another server scored even an A/A run 0.9 on 20 saas-mix

@@ -9,23 +9,32 @@ chunk — and counts the time a late send lost (open loop, no coordinated omissi
 sent after its deadline fails at once without going out. Latencies count from `intended`
 too. Every failure (timeout, refused connection, HTTP 4xx / 5xx, a broken or malformed
 stream) becomes an `ArmResult` with `ok=False` and the reason in words; nothing raises.
+
+A server that refuses what layergate adds to a request (stream_options, logprobs: HTTP 400
+or 422) gets the request again without them, within the same deadline; the target then
+remembers it for its later requests, and each result sent that way says so
+(quirk `added_fields_rejected`).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from exporters.catalogue import ADDED_FIELDS_REJECTED, CLOSED_EARLY
 from exporters.records import ArmResult
 from exporters.traffic import TrafficRecord
 from harness.replay.openai_stream import (
     REQUEST_HEADERS,
+    BodyShape,
     ResultBuilder,
     StreamAccumulator,
     StreamError,
-    encode_body,
+    added_fields,
     error_message,
+    streaming_body,
 )
 from harness.replay.transport import (
     ConnectFailed,
@@ -34,32 +43,70 @@ from harness.replay.transport import (
     TransportTimeout,
 )
 
+# what a server answers when a request holds a field it does not accept
+REFUSED_FIELD_STATUSES = (400, 422)
+
+
+@dataclass
+class Learned:
+    """What a target's answers taught: shared by every request to it from one process."""
+
+    rejects_added_fields: bool = False
+
 
 @dataclass(frozen=True)
 class Target:
-    """Where an arm's requests go: its base URL, and the `model` to put in the body."""
+    """Where an arm's requests go: its base URL, the `model` to put in the body, the top-K
+    logprobs to ask for (0: as the traffic asks), and the tokenizer.json that counts the
+    tokens of answers that carry no count."""
 
     arm: str
     url: str
     model: str | None = None
+    top_logprobs: int = 0
+    tokenizer: str | None = None
+    learned: Learned = field(default_factory=Learned, compare=False, repr=False)
 
     def url_for(self, endpoint: str) -> str:
         return self.url.rstrip("/") + endpoint
+
+    def shape(self, extras: bool = True) -> BodyShape:
+        return BodyShape(self.model, self.top_logprobs, extras)
 
 
 def send(transport: Transport, target: Target, record: TrafficRecord, *, intended: float,
          timeout: float, headers: Mapping[str, str] | None = None, repeat: int = 0,
          concurrency: int = 1) -> ArmResult:
     """POST `record` to `target` and read the SSE stream to its end (see the module's
-    docstring for the deadline)."""
-    build = ResultBuilder(record, target.arm, intended, repeat, concurrency)
+    docstring for the deadline and the second attempt)."""
+    extras = not target.learned.rejects_added_fields
+    quirks = () if extras or not added_fields(record, target.shape()) \
+        else (ADDED_FIELDS_REJECTED,)
+    result = _exchange(transport, target, record, intended, timeout, headers, repeat,
+                       concurrency, extras, quirks)
+    if (extras and result.http_status in REFUSED_FIELD_STATUSES
+            and added_fields(record, target.shape())):
+        retried = _exchange(transport, target, record, intended, timeout, headers, repeat,
+                            concurrency, False, (ADDED_FIELDS_REJECTED,))
+        if retried.ok or retried.http_status not in REFUSED_FIELD_STATUSES:
+            target.learned.rejects_added_fields = True  # the refusal was of what we added
+            return retried
+    return result
+
+
+def _exchange(transport: Transport, target: Target, record: TrafficRecord, intended: float,
+              timeout: float, headers: Mapping[str, str] | None, repeat: int,
+              concurrency: int, extras: bool, quirks: tuple[str, ...]) -> ArmResult:
+    body = streaming_body(record, target.shape(extras))
+    build = ResultBuilder(record, target.arm, intended, repeat, concurrency, body,
+                          target.tokenizer, quirks)
     acc = StreamAccumulator()
     deadline = intended + timeout
     if time.perf_counter() >= deadline:
         return build.failure(f"timeout after {timeout}s: its send time had already passed")
     status = None
     try:
-        with transport.post(target.url_for(record.endpoint), encode_body(record, target.model),
+        with transport.post(target.url_for(record.endpoint), json.dumps(body).encode(),
                             {**REQUEST_HEADERS, **(headers or {})}, deadline) as response:
             status = response.status
             if status >= 400:
@@ -77,7 +124,7 @@ def send(transport: Transport, target: Target, record: TrafficRecord, *, intende
     except ConnectFailed as exc:
         return build.failure(f"connection failed: {exc}", status, acc)
     except StreamBroken as exc:
-        return build.failure(f"connection broken: {exc}", status, acc)
+        return build.failure(f"connection broken: {exc}", status, acc, CLOSED_EARLY)
     except StreamError as exc:
-        return build.failure(str(exc), status, acc)
+        return build.failure(str(exc), status, acc, exc.quirk)
     return build.finished(status, acc, e2e)

@@ -7,11 +7,39 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from exporters import tokenizer
 from exporters.catalogue import ARMS, REQUIRED_ARMS
 
 
 class ConfigError(ValueError):
     pass
+
+
+def logprobs_field() -> Any:
+    """`logprobs`: a setting of every command that sends requests (replay, determinism)."""
+    return field(default=0, metadata={
+        "help": "Ask every arm for the top-K logprobs of each token: token KL needs them, and "
+                "they count the tokens of servers that send no usage. 0: as the traffic asks. "
+                "A server that refuses them is asked again without.", "min": 0})
+
+
+def tokenizer_field() -> Any:
+    """`tokenizer`: a setting of every command that sends requests (replay, determinism)."""
+    return field(default=None, metadata={
+        "help": "A tokenizer.json (or a directory holding one, or a model name already in the "
+                "Hugging Face cache) that counts the tokens of answers without usage or "
+                "logprobs. Default: the arm's model name when found there; else such answers "
+                "are counted in characters, and figures per token leave them out."})
+
+
+def check_tokenizer(spec: str | None) -> None:
+    """A ConfigError when a named tokenizer cannot be found or read."""
+    if spec is None:
+        return
+    try:
+        tokenizer.find(spec)
+    except tokenizer.TokenizerError as exc:
+        raise ConfigError(f"--tokenizer: {exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -63,8 +91,11 @@ class ReplayConfig:
         "help": "Skip bad traffic lines (each is reported) instead of stopping."})
     progress: bool = field(default=True, metadata={
         "help": "Show a progress bar (--no-progress for logs and CI)."})
+    logprobs: int = logprobs_field()
+    tokenizer: str | None = tokenizer_field()
 
     def __post_init__(self) -> None:
+        check_tokenizer(self.tokenizer)
         if (self.traffic is None) == (self.scenario is None) and not self.resume:
             raise ConfigError("give exactly one of traffic (--traffic) or scenario (--scenario)")
         for name in REQUIRED_ARMS:

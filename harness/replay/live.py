@@ -43,7 +43,8 @@ class ReplayMetrics:
         self.requests.labels(arm, scenario, "ok" if result.ok else "error").inc()
         if not result.ok:
             return
-        self.tokens.labels(arm, scenario).inc(result.output_tokens)
+        if result.tokens_counted:  # a count of characters is no count of tokens
+            self.tokens.labels(arm, scenario).inc(result.output_tokens)
         if result.ttft_s is not None:
             self.ttft.labels(arm, scenario).observe(result.ttft_s)
         if result.tpot_s is not None:

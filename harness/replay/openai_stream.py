@@ -4,21 +4,44 @@ into text, timings, usage and the `layergate` extension, and the `ArmResult` a f
 failed exchange becomes. `client.send` drives it over a transport; the capture proxy uses
 the accumulator to rebuild a recorded response.
 
-Shapes handled (real ones in tests/fixtures/streams/): chat and completions chunks from
-vLLM, TGI's Messages API, llama.cpp's server and layergate's own engine; a usage chunk with
+Shapes handled (tests/fixtures/streams/): chat and completions chunks from vLLM, TGI's
+Messages API, SGLang, llama.cpp's servers and layergate's own engine; a usage chunk with
 empty `choices`; `data: [DONE]` or none. What would otherwise give a wrong figure fails the
 result and says why: more than one choice, an error object mid-stream, a chunk of an
-unexpected shape, an answer that is not a stream, a stream without a finish_reason.
+unexpected shape, an answer that is not a stream, a stream without a finish_reason. How a
+server departed from the protocol is recorded on the result (`quirks`, catalogue.QUIRKS).
+
+Output tokens are counted from the best source the answer allows (catalogue.TOKEN_SOURCES):
+usage, the engine's token ids, one logprobs entry per token, the named tokenizer on the
+text, or — flagged as such — the text's characters. Never from the chunks: one chunk may
+carry several tokens (speculative decoding).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from exporters import tokenizer
+from exporters.catalogue import (
+    CHARACTERS,
+    CLOSED_EARLY,
+    ERROR_IN_STREAM,
+    LOGPROBS,
+    NO_DONE,
+    NO_LOGPROBS,
+    NO_USAGE,
+    NOT_A_STREAM,
+    SEVERAL_CHOICES,
+    SEVERAL_TOKENS_PER_CHUNK,
+    TOKEN_IDS,
+    TOKENIZER,
+    USAGE,
+)
 from exporters.records import ArmResult
 from exporters.traffic import TrafficRecord
 
@@ -27,21 +50,52 @@ REQUEST_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-str
 
 
 class StreamError(ValueError):
-    """An answer that breaks the protocol; the message says how."""
+    """An answer that breaks the protocol; the message says how, `quirk` names it."""
+
+    def __init__(self, message: str, quirk: str | None = None) -> None:
+        super().__init__(message)
+        self.quirk = quirk
 
 
-def streaming_body(record: TrafficRecord, model: str | None) -> dict[str, Any]:
-    """The record's body, streamed, asking for the usage chunk; `model` replaces its model."""
+@dataclass(frozen=True)
+class BodyShape:
+    """What layergate adds to a record's body: `stream: true` always; with `extras` the
+    usage chunk (stream_options.include_usage) and, with `top_logprobs` K > 0, the top-K
+    logprobs of every token (unless the record asks for logprobs itself)."""
+
+    model: str | None = None
+    top_logprobs: int = 0
+    extras: bool = True
+
+
+def asks_logprobs(body: dict[str, Any]) -> bool:
+    return bool(body.get("logprobs")) or bool(body.get("top_logprobs"))
+
+
+def streaming_body(record: TrafficRecord, shape: BodyShape = BodyShape()) -> dict[str, Any]:
+    """The record's body, streamed, with what `shape` adds; its model replaced by
+    `shape.model` when given. The record is not changed."""
     body = copy.deepcopy(dict(record.body))
     body["stream"] = True
+    if shape.model:
+        body["model"] = shape.model
+    if not shape.extras:
+        return body
     body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
-    if model:
-        body["model"] = model
+    if shape.top_logprobs > 0 and not asks_logprobs(record.body):
+        if record.endpoint.endswith("chat/completions"):
+            body |= {"logprobs": True, "top_logprobs": shape.top_logprobs}
+        else:
+            body["logprobs"] = shape.top_logprobs
     return body
 
 
-def encode_body(record: TrafficRecord, model: str | None) -> bytes:
-    return json.dumps(streaming_body(record, model)).encode()
+def added_fields(record: TrafficRecord, shape: BodyShape) -> tuple[str, ...]:
+    """The top-level fields the extras of `shape` add to (or change in) the record's body."""
+    full = streaming_body(record, shape)
+    plain = streaming_body(record, dataclasses.replace(shape, extras=False))
+    return tuple(sorted(key for key, value in full.items()
+                        if key not in plain or plain[key] != value))
 
 
 def sse_payload(line: str) -> str | None:
@@ -82,8 +136,8 @@ def error_message(raw: bytes, status: int) -> str:
 @dataclass
 class StreamAccumulator:
     """Feed SSE lines (or decoded chunks) in order, each with the time it arrived (any
-    clock). One content chunk may carry several tokens: `chunk_times` are per chunk and
-    `output_tokens` comes from usage or token ids before it falls back to counting chunks."""
+    clock). One content chunk may carry several tokens: `chunk_times` are per chunk, and
+    `token_count` never counts chunks."""
 
     text: list[str] = field(default_factory=list)
     chunk_times: list[float] = field(default_factory=list)  # arrival of each content chunk
@@ -118,7 +172,7 @@ class StreamAccumulator:
             raise StreamError(f"stream chunk is not an object: {chunk!r:.120}")
         message = error_text(chunk)
         if message is not None:
-            raise StreamError(f"error in stream: {message}")
+            raise StreamError(f"error in stream: {message}", ERROR_IN_STREAM)
         try:
             self._feed(chunk, at)
         except (AttributeError, KeyError, TypeError) as exc:  # a field of another type
@@ -140,7 +194,7 @@ class StreamAccumulator:
         if index != 0:
             # usage would count every choice's tokens, and the text would mix answers
             raise StreamError(f"a second choice (index {index}): one choice per request is "
-                              "supported (n > 1 is not)")
+                              "supported (n > 1 is not)", SEVERAL_CHOICES)
         delta = choice.get("delta")
         piece = delta.get("content") if isinstance(delta, dict) else choice.get("text")
         if piece:  # a role-only first chunk, or TGI's empty end-of-sequence chunk, is no token
@@ -171,14 +225,24 @@ class StreamAccumulator:
         ids = self.extension.get("token_ids")
         return tuple(ids) if isinstance(ids, list) else None
 
+    def token_count(self, tokenizer_path: str | None = None) -> tuple[int, str]:
+        """(output tokens, where the count came from): usage, else the engine's token ids,
+        else one logprobs entry per token, else `tokenizer_path` on the text, else the
+        text's characters (catalogue.TOKEN_SOURCES)."""
+        if self.usage and isinstance(self.usage.get("completion_tokens"), int):
+            return self.usage["completion_tokens"], USAGE
+        ids = self.token_ids
+        if ids is not None:
+            return len(ids), TOKEN_IDS
+        if self.logprobs:
+            return len(self.logprobs), LOGPROBS
+        if tokenizer_path:
+            return tokenizer.count(tokenizer_path, self.output_text), TOKENIZER
+        return len(self.output_text), CHARACTERS
+
     @property
     def output_tokens(self) -> int:
-        """From `usage`, else the engine's token ids, else one per content chunk (exact only
-        for servers that stream a token per chunk)."""
-        if self.usage and isinstance(self.usage.get("completion_tokens"), int):
-            return self.usage["completion_tokens"]
-        ids = self.token_ids
-        return len(ids) if ids is not None else len(self.text)
+        return self.token_count()[0]
 
     @property
     def prompt_tokens(self) -> int:
@@ -206,13 +270,19 @@ class StreamAccumulator:
 @dataclass(frozen=True)
 class ResultBuilder:
     """Turns one exchange — `record` sent to `arm`, meant to go out at `intended` (a
-    `time.perf_counter()` value) — into its `ArmResult`. Times count from `intended`."""
+    `time.perf_counter()` value) — into its `ArmResult`. Times count from `intended`.
+    `body` is what was sent (to tell what was asked for), `tokenizer` the tokenizer.json
+    that counts tokens when the answer gives no count, `quirks` what the exchange met
+    before the answer (e.g. a refused first attempt)."""
 
     record: TrafficRecord
     arm: str
     intended: float
     repeat: int = 0
     concurrency: int = 1
+    body: dict[str, Any] | None = None
+    tokenizer: str | None = None
+    quirks: tuple[str, ...] = ()
 
     def _common(self) -> dict[str, Any]:
         return dict(request_id=self.record.id, arm=self.arm, scenario=self.record.scenario,
@@ -220,26 +290,48 @@ class ResultBuilder:
                     concurrency=self.concurrency)
 
     def failure(self, error: str, status: int | None = None,
-                acc: StreamAccumulator | None = None) -> ArmResult:
+                acc: StreamAccumulator | None = None, quirk: str | None = None) -> ArmResult:
+        quirks = self.quirks + ((quirk,) if quirk else ())
         return ArmResult(ok=False, error=error, http_status=status,
                          e2e_s=time.perf_counter() - self.intended,
-                         output_text=acc.output_text if acc else "", **self._common())
+                         output_text=acc.output_text if acc else "", quirks=quirks,
+                         **self._common())
 
     def finished(self, status: int, acc: StreamAccumulator, e2e: float) -> ArmResult:
         """The result of a stream read to its end (`e2e` after the intended send): a
         failure when it was no stream, or never said why it ended."""
         if acc.events == 0:
             return self.failure("the answer held no SSE `data:` line (did the server "
-                                "ignore `stream: true`?)", status, acc)
+                                "ignore `stream: true`?)", status, acc, NOT_A_STREAM)
         if acc.finish_reason is None:
-            closed = "" if acc.done else " (and no [DONE]: the connection closed early)"
-            return self.failure(f"stream ended without a finish_reason{closed}", status, acc)
+            if acc.done:
+                return self.failure("stream ended without a finish_reason", status, acc)
+            return self.failure("stream ended without a finish_reason (and no [DONE]: the "
+                                "connection closed early)", status, acc, CLOSED_EARLY)
+        tokens, source = acc.token_count(self.tokenizer)
         times = acc.chunk_times
         return ArmResult(
             ok=True, http_status=status, ttft_s=times[0] if times else e2e, e2e_s=e2e,
             itl_s=tuple(b - a for a, b in zip(times, times[1:], strict=False)),
-            output_text=acc.output_text, output_tokens=acc.output_tokens,
+            output_text=acc.output_text, output_tokens=tokens, tokens_from=source,
             prompt_tokens=acc.prompt_tokens, finish_reason=acc.finish_reason,
             token_ids=acc.token_ids, logprobs=tuple(acc.logprobs) if acc.logprobs else None,
             top_logprobs=tuple(acc.top_logprobs) if acc.top_logprobs else None,
-            extension=acc.extension, **self._common())
+            extension=acc.extension, quirks=self.quirks + self._handled(acc, tokens, source),
+            **self._common())
+
+    def _handled(self, acc: StreamAccumulator, tokens: int, source: str) -> tuple[str, ...]:
+        """The quirks of a stream that ended well."""
+        body = self.body or {}
+        quirks = []
+        if (body.get("stream_options") or {}).get("include_usage") and acc.usage is None:
+            quirks.append(NO_USAGE)
+        if not acc.done:
+            quirks.append(NO_DONE)
+        if asks_logprobs(body) and not acc.logprobs:
+            quirks.append(NO_LOGPROBS)
+        # a stop token is often counted but streams no text: one token of slack then
+        slack = 0 if acc.finish_reason == "length" else 1
+        if source not in (CHARACTERS, TOKENIZER) and tokens > len(acc.chunk_times) + slack:
+            quirks.append(SEVERAL_TOKENS_PER_CHUNK)
+        return tuple(quirks)

@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from exporters import tokenizer
 from exporters.traffic import TrafficRecord
 from harness.manifest import Manifest, now_iso
 from harness.replay.config import ConfigError, ReplayConfig
@@ -62,7 +63,8 @@ def _locust_cmd(config: ReplayConfig, run: RunDir) -> list[str]:
 def _start_locust(config: ReplayConfig, run: RunDir) -> subprocess.Popen:
     plan = WorkerPlan(arms=config.arms, models=config.models, timeout=config.timeout,
                       closed_loop=config.closed_loop, users=config.locust_users,
-                      run_dir=str(run.path))
+                      run_dir=str(run.path), top_logprobs=config.logprobs,
+                      tokenizers=tokenizer.for_arms(config.arms, config.models, config.tokenizer))
     env = {**os.environ, **plan.to_env()}
     log = run.locust_output.open("ab")
     # own session: a Ctrl-C in the terminal reaches only us, and we stop Locust in order;

@@ -46,8 +46,9 @@ class ArmSpan:
         _PROPAGATOR.inject(self.headers, context=trace.set_span_in_context(span))
 
     def finish(self, result: ArmResult) -> None:
-        attrs = {"layergate.ok": result.ok, "gen_ai.usage.output_tokens": result.output_tokens,
-                 "gen_ai.usage.input_tokens": result.prompt_tokens}
+        attrs = {"layergate.ok": result.ok, "gen_ai.usage.input_tokens": result.prompt_tokens}
+        if result.tokens_counted:
+            attrs["gen_ai.usage.output_tokens"] = result.output_tokens
         if result.http_status is not None:
             attrs["http.response.status_code"] = result.http_status
         if result.ttft_s is not None:

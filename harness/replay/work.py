@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
 from exporters.records import ArmResult
@@ -33,10 +33,13 @@ class WorkerPlan:
     closed_loop: bool
     users: int  # Locust users of the whole run
     run_dir: str | None = None  # where StoreWork finds the queue; None on a bare worker
+    top_logprobs: int = 0  # logprobs to ask every arm for (0: as the traffic asks)
+    tokenizers: dict[str, str] = field(default_factory=dict)  # arm -> tokenizer.json path
 
     @property
     def targets(self) -> dict[str, Target]:
-        return {arm: Target(arm, url, self.models.get(arm)) for arm, url in self.arms.items()}
+        return {arm: Target(arm, url, self.models.get(arm), self.top_logprobs,
+                            self.tokenizers.get(arm)) for arm, url in self.arms.items()}
 
     @property
     def lease_s(self) -> float:

@@ -7,6 +7,7 @@ import base64
 from html import escape
 from pathlib import Path
 
+from exporters.answers import answer_summary, describe
 from exporters.catalogue import CANDIDATE
 from exporters.figures import OVERALL
 from harness.gate.checks import INFO, Check
@@ -129,6 +130,10 @@ def _header(result: GateResult) -> str:
                         for arm, c in result.request_counts().items())
     arms = result.manifest.get("arms") or {}
     arm_urls = " · ".join(f"{escape(a)} <code>{escape(str(u))}</code>" for a, u in arms.items())
+    answers = "".join(f"<br>{escape(arm)}: token counts from "
+                      f"{escape(describe(seen['tokens_from']))}; quirks "
+                      f"{escape(describe(seen['quirks']))}"
+                      for arm, seen in answer_summary(result.results).items())
     return (f"<div class=card><span class='verdict v-{result.verdict}'>"
             f"{wording.VERDICT_WORDS[result.verdict]}</span>"
             f"<h1 style='display:inline'>layergate gate</h1>"
@@ -136,7 +141,7 @@ def _header(result: GateResult) -> str:
             f"<b>{escape(str(result.manifest.get('status')))}</b> · policy "
             f"<b>{escape(result.policy.name)}</b> · exit code {result.exit_code}</p>"
             f"<p><b>Rollout recommendation: {escape(r.label)}</b> — {escape(r.reason)}</p>"
-            f"<p class=meta>{counts}<br>{arm_urls}</p>"
+            f"<p class=meta>{counts}<br>{arm_urls}{answers}</p>"
             f"{f'<ul class=reasons>{reasons}</ul>' if reasons else ''}</div>")
 
 

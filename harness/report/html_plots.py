@@ -32,13 +32,14 @@ TERMINATION = ((TERMINATION_ACCURACY, "correct", "#4caf50"),
                (TERMINATION_OVERRUN, "overrun", "#8e24aa"))
 
 
-def _png(draw: Callable[[Canvas], bool], size: tuple[float, float] = (7.0, 3.6)) -> bytes:
+def _png(draw: Callable[[Canvas], bool], size: tuple[float, float] = (7.0, 3.6),
+         empty: str = "no data in this run") -> bytes:
     fig = Canvas(figsize=size, dpi=110, layout="constrained")
     ax = fig.add_subplot()
     if not draw(fig):
         ax.clear()
         ax.set_axis_off()
-        ax.text(0.5, 0.5, "no data in this run", ha="center", va="center", color="#777")
+        ax.text(0.5, 0.5, empty, ha="center", va="center", color="#777")
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue()
@@ -174,9 +175,12 @@ def layers_histogram(results: Sequence[ArmResult]) -> bytes:
         ax.set(xlabel="layers executed for a token", ylabel="share of output tokens",
                title="Layers executed per output token")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        if drawn:
+            ax.legend(fontsize=8)
         return drawn
-    return _png(draw)
+    # only layergate's engine reports the layers it ran (its `layergate` extension)
+    return _png(draw, empty="no arm reported the layers it executed (layergate's engine "
+                            "does, in its response extension)")
 
 
 def _gap(fig: Figure | None, low: bool) -> float:

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from exporters.answers import answer_summary
 from exporters.catalogue import CANDIDATE
 from harness.gate.checks import Check
 from harness.gate.result import GateResult
@@ -43,6 +44,8 @@ def to_dict(result: GateResult) -> dict[str, Any]:
             "kind": result.manifest.get("kind"),
             "arms": result.manifest.get("arms") or {a: None for a in result.arms},
             "requests": result.request_counts(),
+            # per arm: where token counts came from, and the servers' quirks
+            "answers": answer_summary(result.results),
             "policy": {"name": result.policy.name,
                        "path": str(result.policy.path) if result.policy.path else None,
                        "target_rer": result.policy.target_rer},

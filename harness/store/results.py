@@ -14,7 +14,7 @@ from pathlib import Path
 
 from exporters.records import ArmResult
 from harness.store.queue import WorkQueue
-from harness.store.rows import decode, encode_row, insert_rows, schema
+from harness.store.rows import add_missing_columns, decode, encode_row, insert_rows, schema
 from harness.store.sqlite import connect
 
 
@@ -45,6 +45,7 @@ class ResultStore:
             self.conn = connect(self.path)
             if create:
                 self.conn.execute(schema())
+                add_missing_columns(self.conn)
                 WorkQueue.create_schema(self.conn)
             self.conn.execute("SELECT 1 FROM results LIMIT 1")
         except sqlite3.DatabaseError as exc:

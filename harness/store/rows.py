@@ -4,6 +4,7 @@ Primary key (request_id, arm, repeat, concurrency)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -13,7 +14,8 @@ from typing import Any
 
 from exporters.records import ArmResult
 
-_JSON_FIELDS = {"itl_s", "token_ids", "logprobs", "top_logprobs", "extension"}
+_JSON_FIELDS = {"itl_s", "token_ids", "logprobs", "top_logprobs", "extension",
+                "quirks"}
 _COLUMNS = [f.name for f in fields(ArmResult)]
 _TYPES = {"ok": "INTEGER NOT NULL", "http_status": "INTEGER", "ttft_s": "REAL", "e2e_s": "REAL",
           "output_tokens": "INTEGER", "prompt_tokens": "INTEGER", "max_tokens": "INTEGER",
@@ -26,11 +28,25 @@ _INSERT = (f"INSERT OR REPLACE INTO results ({_QUOTED}) "
            f"VALUES ({', '.join('?' * len(_NAMES))})")
 
 
+def _column(name: str) -> str:
+    return f'"{name}" {_TYPES.get(name, "TEXT")}'
+
+
 def schema() -> str:
-    cols = [f'"{name}" {_TYPES.get(name, "TEXT")}' for name in _COLUMNS]
+    cols = [_column(name) for name in _COLUMNS]
     cols += [f'"{name}" {kind}' for name, kind in _EXTRA.items()]
     return (f"CREATE TABLE IF NOT EXISTS results ({', '.join(cols)}, "
             "PRIMARY KEY (request_id, arm, repeat, concurrency))")
+
+
+def add_missing_columns(conn: sqlite3.Connection) -> None:
+    """Columns `ArmResult` gained after the store was written (a resume of an older run):
+    added empty, read back as the field's default."""
+    have = {row[1] for row in conn.execute("PRAGMA table_info(results)")}
+    for name in _COLUMNS:
+        if name not in have:
+            with contextlib.suppress(sqlite3.OperationalError):  # another process added it
+                conn.execute(f"ALTER TABLE results ADD COLUMN {_column(name)}")
 
 
 def this_process() -> str:
@@ -57,7 +73,10 @@ def _encode(result: ArmResult) -> list[Any]:
 
 def decode(row: sqlite3.Row) -> ArmResult:
     values: dict[str, Any] = {}
+    present = row.keys()
     for name in _COLUMNS:
+        if name not in present:  # a store older than the field: its default
+            continue
         value = row[name]
         if name in _JSON_FIELDS and value is not None:
             value = json.loads(value)
@@ -67,6 +86,7 @@ def decode(row: sqlite3.Row) -> ArmResult:
         values[name] = value
     values["itl_s"] = values["itl_s"] or ()
     values["extension"] = values["extension"] or {}
+    values["quirks"] = values.get("quirks") or ()
     return ArmResult(**values)
 
 

@@ -7,7 +7,9 @@ The first path segment picks the behaviour; the rest is the OpenAI endpoint:
 - `/status/<code>/...`: that status with an OpenAI-style error body;
 - `/slow-headers/...`: headers after SLOW_HEADERS_S, one content chunk, then silence;
 - `/trickle/...`: a content chunk every TRICKLE_S, never a finish_reason;
-- `/close-early/...`: two content chunks, then the connection closes mid-body.
+- `/close-early/...`: two content chunks, then the connection closes mid-body;
+- `/strict/<file>/...`: like `fixture`, but a body holding `stream_options` or `logprobs`
+  gets a 400 naming the field (as servers that forbid unknown fields answer).
 """
 
 from __future__ import annotations
@@ -44,16 +46,16 @@ class _Handler(socketserver.BaseRequestHandler):
         if path is None:
             return
         kind, _, rest = path.lstrip("/").partition("/")
-        if kind == "fixture":
+        body = self.server.bodies[-1] or {}
+        refused = [key for key in ("stream_options", "logprobs") if key in body]
+        if kind == "strict" and refused:
+            self._status(sock, 400, f"{refused[0]}: Extra inputs are not permitted")
+        elif kind in ("fixture", "strict"):
             name = rest.partition("/")[0]
             self._stream(sock, fixture_events(name), end=True)
         elif kind == "status":
             code = int(rest.partition("/")[0])
-            body = json.dumps({"error": {"message": f"status {code} as asked",
-                                         "type": "invalid_request_error"}}).encode()
-            sock.sendall(f"HTTP/1.1 {code} Error\r\nContent-Type: application/json\r\n"
-                         f"Connection: close\r\nContent-Length: {len(body)}\r\n\r\n".encode()
-                         + body)
+            self._status(sock, code, f"status {code} as asked")
         elif kind == "slow-headers":
             if not self.server.stop.wait(SLOW_HEADERS_S):
                 self._stream(sock, [_CHUNK], end=False)
@@ -82,6 +84,14 @@ class _Handler(socketserver.BaseRequestHandler):
             body += sock.recv(65536)
         self.server.bodies.append(json.loads(body) if body else None)
         return lines[0].split()[1]
+
+    @staticmethod
+    def _status(sock: socket.socket, code: int, message: str) -> None:
+        body = json.dumps({"error": {"message": message,
+                                     "type": "invalid_request_error"}}).encode()
+        sock.sendall(f"HTTP/1.1 {code} Error\r\nContent-Type: application/json\r\n"
+                     f"Connection: close\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+                     + body)
 
     @staticmethod
     def _headers(sock: socket.socket) -> None:
