@@ -8,7 +8,7 @@ before x_i is seen:
 
     K+_n(m) = prod (1 + l+_i(m) (x_i - m)),   K-_n(m) = prod (1 - l-_i(m) (x_i - m)),
     l_i = sqrt(2 log(2 / alpha) / (s2_{i-1} i log(1 + i))),  l+ = min(l, c / m),
-    l- = min(l, c / (1 - m)),  c = 1/2,
+    l- = min(l, c / (1 - m)),  c = 3/4,
 
 with s2 the running (regularised) variance. Under mean = m both are nonnegative martingales
 from 1, so by Ville's inequality the hedged capital max(K+ / 2, K- / 2) ever reaches 1/alpha
@@ -25,7 +25,7 @@ import numpy as np
 
 from exporters.sequential.bound import SequenceBound, check_alpha, intersected
 
-TRUNCATION = 0.5  # c: the largest stake as a share of what a bet can lose
+TRUNCATION = 0.75  # c, the largest stake as a share of what a bet can lose (paper: 1/2, 3/4)
 GRID = 401  # candidate means per path, beside the thresholds a caller asks about
 
 
