@@ -9,9 +9,11 @@ How each figure's interval is built (`METHODS`):
   floor is the mean of the paired difference B - A' on [-1, 1] (requests valid on both).
 - `log_mean`: latency_ratio = exp(mean log ratio): Lai's t-mixture on the log ratios.
 - `linearised`: any other function of sums (RER, first divergence, BLEU, chrF, token KL,
-  token efficiency): the normal mixture on its delta-method linearisation (asymptotic: acted
-  on from the rule's minimum sample count); RER on the log of its time-per-token ratio; an
-  excess as the linearised difference B - A'.
+  token efficiency, cache-hit delta): the normal mixture on its delta-method linearisation
+  (asymptotic: acted on from the rule's minimum sample count); RER on the log of its
+  time-per-token ratio; an excess as the linearised difference B - A'. The cache-hit delta
+  |h_B - h_A| / h_A comes from the per-request extension (the counters are only read after
+  the run): its signed form is linearised and the interval folded at 0 (no excess).
 
 Figures not listed (percentiles, jitter, counters, the repeat suite) have no per-request
 path here.
@@ -30,6 +32,7 @@ from exporters.aligned import Aligned
 from exporters.catalogue import (
     BASELINE2,
     BLEU,
+    CACHE_HIT_DELTA,
     CHRF,
     EXACT_MATCH,
     FIRST_DIVERGENCE,
@@ -57,7 +60,8 @@ _SHARES = {EXACT_MATCH: ("cons.{}.exact", "cons.{}.n"),
            TERMINATION_PREMATURE: ("term.{}.premature", "term.{}.n"),
            TERMINATION_OVERRUN: ("term.{}.overrun", "term.{}.n"),
            GOODPUT: ("lat.{}.good", "lat.{}.n")}
-_LINEARISED = (RER, RER_DECODE, FIRST_DIVERGENCE, BLEU, CHRF, TOKEN_KL, TOKEN_EFFICIENCY)
+_LINEARISED = (RER, RER_DECODE, FIRST_DIVERGENCE, BLEU, CHRF, TOKEN_KL, TOKEN_EFFICIENCY,
+               CACHE_HIT_DELTA)
 METHODS: dict[str, Method] = {**dict.fromkeys(_SHARES, "share"), LATENCY_RATIO: "log_mean",
                               **dict.fromkeys(_LINEARISED, "linearised")}
 
@@ -93,6 +97,10 @@ def _sum_stat(al: Aligned, name: str, arm: str):
 def _linear_parts(name: str, arm: str, cols: dict[str, np.ndarray], al: Aligned
                   ) -> tuple[np.ndarray, Callable, np.ndarray]:
     """The columns (requests x m), the statistic of their means, and its count column."""
+    if name == CACHE_HIT_DELTA:
+        p = f"chd.{arm}."
+        return (np.column_stack([cols[p + c] for c in ("ha", "qa", "hx", "qx")]),
+                lambda ha, qa, hx, qx: (hx / qx) / (ha / qa) - 1, cols[p + "n"])
     if name == TOKEN_EFFICIENCY:
         p = f"lat.{arm}."
         return (np.c_[cols[p + "useful"], cols[p + "computed"]], lambda u, c: u / c,
@@ -141,6 +149,8 @@ def figure_path(name: str, arm: str, cols: dict[str, np.ndarray], al: Aligned,
         count = np.cumsum(valid)
         est, low, high = _spread(valid, (est, low, high), np.nan)
         return FigurePath(method, est, low, high, count, count >= max(min_samples, 2))
+    if excess and name == CACHE_HIT_DELTA:
+        raise KeyError(f"{name}: no sequential excess over the noise floor")
     x, fn, cnt = _linear_parts(name, arm, cols, al)
     count_col = cnt
     if excess:
@@ -156,6 +166,11 @@ def figure_path(name: str, arm: str, cols: dict[str, np.ndarray], al: Aligned,
         est, low, high = linearised_path(x, stat, alpha, N_OPT)
         if log_rer:  # RER = 1 - exp(log ratio): decreasing, so the ends swap
             est, low, high = -np.expm1(est), -np.expm1(high), -np.expm1(low)
+        if name == CACHE_HIT_DELTA:  # |signed|: an interval across 0 folds to [0, ...]
+            low, high = (np.where((low <= 0) & (high >= 0), 0.0,
+                                  np.minimum(np.abs(low), np.abs(high))),
+                         np.maximum(np.abs(low), np.abs(high)))
+            est = np.abs(est)
     else:
         est = low = high = np.empty(0)
     count = np.cumsum(np.where(rows, count_col, 0.0))

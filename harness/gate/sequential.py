@@ -18,7 +18,7 @@ Everything is a function of the send-order prefix, so `until_decided` (the repla
 predicate) stops where `decide` on the stored run finds the decision, and both give the
 same verdict whatever was still in flight when sending stopped.
 
-Figures with no per-request path (percentiles, jitter, cache counters) are skipped when
+Figures with no per-request path (percentiles, jitter) are skipped when
 the rule does not require them and undecided otherwise; the repeat suite's figures are
 judged once, by the fixed gate, from the run's `determinism/` sub-run when it has one.
 """
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from exporters import consistency, latency, rer, termination
+from exporters import cache_hit, consistency, latency, rer, termination
 from exporters.aligned import Aligned, align
 from exporters.catalogue import (
     FAIL,
@@ -209,7 +209,7 @@ def decide(source: Source, policy: Policy | str | Path | None = None,
     index = {rid: i for i, rid in enumerate(al.request_ids)}
     perm = np.array([index[rid] for rid in order])
     cols: dict[str, np.ndarray] = {}
-    for calc in (rer, termination, consistency, latency):
+    for calc in (rer, termination, consistency, latency, cache_hit):
         cols |= calc.columns(al, config)
     cols = {k: v[perm] for k, v in cols.items()}
     scenario = np.array([al.scenario_names[s] for s in al.strata[perm]])
@@ -316,8 +316,8 @@ def _track(rule: MetricRule, label: str, counts: bool, mask: np.ndarray | None,
     else:
         failed = np.zeros(available, dtype=bool)
     if not rule.required:
-        # not required and nothing to judge yet: it does not hold the run back
-        passed = passed | (path.count == 0)
+        # not required and nothing to judge (yet): skipped, as the fixed gate skips it
+        passed = passed | _nothing(path)
     return rule, label, counts, passed, failed, {**base, "path": path, "low": low,
                                                      "high": high}
 
@@ -360,7 +360,7 @@ def _state(track, at: int) -> FigureState:
     samples = int(path.count[at])
     est = float(path.estimate[at]) if np.isfinite(path.estimate[at]) else None
     what = "excess over noise floor CS" if rule.subtract_noise_floor else "CS"
-    if samples == 0 and not rule.required:
+    if not rule.required and _nothing(path)[at]:
         return FigureState(state=SKIPPED, reason="nothing to judge yet (not required)",
                            method=path.method, **common)
     if not path.look[at]:
@@ -375,6 +375,11 @@ def _state(track, at: int) -> FigureState:
                        low=float(low) if np.isfinite(low) else None,
                        high=float(high) if np.isfinite(high) else None, samples=samples,
                        decided_at=when, **common)
+
+
+def _nothing(path) -> np.ndarray:
+    """After each request: the figure has no value yet (no sample, or undefined)."""
+    return (path.count == 0) | ~np.isfinite(path.estimate)
 
 
 def until_decided(policy_path: str | Path | Policy | None, budget: int | None = None
