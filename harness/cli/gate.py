@@ -11,7 +11,7 @@ import click
 from exporters.catalogue import ExitCode
 from harness.cli.exits import RUN_DIR_UNREADABLE, exit_codes_help
 from harness.cli.options import field_option
-from harness.gate.sequential import SequentialConfig
+from harness.gate.sequential_config import SequentialConfig
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -26,7 +26,7 @@ judged once, by the fixed gate, from the run's `determinism/` sub-run when it ha
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,21 +56,6 @@ from harness.store.results import StoredResult
 
 UNDECIDED = "undecided"
 _REPEAT_SUITE = (OUTPUT_DETERMINISM, RESOURCE_DETERMINISM, LATENCY_DETERMINISM)
-
-
-@dataclass(frozen=True)
-class SequentialConfig:
-    """The options of `layergate gate --sequential` (and the budget of `replay
-    --until-decided`)."""
-
-    sequential: bool = field(default=False, metadata={
-        "help": "Judge the run's requests in send order with anytime-valid intervals "
-                "(confidence sequences) and report where the verdict was first known: pass "
-                "or fail as soon as every gating figure is decided, inconclusive at the "
-                "budget. The verdict `replay --until-decided` stopped on."})
-    budget: int | None = field(default=None, metadata={
-        "help": "With --sequential: judge at most the first N requests. Default: the "
-                "budget the run was replayed --until-decided with, else all.", "min": 1})
 
 
 @dataclass(frozen=True)
