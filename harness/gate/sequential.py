@@ -348,7 +348,9 @@ def _state(track, at: int) -> FigureState:
     if not rule.required and _nothing(path)[at]:
         return FigureState(state=SKIPPED, reason="nothing to judge yet (not required)",
                            method=path.method, **common)
-    if not path.look[at]:
+    if est is None and samples:
+        reason = f"undefined over {samples} samples (e.g. a baseline prefix-cache hit rate of 0)"
+    elif not path.look[at]:
         reason = f"{samples} samples, policy needs {max(rule.min_samples, 1)}"
     else:
         words = {PASS: "wholly on the good side of", FAIL: "wholly on the bad side of",
