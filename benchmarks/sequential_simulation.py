@@ -130,6 +130,29 @@ def fixed_verdict(rows: list[ArmResult], policy) -> str:
     return apply_policy(policy, figures, manifest, rows).verdict
 
 
+def peeking_fails(rows: list[ArmResult], name: str, start: int = 20) -> bool:
+    """What not to do: a fixed-sample 95 % CI (normal approximation) recomputed after every
+    request from `start` on, failing the run the first time it lies wholly on the bad side
+    (only for the at-threshold scenarios' figure)."""
+    by = {(r.request_id, r.arm): r for r in rows}
+    ids = sorted({r.request_id for r in rows})
+    if name == "at-1.10":
+        x = np.array([np.log((by[i, "candidate"].e2e_s / by[i, "candidate"].output_tokens)
+                             / (by[i, "baseline"].e2e_s / by[i, "baseline"].output_tokens))
+                      for i in ids])
+        threshold, bad_low = np.log(1.10), True
+    else:
+        x = np.array([float(by[i, "candidate"].output_tokens
+                            >= by[i, "baseline"].output_tokens - 2) for i in ids])
+        threshold, bad_low = 0.925, False
+    n = np.arange(1, x.size + 1)
+    mean = np.cumsum(x) / n
+    sd = np.sqrt(np.maximum(np.cumsum(x * x) / n - mean**2, 0) * n / np.maximum(n - 1, 1))
+    half = 1.96 * sd / np.sqrt(n)
+    bad = (mean - half > threshold) if bad_low else (mean + half < threshold)
+    return bool(bad[start - 1:].any())
+
+
 def clopper_pearson(k: int, n: int) -> tuple[float, float]:
     low = 0.0 if k == 0 else float(beta.ppf(0.025, k, n - k + 1))
     high = 1.0 if k == n else float(beta.ppf(0.975, k + 1, n - k))
@@ -137,6 +160,8 @@ def clopper_pearson(k: int, n: int) -> tuple[float, float]:
 
 
 def rate(k: int, n: int) -> str:
+    if n == 0:
+        return "no runs"
     low, high = clopper_pearson(k, n)
     return f"{k}/{n} = {k / n:.3f} [{low:.3f}, {high:.3f}]"
 
@@ -161,11 +186,13 @@ def main() -> None:
         for policy_name in sc.policies:
             policy = policies[policy_name]
             started = time.time()
-            verdicts, ns, fixed = [], [], []
+            verdicts, ns, fixed, peeking = [], [], [], 0
             prng = np.random.default_rng([args.seed, list(SCENARIOS).index(name), 7])
             for k in range(runs):
                 rows = simulate(sc, args.budget, prng)
                 d = decide(rows, policy, args.budget)
+                if name in ("at-1.10", "ta-0.925"):
+                    peeking += peeking_fails(rows, name)
                 verdicts.append(d.verdict)
                 ns.append(d.n if d.decided else np.nan)
                 if k < args.fixed_runs:
@@ -187,6 +214,9 @@ def main() -> None:
                 print(f"  false alarms (sequential fail): {rate(counts['fail'], runs)}")
                 print(f"  false alarms (fixed at {FIXED_N}): "
                       f"{rate(fixed_counts['fail'], len(fixed))}")
+            if name in ("at-1.10", "ta-0.925"):
+                print("  false alarms of a fixed-sample 95 % CI looked at after every "
+                      f"request from 20: {rate(peeking, runs)}")
 
 
 if __name__ == "__main__":
