@@ -25,7 +25,7 @@ judged once, by the fixed gate, from the run's `determinism/` sub-run when it ha
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -40,19 +40,16 @@ from exporters.catalogue import (
     LATENCY_DETERMINISM,
     OUTPUT_DETERMINISM,
     PASS,
-    RECORDED,
     RESOURCE_DETERMINISM,
     exit_code,
 )
 from exporters.config import MetricsConfig
 from exporters.figures import OVERALL
-from exporters.records import ArmResult
 from exporters.sequential import intersected
 from exporters.sequential.figures import METHODS, figure_path
 from harness.gate.checks import SKIPPED, judge
 from harness.gate.policy import MetricRule, Policy, load_policy
-from harness.rundir import Run, RunDir
-from harness.store.results import StoredResult
+from harness.gate.send_order import Requests, Source, default_budget, load
 
 UNDECIDED = "undecided"
 _REPEAT_SUITE = (OUTPUT_DETERMINISM, RESOURCE_DETERMINISM, LATENCY_DETERMINISM)
@@ -104,81 +101,13 @@ class SequentialDecision:
                 "figures": [vars(f) for f in self.figures]}
 
 
-Source = str | Path | RunDir | Run | Sequence[StoredResult] | Sequence[ArmResult]
-
-
-@dataclass(frozen=True)
-class _Requests:
-    """The judged requests' rows in send order, and what else the run says."""
-
-    rows: list[ArmResult]
-    order: list[str]  # request ids in send order (the prefix every arm answered)
-    status: str | None
-    determinism: list[ArmResult] | None
-    config: dict[str, Any]
-    tokenizer: str | None = None
-
-
-def _send_order(stored: Sequence[StoredResult] | Sequence[ArmResult],
-                arms: Sequence[str] | None) -> tuple[list[ArmResult], list[str]]:
-    """The rows of the shadow replay and the longest prefix of requests, in the order they
-    were meant to be sent (their earliest intended time; else the order rows came in),
-    that every arm has answered."""
-    first: dict[str, tuple[float, int]] = {}
-    by_request: dict[str, dict[str, ArmResult]] = {}
-    for i, row in enumerate(stored):
-        r, at = (row.result, row.intended_at) if isinstance(row, StoredResult) else (row, None)
-        if r.repeat != 0 or r.arm == RECORDED:
-            continue
-        by_request.setdefault(r.request_id, {})[r.arm] = r
-        key = (np.inf if at is None else at, i)
-        first[r.request_id] = min(first.get(r.request_id, key), key)
-    needed = set(arms) if arms else {a for rows in by_request.values() for a in rows}
-    order = []
-    for rid in sorted(first, key=first.__getitem__):
-        if not needed <= set(by_request[rid]):
-            break  # still in flight: later requests wait for it
-        order.append(rid)
-    rows = [r for rid in order for r in by_request[rid].values()]
-    return rows, order
-
-
-def _load(source: Source) -> _Requests:
-    if isinstance(source, str | Path):
-        source = RunDir(source)
-    if isinstance(source, RunDir):
-        manifest = source.read_manifest()
-        with source.open_store(create=False) as store:
-            stored = store.rows()
-        det = source.determinism
-        determinism = None
-        if det.path.is_dir() and det.results_path.is_file():
-            with det.open_store(create=False) as store:
-                determinism = store.results()
-        rows, order = _send_order(stored, list(manifest.arms))
-        return _Requests(rows, order, manifest.status, determinism, manifest.config,
-                         manifest.config.get("tokenizer"))
-    if isinstance(source, Run):
-        rows, order = _send_order(source.results, list(source.manifest.arms))
-        determinism = source.determinism.results if source.determinism else None
-        return _Requests(rows, order, source.manifest.status, determinism,
-                         source.manifest.config, source.tokenizer)
-    rows, order = _send_order(list(source), None)
-    return _Requests(rows, order, None, None, {})
-
-
-def default_budget(config: dict[str, Any]) -> int | None:
-    """The budget a run was replayed --until-decided with (its manifest's config)."""
-    return config.get("budget") if config.get("until_decided") else None
-
-
 def decide(source: Source, policy: Policy | str | Path | None = None,
            budget: int | None = None) -> SequentialDecision:
     """The sequential verdict on a run directory (or `Run`, or rows as stored / as
     `ArmResult`s in send order): see the module docstring. `budget` None: the run's own
     (`default_budget`) when it has one, else every request available."""
     policy = policy if isinstance(policy, Policy) else load_policy(policy)
-    got = _load(source)
+    got = load(source)
     budget = budget if budget is not None else default_budget(got.config)
     order = got.order[:budget] if budget is not None else got.order
     keep = set(order)
@@ -264,7 +193,7 @@ def _where(s: FigureState) -> str:
 
 def _track(rule: MetricRule, label: str, counts: bool, mask: np.ndarray | None,
            cols: dict[str, np.ndarray], al: Aligned, alpha: float, available: int,
-           got: _Requests, config: MetricsConfig) -> tuple:
+           got: Requests, config: MetricsConfig) -> tuple:
     """(rule, scenario, counts, passed[n], failed[n], detail): the rule's sticky decisions
     after each request; passed None: never decided (failed None: skipped, else undecided)."""
     base = {"threshold": rule.threshold, "direction": rule.direction}
@@ -308,7 +237,7 @@ def _track(rule: MetricRule, label: str, counts: bool, mask: np.ndarray | None,
 
 
 def _repeat_suite(rule: MetricRule, label: str, counts: bool, available: int,
-                  got: _Requests, config: MetricsConfig) -> tuple:
+                  got: Requests, config: MetricsConfig) -> tuple:
     from exporters import determinism_figures
 
     base = {"threshold": rule.threshold, "direction": rule.direction}
