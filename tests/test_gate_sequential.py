@@ -172,11 +172,14 @@ def test_send_order_is_the_intended_time_not_the_store_order(tmp_path) -> None:
             if r.request_id == ids[30] and r.arm == "candidate":
                 continue  # still in flight
             store.put(r, intended_at=1000.0 + ids.index(r.request_id))
-    dst.write_manifest(src.read_manifest())
-    d = decide(dst.path, "scenarios/policies/no-regression.yaml")
+    dst.write_manifest(replace(src.read_manifest(), status="running"))  # still sending
+    policy = "scenarios/policies/no-regression.yaml"
+    d = decide(dst.path, policy)
     assert d.available == 30
-    first = decide(src.path, "scenarios/policies/no-regression.yaml")
-    assert (d.verdict, d.n) == (first.verdict, first.n)
+    first = decide(src.path, policy)
+    assert (d.verdict, d.n) == (first.verdict, first.n) == ("fail", first.n)
+    assert until_decided(policy)(dst.path) and not until_decided(policy)(
+        [r for r in rows if r.request_id in ids[:first.n - 1]])
 
 
 def test_stopping_live_gives_the_stored_runs_verdict(runs) -> None:
