@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from exporters.canary import ArmWindow, Window  # noqa: E402
-from exporters.sequential_exact import rate_difference_sequence, windows_needed  # noqa: E402
+from exporters.sequential import rate_difference_sequence, windows_needed  # noqa: E402
 from harness.watch.policy import load_watch_policy  # noqa: E402
 from harness.watch.stages import StageMachine, StagePlan, WatchStatus  # noqa: E402
 

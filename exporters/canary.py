@@ -3,7 +3,7 @@ side by side (never the canary against yesterday), with anytime-valid intervals.
 
 A window gives, per arm, the increase of each metric role over the window (`ArmWindow`):
 the `_sum` and `_count` of the latency histograms, and counters. From the windows of a
-stage, each figure has an estimate and a confidence sequence (`exporters.sequential_exact`):
+stage, each figure has an estimate and a confidence sequence (`exporters.sequential`):
 
 - `e2e_ratio`, `ttft_ratio`, `tpot_ratio`: a window observes log(mean_B / mean_A), with
   mean = Δsum / Δcount of the histogram; Lai's t-mixture on the logs, exponentiated.
@@ -38,7 +38,7 @@ from exporters.catalogue import (
     TTFT_RATIO,
     figure_spec,
 )
-from exporters.sequential_exact import rate_difference_sequence, t_mean_sequence
+from exporters.sequential import rate_difference_sequence, t_mean_sequence
 
 # metric roles: what a mapping file names for each engine (histograms give _sum and _count)
 HISTOGRAM_ROLES = ("e2e", "ttft", "tpot")

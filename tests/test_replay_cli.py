@@ -35,6 +35,9 @@ def test_replay_usage_errors(tmp_path: Path, traffic: Path) -> None:
         (["--traffic", str(traffic), *ARMS, "--baseline2", "localhost:1", *out], "--baseline2"),
         (["--traffic", str(traffic), *ARMS, "--rate", "0", *out], "--rate"),
         ([*ARMS, "--resume", *out], "not a run directory"),
+        (["--traffic", str(traffic), *ARMS, "--budget", "10", *out], "--until-decided"),
+        (["--traffic", str(traffic), *ARMS, "--until-decided", str(traffic), *out],
+         "--until-decided: "),
     ]
     for args, message in cases:
         result = CliRunner().invoke(replay, args)

@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from exporters.sequential_exact import windows_needed
+from exporters.sequential import windows_needed
 from harness.watch.stages import MIN_N_OPT
 from tests.support.processes import start_engine
 from tests.support.watch_rig import Rig, RigResult, run_rig

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from exporters.sequential_exact import (
+from exporters.sequential import (
     binomial_sequence,
     rate_difference_sequence,
     t_factor,

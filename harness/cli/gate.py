@@ -10,6 +10,8 @@ import click
 
 from exporters.catalogue import ExitCode
 from harness.cli.exits import RUN_DIR_UNREADABLE, exit_codes_help
+from harness.cli.options import field_option
+from harness.gate.sequential_config import SequentialConfig
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -32,9 +34,11 @@ if TYPE_CHECKING:
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write one self-contained HTML report with tables, plots and the worst "
                    "diverging requests.")
+@field_option(SequentialConfig, "sequential")
+@field_option(SequentialConfig, "budget", metavar="N")
 def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
             junit_path: Path | None, markdown_path: Path | None,
-            html_path: Path | None) -> None:
+            html_path: Path | None, sequential: bool, budget: int | None) -> None:
     """Decide whether the candidate in RUN_DIR may ship, under a gate policy.
 
     Each policy metric passes when its confidence interval lies wholly on the good side of
@@ -48,6 +52,9 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     excess over the noise floor: compare B-vs-A minus A'-vs-A), arm;
     top level: extends, target_rer, max_error_rate, require_complete, gate_scenarios,
     scenarios (per-scenario overrides), rollout (RRR bounds for vip / public_5pct / full).
+
+    --sequential judges the requests in send order with confidence sequences instead
+    (docs/METRICS.md, "Sequential verdicts"): the verdict `replay --until-decided` stopped on.
     """
     from rich.console import Console
 
@@ -59,6 +66,11 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     except PolicyError as exc:
         raise click.BadParameter(str(exc), param_hint="--policy") from exc
     err = Console(stderr=True)
+    if sequential:
+        _sequential(run_dir, policy, budget, json_path, (junit_path, markdown_path, html_path),
+                    err)
+    if budget is not None:
+        raise click.BadParameter("only with --sequential", param_hint="--budget")
     try:
         with err.status(f"reading {run_dir}"):
             run = load_run(run_dir)
@@ -92,3 +104,40 @@ def _write_reports(result: GateResult, json_path: Path | None, junit_path: Path 
             raise click.BadParameter(f"cannot write {path}: {exc.strerror or exc}",
                                      param_hint=option) from exc
         err.print(f"wrote {path}", highlight=False)
+
+
+def _sequential(run_dir: Path, policy, budget: int | None, json_path: Path | None,
+                others: tuple[Path | None, ...], err: Console) -> None:
+    import json
+
+    from harness.gate.sequential import decide
+    from harness.rundir import RunDirError
+
+    if any(p is not None for p in others):
+        raise click.UsageError("--sequential writes --json only (not --junit, --markdown, "
+                               "--html)")
+    try:
+        with err.status(f"judging {run_dir} in send order"):
+            decision = decide(run_dir, policy, budget)
+    except RunDirError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        raise SystemExit(ExitCode.INFRASTRUCTURE) from exc
+    if json_path is not None:
+        try:
+            json_path.write_text(json.dumps(decision.to_json(), indent=2) + "\n")
+        except OSError as exc:
+            raise click.BadParameter(f"cannot write {json_path}: {exc.strerror or exc}",
+                                     param_hint="--json") from exc
+        err.print(f"wrote {json_path}", highlight=False)
+    budget_text = f" of a budget of {decision.budget}" if decision.budget else ""
+    when = (f"decided after {decision.n} requests" if decision.decided
+            else f"undecided after {decision.n} requests")
+    click.echo(f"sequential verdict: {decision.verdict.upper()} ({when}{budget_text}; "
+               f"{decision.available} judged in send order)")
+    for f in decision.figures:
+        flag = "" if f.counts else " (not gating)"
+        where = "" if f.scenario == "all" else f" [{f.scenario}]"
+        click.echo(f"  {f.state:<10} {f.name}{where}{flag}: {f.reason}")
+    for reason in decision.reasons:
+        click.echo(f"reason: {reason}")
+    raise SystemExit(decision.exit_code)

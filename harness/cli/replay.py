@@ -54,6 +54,9 @@ def _arm_options(fn: Callable) -> Callable:
 @_replay_option("progress")
 @_replay_option("logprobs", metavar="K")
 @_replay_option("tokenizer", metavar="PATH|MODEL")
+@_replay_option("until_decided", metavar="POLICY",
+                type=click.Path(dir_okay=False, path_type=Path))
+@_replay_option("budget", metavar="N")
 @click.pass_context
 def command(ctx: click.Context, **params: Any) -> None:
     """Send every traffic record to every arm at the same intended time, streaming, through

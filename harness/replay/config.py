@@ -93,9 +93,17 @@ class ReplayConfig:
         "help": "Show a progress bar (--no-progress for logs and CI)."})
     logprobs: int = logprobs_field()
     tokenizer: str | None = tokenizer_field()
+    until_decided: Path | None = field(default=None, metadata={
+        "help": "Gate policy YAML: judge it as results arrive, with anytime-valid intervals, "
+                "and stop sending once every gating figure is decided (or at --budget: "
+                "inconclusive). `layergate gate --sequential` on the run gives the verdict."})
+    budget: int | None = field(default=None, metadata={
+        "help": "With --until-decided: send at most N requests before the verdict is "
+                "inconclusive. Default: every record (--requests, the traffic).", "min": 1})
 
     def __post_init__(self) -> None:
         check_tokenizer(self.tokenizer)
+        self._check_until_decided()
         if (self.traffic is None) == (self.scenario is None) and not self.resume:
             raise ConfigError("give exactly one of traffic (--traffic) or scenario (--scenario)")
         for name in REQUIRED_ARMS:
@@ -116,6 +124,19 @@ class ReplayConfig:
             if value is not None and value <= 0:
                 raise ConfigError(f"{name} must be > 0, got {value}")
 
+    def _check_until_decided(self) -> None:
+        if self.budget is not None and self.until_decided is None:
+            raise ConfigError("--budget is the budget of --until-decided: give a policy")
+        if self.budget is not None and self.budget <= 0:
+            raise ConfigError(f"budget must be > 0, got {self.budget}")
+        if self.until_decided is not None:
+            from harness.gate.policy import PolicyError, load_policy
+
+            try:
+                load_policy(self.until_decided)
+            except PolicyError as exc:
+                raise ConfigError(f"--until-decided: {exc}") from exc
+
     @property
     def closed_loop(self) -> bool:
         return self.users is not None
@@ -128,6 +149,6 @@ class ReplayConfig:
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
-        for key in ("out", "traffic"):
+        for key in ("out", "traffic", "until_decided"):
             out[key] = None if out[key] is None else str(out[key])
         return out

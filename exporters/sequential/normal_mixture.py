@@ -1,10 +1,5 @@
-"""Anytime-valid intervals: confidence sequences that may be looked at after every sample.
-
-A fixed-sample 95 % CI checked after each new request and acted on the first time it
-excludes "no difference" is wrong far more than 5 % of the time. A confidence sequence
-(CS) bounds the error over *all* looks at once: with probability >= 1 - alpha the true
-value lies inside the interval at every n simultaneously, so a sequential gate may stop
-the first time an interval clears a threshold.
+"""Robbins' normal mixture as an asymptotic confidence sequence, for means and for any
+smooth function of means (a ratio of sums, RER, chrF) by the delta method.
 
 The boundary is Robbins' two-sided normal mixture, used as an asymptotic CS (Waudby-Smith,
 Arnold, Wu, Howard and Ramdas, "Time-uniform central limit theory and asymptotic confidence
@@ -26,22 +21,11 @@ transform such data (logs) or use a bounded-data method for them.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
 
 import numpy as np
 
-
-@dataclass(frozen=True)
-class SequenceBound:
-    """The anytime-valid interval after `n` observations."""
-
-    n: int
-    estimate: float
-    low: float
-    high: float
-
-    def excludes(self, value: float) -> bool:
-        return not self.low <= value <= self.high
+from exporters.sequential.bound import SequenceBound
 
 
 def mixture_rho(alpha: float, n_opt: float) -> float:
@@ -101,3 +85,33 @@ def ratio_path(num: np.ndarray, den: np.ndarray, alpha: float = 0.05, n_opt: flo
         var = np.maximum(ss, 0.0) / np.maximum(n - 1, 1)
         half = np.sqrt(var) / (sb / n) * radius_factor(n, alpha, n_opt)
     return r, r - half, r + half
+
+
+def linearised_path(columns: np.ndarray, fn: Callable[..., np.ndarray], alpha: float = 0.05,
+                    n_opt: float = 100) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(estimate, low, high) of `fn(*column means)` after each row of `columns` (n x m), by
+    the delta method: the statistic's deviation is the mean of the linearised terms
+    grad fn . (row - means), whose running standard deviation the mixture boundary scales.
+    `fn` takes m arrays (one value per look) and must be vectorised, as the exporters'
+    `SumStat` functions are; its gradient is taken numerically (central differences)."""
+    x = np.asarray(columns, dtype=float)
+    if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] == 0:
+        raise ValueError("columns must be a non-empty 2-D array (rows x columns)")
+    n = np.arange(1, x.shape[0] + 1, dtype=float)
+    means = np.cumsum(x, axis=0) / n[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        est = np.asarray(fn(*means.T), dtype=float)
+        grad = np.empty_like(means)
+        scale = np.abs(x).mean(axis=0) + 1e-300
+        for k in range(x.shape[1]):
+            h = 1e-6 * np.maximum(np.abs(means[:, k]), scale[k])
+            up, down = means.copy(), means.copy()
+            up[:, k] += h
+            down[:, k] -= h
+            grad[:, k] = (np.asarray(fn(*up.T)) - np.asarray(fn(*down.T))) / (2 * h)
+        # var of grad . row over the rows so far, from running sums of outer products: O(n m^2)
+        outer = np.cumsum(x[:, :, None] * x[:, None, :], axis=0) / n[:, None, None]
+        cov = outer - means[:, :, None] * means[:, None, :]
+        var = np.einsum("ni,nij,nj->n", grad, cov, grad) * n / np.maximum(n - 1, 1)
+        half = np.sqrt(np.maximum(var, 0.0)) * radius_factor(n, alpha, n_opt)
+    return est, est - half, est + half

@@ -1,0 +1,84 @@
+"""What the sequential gate judges: a run's shadow-replay rows and the requests in the
+order they were meant to be sent, cut at the first request some arm has not answered yet
+(it holds back those sent after it), from a run directory, a loaded `Run`, or rows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from exporters.catalogue import RECORDED
+from exporters.records import ArmResult
+from harness.rundir import Run, RunDir
+from harness.store.results import StoredResult
+
+Source = str | Path | RunDir | Run | Sequence[StoredResult] | Sequence[ArmResult]
+
+
+@dataclass(frozen=True)
+class Requests:
+    """The judged requests' rows in send order, and what else the run says."""
+
+    rows: list[ArmResult]
+    order: list[str]  # request ids in send order (the prefix every arm answered)
+    status: str | None
+    determinism: list[ArmResult] | None
+    config: dict[str, Any]
+    tokenizer: str | None = None
+
+
+def send_order(stored: Sequence[StoredResult] | Sequence[ArmResult],
+                arms: Sequence[str] | None) -> tuple[list[ArmResult], list[str]]:
+    """The rows of the shadow replay and the longest prefix of requests, in the order they
+    were meant to be sent (their earliest intended time; else the order rows came in),
+    that every arm has answered."""
+    first: dict[str, tuple[float, int]] = {}
+    by_request: dict[str, dict[str, ArmResult]] = {}
+    for i, row in enumerate(stored):
+        r, at = (row.result, row.intended_at) if isinstance(row, StoredResult) else (row, None)
+        if r.repeat != 0 or r.arm == RECORDED:
+            continue
+        by_request.setdefault(r.request_id, {})[r.arm] = r
+        key = (np.inf if at is None else at, i)
+        first[r.request_id] = min(first.get(r.request_id, key), key)
+    needed = set(arms) if arms else {a for rows in by_request.values() for a in rows}
+    order = []
+    for rid in sorted(first, key=first.__getitem__):
+        if not needed <= set(by_request[rid]):
+            break  # still in flight: later requests wait for it
+        order.append(rid)
+    rows = [r for rid in order for r in by_request[rid].values()]
+    return rows, order
+
+
+def load(source: Source) -> Requests:
+    if isinstance(source, str | Path):
+        source = RunDir(source)
+    if isinstance(source, RunDir):
+        manifest = source.read_manifest()
+        with source.open_store(create=False) as store:
+            stored = store.rows()
+        det = source.determinism
+        determinism = None
+        if det.path.is_dir() and det.results_path.is_file():
+            with det.open_store(create=False) as store:
+                determinism = store.results()
+        rows, order = send_order(stored, list(manifest.arms))
+        return Requests(rows, order, manifest.status, determinism, manifest.config,
+                         manifest.config.get("tokenizer"))
+    if isinstance(source, Run):
+        rows, order = send_order(source.results, list(source.manifest.arms))
+        determinism = source.determinism.results if source.determinism else None
+        return Requests(rows, order, source.manifest.status, determinism,
+                         source.manifest.config, source.tokenizer)
+    rows, order = send_order(list(source), None)
+    return Requests(rows, order, None, None, {})
+
+
+def default_budget(config: dict[str, Any]) -> int | None:
+    """The budget a run was replayed --until-decided with (its manifest's config)."""
+    return config.get("budget") if config.get("until_decided") else None

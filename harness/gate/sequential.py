@@ -1,0 +1,312 @@
+"""The sequential gate: a policy judged on a run's requests in send order with
+anytime-valid intervals (`exporters.sequential`), so it may be looked at after every
+request and stop as soon as the verdict is known.
+
+After each request (in the order they were meant to be sent, counting only a prefix in
+which every arm has answered) each gating rule is
+- `pass` once its confidence sequence (intersected over the looks so far, from the rule's
+  `min_samples` on) lies wholly on the good side of the threshold,
+- `fail` once wholly on the bad side, else `undecided`.
+The run is decided at the first request after which a gating rule fails (the verdict is
+fail whatever the others show, as in the fixed gate) or every gating rule passes; at the
+budget, or when the results run out, it is inconclusive. The fail-closed checks stay: an
+arm's error rate over the judged requests above the policy's limit fails the verdict (and
+decides the run as soon as the errors exceed limit x budget, when no later request can
+bring the rate back under), and an `interrupted` run fails.
+
+Everything is a function of the send-order prefix, so `until_decided` (the replay's stop
+predicate) stops where `decide` on the stored run finds the decision, and both give the
+same verdict whatever was still in flight when sending stopped.
+
+Figures with no per-request path (percentiles, jitter) are skipped when
+the rule does not require them and undecided otherwise; the repeat suite's figures are
+judged once, by the fixed gate, from the run's `determinism/` sub-run when it has one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from exporters import cache_hit, consistency, latency, rer, termination
+from exporters.aligned import Aligned, align
+from exporters.catalogue import (
+    FAIL,
+    INCONCLUSIVE,
+    LATENCY_DETERMINISM,
+    OUTPUT_DETERMINISM,
+    PASS,
+    RESOURCE_DETERMINISM,
+    exit_code,
+)
+from exporters.config import MetricsConfig
+from exporters.figures import OVERALL
+from exporters.sequential import intersected
+from exporters.sequential.figures import METHODS, figure_path
+from harness.gate.checks import SKIPPED, judge
+from harness.gate.policy import MetricRule, Policy, load_policy
+from harness.gate.send_order import Requests, Source, default_budget, load
+
+UNDECIDED = "undecided"
+_REPEAT_SUITE = (OUTPUT_DETERMINISM, RESOURCE_DETERMINISM, LATENCY_DETERMINISM)
+
+
+@dataclass(frozen=True)
+class FigureState:
+    """One rule at the look the run was decided (or the last look)."""
+
+    name: str
+    arm: str
+    scenario: str
+    state: str  # pass, fail, undecided, skipped
+    reason: str
+    counts: bool  # whether it can change the verdict (critical, and run-wide or gated)
+    threshold: float | None = None
+    direction: str | None = None
+    method: str = ""
+    estimate: float | None = None
+    low: float | None = None
+    high: float | None = None
+    samples: int = 0
+    decided_at: int | None = None  # the request after which it was decided
+
+
+@dataclass(frozen=True)
+class SequentialDecision:
+    verdict: str  # exporters.catalogue.VERDICTS
+    decided: bool  # pass or fail reached before the budget and the results ran out
+    n: int  # requests judged: where it was decided, else every request available
+    available: int  # requests in send order with every arm answered
+    budget: int | None
+    figures: tuple[FigureState, ...]
+    reasons: tuple[str, ...]
+
+    @property
+    def exhausted(self) -> bool:
+        """The budget is spent: nothing more may be sent."""
+        return self.budget is not None and self.available >= self.budget
+
+    @property
+    def exit_code(self) -> int:
+        return int(exit_code(self.verdict))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "decided": self.decided, "n": self.n,
+                "available": self.available, "budget": self.budget,
+                "reasons": list(self.reasons),
+                "figures": [vars(f) for f in self.figures]}
+
+
+def decide(source: Source, policy: Policy | str | Path | None = None,
+           budget: int | None = None) -> SequentialDecision:
+    """The sequential verdict on a run directory (or `Run`, or rows as stored / as
+    `ArmResult`s in send order): see the module docstring. `budget` None: the run's own
+    (`default_budget`) when it has one, else every request available."""
+    policy = policy if isinstance(policy, Policy) else load_policy(policy)
+    got = load(source)
+    budget = budget if budget is not None else default_budget(got.config)
+    order = got.order[:budget] if budget is not None else got.order
+    keep = set(order)
+    rows = [r for r in got.rows if r.request_id in keep]
+    available = len(order)
+    if not order:
+        return SequentialDecision(INCONCLUSIVE, False, 0, 0, budget, (),
+                                  ("no request answered by every arm yet",))
+    config = MetricsConfig(target_rer=policy.target_rer, tokenizer=got.tokenizer,
+                           text_sample=max(len(order), 1), n_resamples=1)
+    alpha = 1 - config.confidence
+    al = align(rows)
+    index = {rid: i for i, rid in enumerate(al.request_ids)}
+    perm = np.array([index[rid] for rid in order])
+    cols: dict[str, np.ndarray] = {}
+    for calc in (rer, termination, consistency, latency, cache_hit):
+        cols |= calc.columns(al, config)
+    cols = {k: v[perm] for k, v in cols.items()}
+    scenario = np.array([al.scenario_names[s] for s in al.strata[perm]])
+
+    tracks: list[tuple[MetricRule, str, bool, np.ndarray | None, np.ndarray | None, dict]] = []
+    scenarios = [OVERALL, *sorted(set(scenario))] if policy.gate_scenarios else [OVERALL]
+    for label in scenarios:
+        rules = policy.rules if label == OVERALL else policy.rules_for_scenario(label)
+        mask = None if label == OVERALL else scenario == label
+        counts = label == OVERALL or policy.gate_scenarios
+        for rule in rules:
+            tracks.append(_track(rule, label, counts, mask, cols, al, alpha, available, got,
+                                 config))
+    # the fail-closed checks: error rates (per arm, over the judged requests) and status
+    errors = {}
+    for arm in sorted({r.arm for r in rows}):
+        failed = {r.request_id for r in rows if r.arm == arm and not r.ok}
+        errors[arm] = np.cumsum([rid in failed for rid in order])
+    hopeless = np.zeros(available, dtype=bool)
+    if budget is not None:
+        for arm, e in errors.items():
+            hopeless |= e > policy.error_limit(arm) * budget
+    any_fail = hopeless.copy()
+    all_pass = np.ones(available, dtype=bool)
+    for rule, _label, counts, passed, failed, _ in tracks:
+        if not (counts and rule.critical):
+            continue
+        if passed is None:  # skipped, or undecided for good
+            all_pass &= failed is None
+            continue
+        any_fail |= failed
+        all_pass &= passed
+    done = any_fail | all_pass
+    decided = bool(done.any())
+    at = int(np.argmax(done)) if decided else available - 1
+    n = at + 1
+    states = tuple(_state(t, at) for t in tracks)
+    reasons: list[str] = []
+    verdict = FAIL if any_fail[at] else PASS if all_pass[at] else INCONCLUSIVE
+    if hopeless[at]:
+        reasons.append("errors already exceed the error-rate limit times the budget")
+    for arm, e in errors.items():
+        rate = e[at] / n
+        if rate > policy.error_limit(arm):
+            verdict = FAIL
+            reasons.append(f"error_rate ({arm}): {int(e[at])} of {n} requests failed "
+                           f"({rate:.2%}; limit {policy.error_limit(arm):.2%})")
+    if policy.require_complete and got.status == "interrupted":
+        verdict = FAIL
+        reasons.append("run_complete: run status is 'interrupted' (its missing requests "
+                       "are not random)")
+    gating = [s for s in states if s.counts]
+    reasons += [f"{s.name}{_where(s)}: {s.reason}" for s in gating if s.state == FAIL]
+    if verdict == INCONCLUSIVE:
+        reasons += [f"{s.name}{_where(s)}: {s.reason}" for s in gating if s.state == UNDECIDED]
+        end = "budget spent" if budget is not None and available >= budget else \
+            "results ran out"
+        reasons.append(f"undecided after {n} requests ({end})")
+    return SequentialDecision(verdict, decided and verdict != INCONCLUSIVE, n, available,
+                              budget, states, tuple(reasons))
+
+
+def _where(s: FigureState) -> str:
+    return ("" if s.arm == "candidate" else f" ({s.arm})") + \
+        ("" if s.scenario == OVERALL else f" [{s.scenario}]")
+
+
+def _track(rule: MetricRule, label: str, counts: bool, mask: np.ndarray | None,
+           cols: dict[str, np.ndarray], al: Aligned, alpha: float, available: int,
+           got: Requests, config: MetricsConfig) -> tuple:
+    """(rule, scenario, counts, passed[n], failed[n], detail): the rule's sticky decisions
+    after each request; passed None: never decided (failed None: skipped, else undecided)."""
+    base = {"threshold": rule.threshold, "direction": rule.direction}
+    if rule.name in _REPEAT_SUITE:
+        return _repeat_suite(rule, label, counts, available, got, config)
+    if rule.name not in METHODS:
+        why = "no anytime-valid interval for this figure (not a mean over requests)"
+        if not rule.required:
+            return rule, label, counts, None, None, {**base, "state": SKIPPED, "reason": why}
+        return rule, label, counts, None, np.zeros(available, dtype=bool), \
+            {**base, "state": UNDECIDED, "reason": why}
+    try:
+        path = figure_path(rule.name, rule.arm, cols, al, rule.min_samples,
+                           rule.subtract_noise_floor, alpha, mask)
+    except KeyError:
+        why = "not computable for this run (an arm it compares did not run)"
+        if not rule.required:
+            return rule, label, counts, None, None, {**base, "state": SKIPPED, "reason": why}
+        return rule, label, counts, None, np.zeros(available, dtype=bool), \
+            {**base, "state": UNDECIDED, "reason": why}
+    low, high = intersected(path.low, path.high, path.look)
+    if rule.direction == ">=":
+        passed, failed = low >= rule.threshold, high < rule.threshold
+    else:
+        passed, failed = high <= rule.threshold, low > rule.threshold
+    # decisions stick; should the intersection ever empty, the first side reached stands
+    # (a tie fails)
+    passed, failed = np.maximum.accumulate(passed), np.maximum.accumulate(failed)
+    never = available
+    first_pass = int(np.argmax(passed)) if passed.any() else never
+    first_fail = int(np.argmax(failed)) if failed.any() else never
+    if first_fail <= first_pass:
+        passed = np.zeros(available, dtype=bool)
+    else:
+        failed = np.zeros(available, dtype=bool)
+    if not rule.required:
+        # not required and nothing to judge (yet): skipped, as the fixed gate skips it
+        passed = passed | _nothing(path)
+    return rule, label, counts, passed, failed, {**base, "path": path, "low": low,
+                                                     "high": high}
+
+
+def _repeat_suite(rule: MetricRule, label: str, counts: bool, available: int,
+                  got: Requests, config: MetricsConfig) -> tuple:
+    from exporters import determinism_figures
+
+    base = {"threshold": rule.threshold, "direction": rule.direction}
+    figs = determinism_figures.figures(got.determinism or (), replace(
+        config, min_determinism_prompts=max(rule.min_samples, 1)))
+    fig = next((f for f in figs if f.name == rule.name and f.arm == rule.arm
+                and f.scenario == label), None)
+    check = judge(rule, fig, label, True)
+    const = np.full(available, True)
+    state = {**base, "state": check.status, "reason": f"repeat suite, fixed-sample: "
+             f"{check.reason}", "estimate": check.compared, "low": check.compared_low,
+             "high": check.compared_high, "samples": check.n}
+    if check.status == PASS or check.status == SKIPPED:
+        return rule, label, counts, const, ~const, state
+    if check.status == FAIL:
+        return rule, label, counts, ~const, const, state
+    return rule, label, counts, None, np.zeros(available, dtype=bool), \
+        {**state, "state": UNDECIDED}
+
+
+def _state(track, at: int) -> FigureState:
+    rule, label, counts, passed, failed, d = track
+    common = dict(name=rule.name, arm=rule.arm, scenario=label,
+                  counts=counts and rule.critical, threshold=rule.threshold,
+                  direction=rule.direction)
+    if "path" not in d:
+        return FigureState(state=d["state"], reason=d["reason"], estimate=d.get("estimate"),
+                           low=d.get("low"), high=d.get("high"), samples=d.get("samples", 0),
+                           **common)
+    path, low, high = d["path"], d["low"][at], d["high"][at]
+    state = FAIL if failed[at] else PASS if passed[at] else UNDECIDED
+    mark = failed if state == FAIL else passed if state == PASS else None
+    when = int(np.argmax(mark)) + 1 if mark is not None else None
+    samples = int(path.count[at])
+    est = float(path.estimate[at]) if np.isfinite(path.estimate[at]) else None
+    what = "excess over noise floor CS" if rule.subtract_noise_floor else "CS"
+    if not rule.required and _nothing(path)[at]:
+        return FigureState(state=SKIPPED, reason="nothing to judge yet (not required)",
+                           method=path.method, **common)
+    if est is None and samples:
+        reason = f"undefined over {samples} samples (e.g. a baseline prefix-cache hit rate of 0)"
+    elif not path.look[at]:
+        reason = f"{samples} samples, policy needs {max(rule.min_samples, 1)}"
+    else:
+        words = {PASS: "wholly on the good side of", FAIL: "wholly on the bad side of",
+                 UNDECIDED: "straddles"}[state]
+        reason = f"{what} [{low:.4g}, {high:.4g}] {words} {rule.direction} {rule.threshold:g}"
+        if when is not None:
+            reason += f" (decided after request {when})"
+    return FigureState(state=state, reason=reason, method=path.method, estimate=est,
+                       low=float(low) if np.isfinite(low) else None,
+                       high=float(high) if np.isfinite(high) else None, samples=samples,
+                       decided_at=when, **common)
+
+
+def _nothing(path) -> np.ndarray:
+    """After each request: the figure has no value yet (no sample, or undefined)."""
+    return (path.count == 0) | ~np.isfinite(path.estimate)
+
+
+def until_decided(policy_path: str | Path | Policy | None, budget: int | None = None
+                  ) -> Callable[[Source], bool]:
+    """The replay's stop predicate: given the run so far (its directory, or its rows),
+    True once the sequential verdict is decided or the budget is spent. The policy is
+    read once, here, so a bad one is an error before anything is sent."""
+    policy = policy_path if isinstance(policy_path, Policy) else load_policy(policy_path)
+
+    def stop(source: Source) -> bool:
+        decision = decide(source, policy, budget)
+        return decision.decided or decision.exhausted
+
+    return stop

@@ -1,0 +1,252 @@
+"""The sequential gate: confidence sequences that hold under monitoring after every request
+(simulated streams at the threshold), decisions on stored runs in send order, the stop
+predicate agreeing with the stored run's verdict, and `gate --sequential`'s exit codes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from exporters.catalogue import ExitCode
+from exporters.rer import _rer
+from exporters.sequential import linearised_path, t_mean_path
+from exporters.sequential.betting import bounded_mean_path, rejected
+from exporters.sequential.bound import intersected
+from harness.cli import main
+from harness.gate.sequential import decide, until_decided
+from harness.rundir import RunDir
+from tests.test_gate_cli import Shape, build_run
+
+ALPHA = 0.05
+STREAMS = 300
+MARGIN = 0.03  # 300 streams: a true rate of 5 % exceeds 8 % with probability < 1 %
+
+
+def crossing_rate(paths, truth: float, start: int = 0) -> float:
+    """Share of streams whose interval, watched after every observation from `start`,
+    ever excludes `truth`."""
+    crossed = 0
+    for low, high in paths:
+        looks = np.arange(low.size) >= start
+        low, high = intersected(low, high, looks)
+        crossed += bool(np.any((low > truth) | (high < truth)))
+    return crossed / len(paths)
+
+
+def naive_paths(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A fixed-sample 95 % CI recomputed after each observation: what not to do."""
+    n = np.arange(1, x.size + 1)
+    mean = np.cumsum(x) / n
+    sd = np.sqrt(np.maximum(np.cumsum(x * x) / n - mean**2, 0) * n / np.maximum(n - 1, 1))
+    half = np.where(n > 1, 1.96 * sd / np.sqrt(n), np.inf)
+    return mean - half, mean + half
+
+
+def test_betting_never_crosses_a_share_at_the_threshold_more_than_alpha() -> None:
+    """Termination accuracy exactly at 0.925 (the no-regression threshold), 300 requests
+    watched after each one: the betting sequence rejects the truth in <= alpha of streams;
+    the fixed CI watched the same way does far more often."""
+    rng = np.random.default_rng(5)
+    truth = 0.925
+    streams = [rng.binomial(1, truth, 300).astype(float) for _ in range(STREAMS)]
+    crossed = sum(bool((np.logical_or(*rejected(x, np.array([truth]), 0.0, 1.0, ALPHA))).any())
+                  for x in streams) / STREAMS
+    assert crossed <= ALPHA + MARGIN
+    naive = crossing_rate([naive_paths(x) for x in streams], truth, start=20)
+    assert naive > 2 * ALPHA
+
+
+def test_betting_covers_a_paired_difference_on_minus_one_to_one() -> None:
+    """Exact match's excess over the noise floor: B agreeing with A in 85 %, A' in 95 %."""
+    rng = np.random.default_rng(6)
+    paths = []
+    for _ in range(100):
+        d = rng.binomial(1, 0.85, 200) - rng.binomial(1, 0.95, 200)
+        _, low, high = bounded_mean_path(d.astype(float), -1.0, 1.0, ALPHA, grid=201)
+        paths.append((low, high))
+    assert crossing_rate(paths, -0.10) <= ALPHA + MARGIN
+    # and it does decide once the evidence is there: 200 lossless requests clear -0.10
+    _, low, _ = bounded_mean_path(np.zeros(200), -1.0, 1.0, ALPHA)
+    assert low[-1] > -0.10 and low[19] < -0.10
+
+
+def test_t_mixture_covers_log_latency_ratios_at_the_threshold() -> None:
+    """latency_ratio exactly at 1.10: per-request log ratios around log 1.1."""
+    rng = np.random.default_rng(7)
+    truth = np.log(1.10)
+    paths = []
+    for _ in range(STREAMS):
+        x = truth + rng.normal(0, 0.15, 300)
+        _, low, high = t_mean_path(x, ALPHA, 50)
+        paths.append((low, high))
+    assert crossing_rate(paths, truth, start=1) <= ALPHA + MARGIN
+
+
+def test_delta_method_covers_rer_at_the_target() -> None:
+    """RER exactly 0.20 as a ratio of sums of skewed latencies and varying token counts,
+    watched after every request from the policy's 20: the asymptotic sequence on the log of
+    the time-per-token ratio crosses in <= alpha (+ margin) of streams."""
+    rng = np.random.default_rng(8)
+    paths = []
+    for _ in range(STREAMS):
+        tokens = rng.integers(8, 200, 300).astype(float)
+        per_token = rng.lognormal(np.log(0.03), 0.3, 300)
+        e2e_a = per_token * tokens + rng.exponential(0.05, 300)
+        noise = rng.lognormal(-0.1**2 / 2, 0.1, 300)  # mean 1
+        e2e_x = 0.8 * e2e_a * noise
+        cols = np.c_[e2e_a, tokens, e2e_x, tokens]
+        est, low, high = linearised_path(cols, lambda *s: np.log1p(-_rer(*s)), ALPHA, 50)
+        paths.append((-np.expm1(high), -np.expm1(low)))
+    assert crossing_rate(paths, 0.20, start=20) <= ALPHA + MARGIN
+
+
+def test_bad_input_is_named() -> None:
+    with pytest.raises(ValueError, match=r"lie in \[0.0, 1.0\]"):
+        bounded_mean_path(np.array([0.5, 1.5]), 0.0, 1.0)
+    with pytest.raises(ValueError, match="2-D"):
+        linearised_path(np.ones(3), lambda a: a)
+
+
+# --- decisions on stored runs ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("seq")
+    return {
+        "good": build_run(root / "good", Shape(n=120)),
+        "diverging": build_run(root / "diverging", Shape(n=120, diverge_every=2)),
+        "slow": build_run(root / "slow", Shape(n=120, speed=1.3, layers=30)),
+        "cache_lost": build_run(root / "cache_lost", Shape(n=120, cache_hits=(6, 3))),
+        "errors": build_run(root / "errors", Shape(n=120, errors=2)),
+        "interrupted": build_run(root / "interrupted", Shape(n=120, status="interrupted")),
+    }
+
+
+def test_a_lossless_faster_candidate_passes_before_the_end(runs) -> None:
+    d = decide(runs["good"])
+    assert (d.verdict, d.decided) == ("pass", True)
+    assert 20 <= d.n < d.available == 120
+    states = {f.name: f for f in d.figures}
+    assert states["rer"].state == "pass" and states["rer"].low > 0.3
+    assert states["exact_match"].decided_at <= d.n
+    assert max(f.decided_at for f in d.figures if f.counts and f.state == "pass") == d.n
+
+
+@pytest.mark.parametrize("run, figure", [("diverging", "exact_match"),
+                                         ("slow", "latency_ratio"),
+                                         ("cache_lost", "cache_hit_delta")])
+def test_regressions_fail_as_soon_as_one_gating_figure_does(runs, run, figure) -> None:
+    policy = "scenarios/policies/no-regression.yaml"
+    d = decide(runs[run], policy)
+    assert (d.verdict, d.decided) == ("fail", True)
+    states = {f.name: f for f in d.figures}
+    assert states[figure].state == "fail" and states[figure].decided_at == d.n
+    assert d.n < 60
+
+
+def test_budget_spent_is_inconclusive_and_errors_fail_closed(runs) -> None:
+    d = decide(runs["good"], budget=30)
+    assert (d.verdict, d.decided, d.n, d.exhausted) == ("inconclusive", False, 30, True)
+    assert "budget spent" in d.reasons[-1]
+    # 2 errors in a budget of 120 at a limit of 1 %: no later request can save it
+    d = decide(runs["errors"], budget=120)
+    assert (d.verdict, d.n) == ("fail", 2)
+    assert decide(runs["interrupted"]).verdict == "fail"
+
+
+def test_send_order_is_the_intended_time_not_the_store_order(tmp_path) -> None:
+    """Rows written in reverse, with intended times: the judged prefix follows the times,
+    and stops at the first request some arm has not answered yet."""
+    src = RunDir(build_run(tmp_path / "src", Shape(n=40, diverge_every=2)))
+    with src.open_store(create=False) as store:
+        rows = store.results()
+    ids = sorted({r.request_id for r in rows})
+    dst = RunDir(tmp_path / "dst")
+    with dst.open_store() as store:
+        for r in reversed(rows):
+            if r.request_id == ids[30] and r.arm == "candidate":
+                continue  # still in flight
+            store.put(r, intended_at=1000.0 + ids.index(r.request_id))
+    dst.write_manifest(replace(src.read_manifest(), status="running"))  # still sending
+    policy = "scenarios/policies/no-regression.yaml"
+    d = decide(dst.path, policy)
+    assert d.available == 30
+    first = decide(src.path, policy)
+    assert (d.verdict, d.n) == (first.verdict, first.n) == ("fail", first.n)
+    assert until_decided(policy)(dst.path) and not until_decided(policy)(
+        [r for r in rows if r.request_id in ids[:first.n - 1]])
+
+
+def test_stopping_live_gives_the_stored_runs_verdict(runs) -> None:
+    """The stop predicate on what has arrived after each request (with the next request
+    half answered) fires at the first decided request; the stored run, with everything
+    sent before the stop drained in, gives the same verdict at the same request."""
+    for name in ("good", "diverging", "slow"):
+        with RunDir(runs[name]).open_store(create=False) as store:
+            rows = store.rows()
+        order = sorted({r.result.request_id for r in rows})
+        stop = until_decided(None, budget=120)
+        stopped_at = None
+        for k in range(1, len(order)):
+            arrived = [r for r in rows if r.result.request_id in order[:k]]
+            arrived += [r for r in rows if r.result.request_id == order[k]][:1]
+            if stop(arrived):
+                stopped_at = k
+                break
+        assert stopped_at is not None, name
+        live = decide([r for r in rows if r.result.request_id in order[:stopped_at]],
+                      budget=120)
+        stored = decide(runs[name], budget=120)
+        assert (live.verdict, live.n) == (stored.verdict, stored.n) and live.n == stopped_at
+
+
+def test_a_bad_policy_is_an_error_before_anything_is_sent(tmp_path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("metrics: {rer: {threshold: high}}\n")
+    with pytest.raises(ValueError, match="metrics.rer.threshold"):
+        until_decided(bad)
+
+
+# --- the command -------------------------------------------------------------------------
+
+
+def gate(*args: object) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["gate", *map(str, args)])
+    return result.exit_code, result.output
+
+
+def test_gate_sequential_exit_codes(runs, tmp_path) -> None:
+    code, out = gate(runs["good"], "--sequential")
+    assert code == ExitCode.PASS, out
+    assert "sequential verdict: PASS (decided after" in out
+    code, out = gate(runs["slow"], "--sequential", "--policy",
+                     "scenarios/policies/no-regression.yaml")
+    assert code == ExitCode.FAIL, out
+    code, out = gate(runs["good"], "--sequential", "--budget", 25, "--json",
+                     tmp_path / "seq.json")
+    assert code == ExitCode.INCONCLUSIVE, out
+    assert '"verdict": "inconclusive"' in (tmp_path / "seq.json").read_text()
+    code, out = gate(runs["good"], "--budget", 25)
+    assert code == ExitCode.USAGE and "only with --sequential" in out
+    code, out = gate(runs["good"], "--sequential", "--junit", tmp_path / "x.xml")
+    assert code == ExitCode.USAGE
+    code, out = gate(tmp_path / "missing", "--sequential")
+    assert code == ExitCode.INFRASTRUCTURE, out
+
+
+def test_a_run_replayed_until_decided_is_judged_with_its_own_budget(runs, tmp_path) -> None:
+    src = RunDir(runs["good"])
+    dst = RunDir(tmp_path / "budgeted")
+    with src.open_store(create=False) as a, dst.open_store() as b:
+        for r in a.results():
+            b.put(r)
+    m = src.read_manifest()
+    dst.write_manifest(replace(m, config={**m.config, "until_decided": "default.yaml",
+                                          "budget": 30}))
+    d = decide(dst.path)
+    assert (d.budget, d.verdict, d.n) == (30, "inconclusive", 30)
