@@ -101,3 +101,44 @@ def test_gate_and_reports_never_import_torch():
             "assert not bad, bad\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_policy_min_samples_below_the_default_is_honoured(tmp_path):
+    """A policy asking 10 samples judges a 12-request run; the figures were once computed
+    with the default minimum of 20 whatever the policy said, so every one was insufficient."""
+    from harness.gate import evaluate
+    from tests.test_gate_cli import Shape, build_run
+
+    run = build_run(tmp_path / "run", Shape(n=12))
+    policy = _write(tmp_path, "min_samples: 10\nmetrics:\n"
+                              "  rer: {direction: '>=', threshold: 0.1}\n")
+    result = evaluate(run, policy)
+    rer = {c.name: c for c in result.overall}["rer"]
+    assert rer.n == 12 and rer.status == "pass", rer.reason
+    assert result.verdict == "pass"
+    strict = _write(tmp_path, "min_samples: 20\nmetrics:\n"
+                              "  rer: {direction: '>=', threshold: 0.1}\n", "strict.yaml")
+    assert evaluate(run, strict).verdict == "inconclusive"
+
+
+def test_cache_hit_excess_over_the_noise_floor_is_gateable(tmp_path):
+    """docs/METRICS.md: the cache-hit delta's excess over the noise floor can be gated with
+    subtract_noise_floor (the loader once refused it)."""
+    from harness.gate import evaluate
+    from tests.test_gate_cli import Shape, build_run, write_cache_scrapes
+
+    text = ("metrics:\n  cache_hit_delta: {direction: '<=', threshold: 0.05, "
+            "subtract_noise_floor: true}\n")
+    policy = _write(tmp_path, text)
+    rule = load_policy(policy).rules[0]
+    assert rule.name == "cache_hit_delta" and rule.subtract_noise_floor
+    # the baseline hit 6 of 12 tokens, the candidate 3: CHD 0.5 against a floor of 0
+    lost = build_run(tmp_path / "lost", Shape(cache_hits=(6, 3)))
+    check = {c.name: c for c in evaluate(lost, policy).overall}["cache_hit_delta"]
+    assert check.subtract_noise_floor and check.noise_floor == 0.0
+    assert check.compared == pytest.approx(0.5) and check.status == "fail"
+    # baseline2 missing as many hits as the candidate: the excess is 0, and it passes
+    same = build_run(tmp_path / "same", Shape(cache_hits=(6, 3)))
+    write_cache_scrapes(same, "baseline2", 3 * 30, 12 * 30)
+    check = {c.name: c for c in evaluate(same, policy).overall}["cache_hit_delta"]
+    assert check.noise_floor == pytest.approx(0.5) and check.compared == pytest.approx(0.0)

@@ -43,9 +43,16 @@ def metrics_config(policy: Policy, run: Run) -> MetricsConfig:
                                                        MetricsConfig.min_determinism_prompts))
 
 
-def evaluate_run(run: Run, policy: Policy) -> GateResult:
+def evaluate_run(run: Run, policy: Policy, config: MetricsConfig | None = None) -> GateResult:
+    """The verdict on a loaded run; `config` (default: `metrics_config(policy, run)`) is how
+    its figures are computed."""
+    config = config if config is not None else metrics_config(policy, run)
+    return judge_figures(run, policy, run_figures(run, config))
+
+
+def run_figures(run: Run, config: MetricsConfig) -> list:
+    """Every figure of `run` as the gate and `layergate metrics` compute them."""
     determinism = run.determinism.results if run.determinism is not None else None
-    config = metrics_config(policy, run)
     # The traffic's recorded responses only feed termination_accuracy_recorded, which no
     # policy gates; termination_accuracy is judged against the baseline the candidate ran
     # beside (a recording from another server scored even an A/A run 0.9 on 20 saas-mix
@@ -56,5 +63,11 @@ def evaluate_run(run: Run, policy: Policy) -> GateResult:
                                   config=config)
     except ValueError as exc:  # two rows for one (request, arm), a malformed response...
         raise RunDirError(f"{run.path}: cannot compute figures from its results: {exc}") from exc
+    return figures
+
+
+def judge_figures(run: Run, policy: Policy, figures: list) -> GateResult:
+    """`policy` applied to figures already computed from `run` (so a caller that shows
+    them judges exactly what it shows)."""
     sub = run.determinism.manifest.to_json() if run.determinism is not None else None
     return apply_policy(policy, figures, run.manifest.to_json(), run.results, run.path, sub)
