@@ -111,8 +111,8 @@ def test_the_policy_loader_refuses_a_figure_that_cannot_be_gated(name: str) -> N
 def test_a_direction_against_the_figure_is_refused() -> None:
     with pytest.raises(PolicyError, match="higher is better, so the good side is '>='"):
         parse_policy({"metrics": {"exact_match": {"threshold": 0.9, "direction": "<="}}})
-    with pytest.raises(PolicyError, match="latency_ratio carries no excess"):
-        parse_policy({"metrics": {"latency_ratio": {"threshold": 1.1,
+    with pytest.raises(PolicyError, match="e2e_p99 carries no excess"):
+        parse_policy({"metrics": {"e2e_p99": {"threshold": 1.1,
                                                     "subtract_noise_floor": True}}})
 
 

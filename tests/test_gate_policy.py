@@ -47,8 +47,8 @@ def test_shipped_policies_load_and_default_adds_rer_to_no_regression():
      "metrics.latency_ratio.threshold", "expected a number"),
     ("metrics: {latency_ratio: {direction: '<=', threshold: 1.1, critcal: true}}",
      "metrics.latency_ratio.critcal", "did you mean 'critical'"),
-    ("metrics: {latency_ratio: {direction: '<=', threshold: 1.1, "
-     "subtract_noise_floor: true}}", "metrics.latency_ratio.subtract_noise_floor",
+    ("metrics: {e2e_p99: {direction: '<=', threshold: 1.1, "
+     "subtract_noise_floor: true}}", "metrics.e2e_p99.subtract_noise_floor",
      "noise floor"),
     ("max_error_rate: 2\nmetrics: {rer: {direction: '>='}}", "max_error_rate", "[0, 1]"),
     ("max_error_rate: {candiate: 0.1}\nmetrics: {rer: {direction: '>='}}",

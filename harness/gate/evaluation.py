@@ -29,15 +29,17 @@ _REPEAT_SUITE = (OUTPUT_DETERMINISM, RESOURCE_DETERMINISM, LATENCY_DETERMINISM)
 
 
 def metrics_config(policy: Policy, run: Run) -> MetricsConfig:
-    """How the gate computes figures: the policy's target and, as the minimum below which
-    a figure is insufficient, the smallest its rules ask (of the replay's figures and of
-    the repeat suite's: a policy may ask fewer samples than the defaults)."""
+    """How the gate computes figures: the policy's target and process spread and, as the
+    minimum below which a figure is insufficient, the smallest its rules ask (of the
+    replay's figures and of the repeat suite's: a policy may ask fewer samples than the
+    defaults)."""
     def least(rules, default: int) -> int:
         return min((r.min_samples for r in rules if r.min_samples > 0), default=default)
 
     replay = [r for r in policy.rules if r.name not in _REPEAT_SUITE]
     repeats = [r for r in policy.rules if r.name in _REPEAT_SUITE]
     return MetricsConfig(target_rer=policy.target_rer, tokenizer=run.tokenizer,
+                         process_spread=policy.process_spread,
                          min_samples=least(replay, MetricsConfig.min_samples),
                          min_determinism_prompts=least(repeats,
                                                        MetricsConfig.min_determinism_prompts))
