@@ -111,6 +111,11 @@ TPOT_LATENCY_RATIO = _figure("tpot_latency_ratio", "ratio", "lower", "geometric 
                              "paired TPOT ratios against the baseline", excess=True,
                              timing="ratio")
 TIMING_FIGURES = (RER, RER_DECODE, LATENCY_RATIO, TTFT_LATENCY_RATIO, TPOT_LATENCY_RATIO)
+TTFT_GROWTH = _figure("ttft_growth", "ratio", "lower", "median TTFT of the last third of the "
+                      "run (send order) / the first third's; detail['saturated'] says whether "
+                      "the arm queued (exporters/saturation.py)",
+                      not_gated="it is the saturation check: a saturated run's latency "
+                                "verdicts are inconclusive whatever the policy")
 E2E_JITTER = _figure("e2e_jitter", "s", "lower", "P99 - P50 of E2E")
 GOODPUT = _figure("goodput", "fraction", "higher", "share of requests that succeeded within "
                   "the TTFT and TPOT SLOs")
@@ -145,6 +150,13 @@ CACHE_HIT_RATE_DELTA = _figure("cache_hit_rate_delta", "fraction", "higher", "pr
 LAYERS_EXECUTED_SHARE = _figure("layers_executed_share", "fraction", "lower", "layers the "
                                 "candidate executed / layers it could have executed",
                                 not_gated=_LIVE, live=True)
+
+
+def judged_on_latency(name: str) -> bool:
+    """A figure of time, so not comparable between arms that queued: the timing figures,
+    every latency percentile and jitter, goodput."""
+    spec = FIGURES[name]
+    return bool(spec.timing) or (spec.unit == "s" and not spec.live) or name == GOODPUT
 
 
 def figure_spec(name: str) -> FigureSpec:

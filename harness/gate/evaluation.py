@@ -60,12 +60,27 @@ def run_figures(run: Run, config: MetricsConfig) -> list:
     # beside (a recording from another server scored even an A/A run 0.9 on 20 saas-mix
     # requests). So the gate sees the same figures as `layergate metrics`.
     results = run.results_with_recorded()
+    offsets = {t.id: t.offset_s for t in run.traffic.records} if run.traffic else None
     try:
         figures = compute_figures(results, run.scrapes, determinism=determinism,
-                                  config=config)
+                                  config=config, offsets=offsets,
+                                  max_in_flight=in_flight_limit(run.manifest.config))
     except ValueError as exc:  # two rows for one (request, arm), a malformed response...
         raise RunDirError(f"{run.path}: cannot compute figures from its results: {exc}") from exc
     return figures
+
+
+def in_flight_limit(replay_config: dict) -> int | None:
+    """The open-loop replay's cap on requests in flight; None for a closed loop (always at
+    its users) or a run that does not say."""
+    if not isinstance(replay_config, dict) or replay_config.get("users") is not None:
+        return None
+    limit, processes = replay_config.get("max_in_flight"), replay_config.get("processes") or 1
+    if not isinstance(limit, int) or limit < 1 or not isinstance(processes, int):
+        return None
+    # as ReplayConfig.locust_users: a multiple of the processes, so each worker gets some
+    users = max(limit, processes)
+    return users + (-users) % processes
 
 
 def judge_figures(run: Run, policy: Policy, figures: list) -> GateResult:
