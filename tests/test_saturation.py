@@ -95,3 +95,20 @@ def test_peak_in_flight_counts_overlaps_not_touching_ends():
     assert peak_in_flight(np.array([0.0, 1.0, 2.0]), np.array([1.0, 1.0, 1.0])) == 1
     assert peak_in_flight(np.array([0.0, 0.5, 0.7, 5.0]), np.array([1.0, 1.0, 1.0, 1.0])) == 3
     assert peak_in_flight(np.array([np.nan]), np.array([1.0])) == 0
+
+
+def test_the_report_and_the_demo_say_saturated_and_lower_the_rate():
+    from harness.report.html import render_html
+    from harness.report.markdown import render_markdown
+    from harness.stack.demo_words import plain_words
+
+    _, result = _gate(*_run(queue_s=0.5))
+    markdown = render_markdown(result)
+    assert "Saturated: baseline, baseline2, candidate queued" in markdown
+    assert "lower the replay rate" in markdown
+    assert "lower the replay rate" in render_html(result)
+    words = plain_words(result, "full")
+    assert words[0].startswith("Saturated:") and "lower the replay rate" in words[0]
+    _, calm = _gate(*_run())
+    assert "Saturated" not in render_markdown(calm)
+    assert not any("Saturated" in w for w in plain_words(calm, "full"))
