@@ -24,7 +24,7 @@ class MetricsConfig:
     slo_tpot_s: float = field(default=0.5, metadata={"help": "goodput SLO on TPOT, seconds"})
     target_rer: float = field(default=0.20, metadata={
         "help": "RER the rollout stage (rrr) aims at.", "min": 0, "min_open": True})
-    process_spread: float = field(default=0.01, metadata={
+    process_spread: float = field(default=0.02, metadata={
         "help": "Prior SD of one engine process's log speed factor (between-process "
                 "variance) added to the intervals of RER and the latency ratios; 0: the "
                 "per-request bootstrap alone.", "min": 0})

@@ -29,11 +29,32 @@ def test_shipped_policies_load_and_default_adds_rer_to_no_regression():
     assert rules["cache_hit_delta"].threshold == pytest.approx(0.05)
     assert rules["cache_hit_delta"].direction == "<="
     assert rules["exact_match"].subtract_noise_floor
-    # a tolerance, so that two identical arms (ratio CI around 1) can pass
-    assert rules["latency_ratio"].direction == "<=" and rules["latency_ratio"].threshold > 1
+    # a tolerance over the noise floor (B/A - A'/A), so that two identical arms can pass
+    latency = rules["latency_ratio"]
+    assert latency.direction == "<=" and latency.subtract_noise_floor
+    assert latency.threshold == pytest.approx(0.10) and no_reg.process_spread > 0
     assert {r.name: r for r in default.rules}["rer"].threshold == pytest.approx(0.20)
     assert strict.gate_scenarios and strict.default_max_error_rate == 0.0
     assert "long" in strict.scenario_rules
+    tight = load_policy(default_policy_dir() / "tight.yaml")
+    rules = {r.name: r for r in tight.rules}
+    assert tight.target_rer == pytest.approx(0.05)
+    assert rules["rer"].threshold == pytest.approx(0.05)
+    assert rules["latency_ratio"].threshold == pytest.approx(0.03)
+    assert rules["latency_ratio"].subtract_noise_floor
+    assert set(rules) == {r.name for r in default.rules}  # default's rules, tighter
+
+
+def test_process_spread_is_a_policy_key(tmp_path):
+    from harness.gate.evaluation import metrics_config
+    from harness.rundir import load_run
+    from tests.test_gate_cli import build_run
+
+    run = load_run(build_run(tmp_path / "run"))
+    policy = load_policy(_write(tmp_path, "process_spread: 0\nmetrics: {rer: {}}\n"))
+    assert metrics_config(policy, run).process_spread == 0
+    with pytest.raises(PolicyError, match="process_spread: must be in"):
+        load_policy(_write(tmp_path, "process_spread: 2\nmetrics: {rer: {}}\n", "bad.yaml"))
 
 
 @pytest.mark.parametrize(("text", "key", "hint"), [
