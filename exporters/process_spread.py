@@ -12,7 +12,7 @@ amount and keeps B-vs-A and A'-vs-A coupled through u_A for the noise-floor exce
 τ is estimated per figure from the prior (`MetricsConfig.process_spread`, learned from
 real A/A runs: docs/METRICS.md) pooled with what the run's own A' shows: the log A'/A ratio
 d is one draw of N(0, 2τ² + v), v its bootstrap variance, so (d² - v)/2 estimates τ²;
-the prior counts as PRIOR_WEIGHT such observations.
+the prior counts as PRIOR_WEIGHT such observations, and is also the least τ used.
 """
 
 from __future__ import annotations
@@ -54,7 +54,9 @@ def spread(prior: float, floor: float | None, floor_boot: np.ndarray | None,
     if not math.isfinite(d) or logs.size < 2:
         return prior
     seen = max(0.0, (d * d - float(logs.var())) / 2)
-    return math.sqrt((PRIOR_WEIGHT * prior ** 2 + seen) / (PRIOR_WEIGHT + 1))
+    # the run's own A' can widen the interval, never narrow it below the prior: one A'/A
+    # pair is too little evidence that this run's processes happen to agree
+    return math.sqrt(max(prior ** 2, (PRIOR_WEIGHT * prior ** 2 + seen) / (PRIOR_WEIGHT + 1)))
 
 
 def with_process(boot: np.ndarray, timing: str, arm: str, tau: float,
