@@ -57,10 +57,13 @@ from tests.support.delay_proxy import DelayProxy  # noqa: E402
 from tests.support.processes import EngineProcess, start_engine  # noqa: E402
 
 EXPERIMENTS = ("aa", "static", "slow", "faster", "speculative", "cache")
-POLICIES = ("no-regression", "default")
+POLICIES = ("no-regression", "default", "tight")
 SKIPPED_LAYERS = ",".join(str(i) for i in range(10, 20))  # 10 of SmolLM2's 30 layers
 SLOWDOWN = 0.20
 SAVING = 0.15  # `faster`: the share of time per token the candidate truly saves
+# the calibrated timing figures and their "no difference" value
+TIMING = {"rer": 0.0, "rer_decode": 0.0, "latency_ratio": 1.0, "ttft_latency_ratio": 1.0,
+          "tpot_latency_ratio": 1.0}
 
 
 @dataclass
@@ -73,6 +76,8 @@ class Outcome:
     unsure: dict[str, list[str]] = field(default_factory=dict)  # ... that were inconclusive
     figures: dict[str, list[float | None]] = field(default_factory=dict)
     statuses: dict[str, str] = field(default_factory=dict)  # check -> status under default
+    saturated: list[str] = field(default_factory=list)  # arms that queued
+    raw: dict[str, list[float | None]] = field(default_factory=dict)  # figure, CI (no floor)
 
 
 # --- engines ----------------------------------------------------------------------------
@@ -128,6 +133,16 @@ def judge(experiment: str, repeat: int, run_dir: Path) -> Outcome:
             outcome.figures[name] = [c.compared if c.compared is not None else c.value,
                                      c.compared_low, c.compared_high]
             outcome.statuses[name] = c.status
+    for c in results["tight"].overall:  # the tight policy's own checks
+        if c.name in ("rer", "latency_ratio"):
+            outcome.statuses[f"tight:{c.name}"] = c.status
+    for f in results["default"].figures:
+        if f.scenario != "all":
+            continue
+        if f.arm == "candidate" and f.name in TIMING:
+            outcome.raw[f.name] = [f.value, f.ci_low, f.ci_high]
+        if f.name == "ttft_growth" and f.detail.get("saturated"):
+            outcome.saturated.append(f.arm)
     return outcome
 
 
@@ -138,12 +153,15 @@ def _gating(result: GateResult, status: str) -> list[str]:
 
 def describe(o: Outcome) -> str:
     return ("  ".join(f"{p}: {v}" for p, v in o.verdicts.items())
+            + "  | " + "  ".join(f"{k} {v}" for k, v in o.statuses.items()
+                                 if k.startswith("tight:"))
             + "  | " + "  ".join(f"{k} {_fmt(v)} {o.statuses.get(k, '')}"
-                                 for k, v in o.figures.items())
+                                 for k, v in o.figures.items() if not k.startswith("tight:"))
             + (f"  | failing(no-regression): {o.failing['no-regression']}"
                if o.failing["no-regression"] else "")
             + (f"  | inconclusive(no-regression): {o.unsure['no-regression']}"
-               if o.unsure.get("no-regression") else ""))
+               if o.unsure.get("no-regression") else "")
+            + (f"  | SATURATED: {', '.join(o.saturated)}" if o.saturated else ""))
 
 
 def _fmt(v: list[float | None]) -> str:
@@ -224,6 +242,16 @@ def summarise(outcomes: list[Outcome]) -> dict[str, dict]:
                 is not None]
         # an identical candidate's RER CI should cover 0 about 95 % of the time
         row["rer ci above 0"] = share(sum(v[1] > 0 for v in rers), len(rers)) if rers else None
+        for fig, none in TIMING.items():  # A/A: each should exclude it in <= 5 % of runs
+            cis = [o.raw[fig] for o in runs if o.raw.get(fig, [None, None])[1] is not None]
+            if cis:
+                row[f"{fig} ci excludes {none:g}"] = share(
+                    sum(v[1] > none or v[2] < none for v in cis), len(cis))
+        for check in ("tight:rer", "tight:latency_ratio"):
+            for status in ("pass", "fail"):
+                row[f"{check} {status}"] = share(
+                    sum(o.statuses.get(check) == status for o in runs), n)
+        row["saturated"] = share(sum(bool(o.saturated) for o in runs), n)
         summary[name] = row
     return summary
 
