@@ -13,16 +13,19 @@ Experiments (each repeated `--repeats K` times, a fresh replay every time):
                proxies' own overhead is the same for all three.
   faster       the mirror image: the baselines' proxies stretch by 1/0.85 - 1, the
                candidate's adds nothing, so the candidate truly saves 15 % of the time
-               per token (RER 0.15, latency ratio 0.85): power for a tight RER target.
+               per token (RER 0.15, latency ratio 0.85): power for a tight RER target
+               (`tight.yaml`: RER >= 5 %).
   speculative  candidate `--skip-policy speculative` (lossless): must pass `no-regression.yaml`
                on consistency (exact match within the noise floor) whatever its speed.
   cache        chat-multiturn; baselines with `--prefix-cache off --padding max`, candidate
                with the prefix cache on and bucketed padding: the gate under `default.yaml`
                and the RER it measured.
 
-Prints, per experiment, the verdicts under each policy and the key figures of every run,
-then the rates; writes everything to OUT/validity.json. Expensive on CPU: every run replays
-the mix through three engines.
+Prints, per experiment, the verdicts under each policy (no-regression, default, tight) and
+the key figures of every run, then the rates (with exact Clopper-Pearson intervals): each
+timing figure's A/A rate of CIs excluding "no difference", the tight policy's RER and
+latency checks, and how many runs were saturated; writes everything to
+OUT/validity.json. Expensive on CPU: every run replays the mix through three engines.
 
     .venv/bin/python benchmarks/gate_validity.py --repeats 20
     .venv/bin/python benchmarks/gate_validity.py --experiments aa --repeats 2 --requests 20

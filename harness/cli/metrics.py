@@ -53,6 +53,7 @@ KEY_FIGURES = (RER, RER_THEORETICAL, TERMINATION_ACCURACY, EXACT_MATCH, BLEU, LA
 @field_option(MetricsConfig, "seed")
 @field_option(MetricsConfig, "min_samples")
 @field_option(MetricsConfig, "target_rer", default_note="the policy's with --policy")
+@field_option(MetricsConfig, "process_spread", default_note="the policy's with --policy")
 @field_option(MetricsConfig, "tokenizer", metavar="PATH|MODEL")
 @click.pass_context
 def command(ctx: click.Context, run_dir: Path, json_path: Path | None, port: int | None,
