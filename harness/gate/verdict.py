@@ -106,7 +106,7 @@ def _figure_checks(policy: Policy, figures: Sequence[Figure],
     checks = [Check(name=TTFT_GROWTH, scenario=OVERALL, arm=arm, status=INFO, counts=False,
                     reason=f"saturated: {'; '.join(signals)}; {LOWER_THE_RATE}",
                     value=index[(TTFT_GROWTH, arm, OVERALL)].value)
-              for arm, signals in queued.items() if arm != CANDIDATE]
+              for arm, signals in queued.items()]
     for scenario in [OVERALL, *scenarios]:
         rules = policy.rules if scenario == OVERALL else policy.rules_for_scenario(scenario)
         counts = scenario == OVERALL or policy.gate_scenarios
@@ -117,7 +117,8 @@ def _figure_checks(policy: Policy, figures: Sequence[Figure],
             checks.append(_unsaturated(check, queued))
         checks += [_info(f) for f in figures
                    if f.scenario == scenario and f.arm == CANDIDATE
-                   and (f.name, f.arm) not in gated]
+                   and (f.name, f.arm) not in gated
+                   and not (f.name == TTFT_GROWTH and f.arm in queued)]
     return checks
 
 
