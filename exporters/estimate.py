@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from exporters.bootstrap import SumTable, percentile_ci
+from exporters.bootstrap import SumTable, expanded, percentile_ci
 from exporters.catalogue import BASELINE2, CANDIDATE, figure_spec
 from exporters.config import MetricsConfig
 from exporters.figures import OVERALL, Figure
@@ -73,11 +73,13 @@ def estimate(table: SumTable, stat: SumStat, scenario_names: tuple[str, ...],
             if floor_boot is not None:
                 floor_boot = with_process(floor_boot, spec.timing, BASELINE2, tau, draws)
             extra["process_spread"] = tau
-        low, high = percentile_ci(boot, config.confidence) if value is not None else (None, None)
+        # timing figures: the expanded percentile interval (calibrated at small n)
+        level = expanded(config.confidence, n) if spec.timing else config.confidence
+        low, high = percentile_ci(boot, level) if value is not None else (None, None)
         status, reason = status_for(value, n, config.min_samples, stat.undefined)
         if spec.excess and value is not None and floor is not None:
             extra["excess"] = value - floor
-            e_low, e_high = percentile_ci(boot - floor_boot, config.confidence)
+            e_low, e_high = percentile_ci(boot - floor_boot, level)
             extra["excess_ci"] = [e_low, e_high]
         elif spec.timing == "ratio" and spec.excess and noise is None and arm == CANDIDATE \
                 and value is not None:
