@@ -13,16 +13,19 @@ Experiments (each repeated `--repeats K` times, a fresh replay every time):
                proxies' own overhead is the same for all three.
   faster       the mirror image: the baselines' proxies stretch by 1/0.85 - 1, the
                candidate's adds nothing, so the candidate truly saves 15 % of the time
-               per token (RER 0.15, latency ratio 0.85): power for a tight RER target.
+               per token (RER 0.15, latency ratio 0.85): power for a tight RER target
+               (`tight.yaml`: RER >= 5 %).
   speculative  candidate `--skip-policy speculative` (lossless): must pass `no-regression.yaml`
                on consistency (exact match within the noise floor) whatever its speed.
   cache        chat-multiturn; baselines with `--prefix-cache off --padding max`, candidate
                with the prefix cache on and bucketed padding: the gate under `default.yaml`
                and the RER it measured.
 
-Prints, per experiment, the verdicts under each policy and the key figures of every run,
-then the rates; writes everything to OUT/validity.json. Expensive on CPU: every run replays
-the mix through three engines.
+Prints, per experiment, the verdicts under each policy (no-regression, default, tight) and
+the key figures of every run, then the rates (with exact Clopper-Pearson intervals): each
+timing figure's A/A rate of CIs excluding "no difference", the tight policy's RER and
+latency checks, and how many runs were saturated; writes everything to
+OUT/validity.json. Expensive on CPU: every run replays the mix through three engines.
 
     .venv/bin/python benchmarks/gate_validity.py --repeats 20
     .venv/bin/python benchmarks/gate_validity.py --experiments aa --repeats 2 --requests 20
@@ -57,10 +60,13 @@ from tests.support.delay_proxy import DelayProxy  # noqa: E402
 from tests.support.processes import EngineProcess, start_engine  # noqa: E402
 
 EXPERIMENTS = ("aa", "static", "slow", "faster", "speculative", "cache")
-POLICIES = ("no-regression", "default")
+POLICIES = ("no-regression", "default", "tight")
 SKIPPED_LAYERS = ",".join(str(i) for i in range(10, 20))  # 10 of SmolLM2's 30 layers
 SLOWDOWN = 0.20
 SAVING = 0.15  # `faster`: the share of time per token the candidate truly saves
+# the calibrated timing figures and their "no difference" value
+TIMING = {"rer": 0.0, "rer_decode": 0.0, "latency_ratio": 1.0, "ttft_latency_ratio": 1.0,
+          "tpot_latency_ratio": 1.0}
 
 
 @dataclass
@@ -73,6 +79,8 @@ class Outcome:
     unsure: dict[str, list[str]] = field(default_factory=dict)  # ... that were inconclusive
     figures: dict[str, list[float | None]] = field(default_factory=dict)
     statuses: dict[str, str] = field(default_factory=dict)  # check -> status under default
+    saturated: list[str] = field(default_factory=list)  # arms that queued
+    raw: dict[str, list[float | None]] = field(default_factory=dict)  # figure, CI (no floor)
 
 
 # --- engines ----------------------------------------------------------------------------
@@ -128,6 +136,16 @@ def judge(experiment: str, repeat: int, run_dir: Path) -> Outcome:
             outcome.figures[name] = [c.compared if c.compared is not None else c.value,
                                      c.compared_low, c.compared_high]
             outcome.statuses[name] = c.status
+    for c in results["tight"].overall:  # the tight policy's own checks
+        if c.name in ("rer", "latency_ratio"):
+            outcome.statuses[f"tight:{c.name}"] = c.status
+    for f in results["default"].figures:
+        if f.scenario != "all":
+            continue
+        if f.arm == "candidate" and f.name in TIMING:
+            outcome.raw[f.name] = [f.value, f.ci_low, f.ci_high]
+        if f.name == "ttft_growth" and f.detail.get("saturated"):
+            outcome.saturated.append(f.arm)
     return outcome
 
 
@@ -138,12 +156,15 @@ def _gating(result: GateResult, status: str) -> list[str]:
 
 def describe(o: Outcome) -> str:
     return ("  ".join(f"{p}: {v}" for p, v in o.verdicts.items())
+            + "  | " + "  ".join(f"{k} {v}" for k, v in o.statuses.items()
+                                 if k.startswith("tight:"))
             + "  | " + "  ".join(f"{k} {_fmt(v)} {o.statuses.get(k, '')}"
-                                 for k, v in o.figures.items())
+                                 for k, v in o.figures.items() if not k.startswith("tight:"))
             + (f"  | failing(no-regression): {o.failing['no-regression']}"
                if o.failing["no-regression"] else "")
             + (f"  | inconclusive(no-regression): {o.unsure['no-regression']}"
-               if o.unsure.get("no-regression") else ""))
+               if o.unsure.get("no-regression") else "")
+            + (f"  | SATURATED: {', '.join(o.saturated)}" if o.saturated else ""))
 
 
 def _fmt(v: list[float | None]) -> str:
@@ -224,6 +245,16 @@ def summarise(outcomes: list[Outcome]) -> dict[str, dict]:
                 is not None]
         # an identical candidate's RER CI should cover 0 about 95 % of the time
         row["rer ci above 0"] = share(sum(v[1] > 0 for v in rers), len(rers)) if rers else None
+        for fig, none in TIMING.items():  # A/A: each should exclude it in <= 5 % of runs
+            cis = [o.raw[fig] for o in runs if o.raw.get(fig, [None, None])[1] is not None]
+            if cis:
+                row[f"{fig} ci excludes {none:g}"] = share(
+                    sum(v[1] > none or v[2] < none for v in cis), len(cis))
+        for check in ("tight:rer", "tight:latency_ratio"):
+            for status in ("pass", "fail"):
+                row[f"{check} {status}"] = share(
+                    sum(o.statuses.get(check) == status for o in runs), n)
+        row["saturated"] = share(sum(bool(o.saturated) for o in runs), n)
         summary[name] = row
     return summary
 

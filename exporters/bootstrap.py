@@ -11,6 +11,7 @@ Rows must be grouped by stratum (see `exporters.aligned`).
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -116,6 +117,19 @@ def _resample_unique(columns: Mapping[str, np.ndarray], strata: np.ndarray, n_st
                                  axis=1)
             boot[s, start:start + b][:, order] = out
     return SumTable(names, point, boot)
+
+
+def expanded(confidence: float, n: int) -> float:
+    """The confidence whose percentile interval is Hesterberg's *expanded* percentile
+    interval for n samples: z' = sqrt(n / (n - 1)) * t_{n-1}. The plain percentile
+    interval is too narrow at small n (its coverage falls short of nominal); at n = 48
+    and 95 % this asks for 95.8 %."""
+    from scipy.stats import norm, t
+
+    if n < 3:
+        return confidence
+    z = math.sqrt(n / (n - 1)) * t.ppf((1 + confidence) / 2, n - 1)
+    return float(2 * norm.cdf(z) - 1)
 
 
 def percentile_ci(boot: np.ndarray, confidence: float) -> tuple[float | None, float | None]:

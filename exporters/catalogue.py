@@ -24,7 +24,10 @@ class FigureSpec:
     """What a figure name means. `excess`: the candidate's figure carries
     detail["excess"] (B against A minus A' against A) for a rule with subtract_noise_floor.
     `not_gated`: why a gate policy may not name it (empty: it may). `live`: computed while
-    traffic flows (from Prometheus), not by `compute_figures` over a finished run."""
+    traffic flows (from Prometheus), not by `compute_figures` over a finished run.
+    `timing`: a paired performance figure whose interval includes the between-process
+    term (exporters/process_spread.py): "ratio" when the value is the arm's time over the
+    baseline's, "saving" when it is 1 minus that ratio; saturation makes it inconclusive."""
 
     name: str
     unit: str  # fraction (a share in [0, 1]), ratio, s, bytes, tokens, score (0-100), nats
@@ -33,6 +36,7 @@ class FigureSpec:
     excess: bool = False
     not_gated: str = ""
     live: bool = False
+    timing: str = ""
 
     @property
     def gateable(self) -> bool:
@@ -48,17 +52,17 @@ FIGURES: dict[str, FigureSpec] = {}
 
 
 def _figure(name: str, unit: str, better: Better, meaning: str, *, excess: bool = False,
-            not_gated: str = "", live: bool = False) -> str:
+            not_gated: str = "", live: bool = False, timing: str = "") -> str:
     if name in FIGURES:
         raise ValueError(f"figure {name!r} catalogued twice")
-    FIGURES[name] = FigureSpec(name, unit, better, meaning, excess, not_gated, live)
+    FIGURES[name] = FigureSpec(name, unit, better, meaning, excess, not_gated, live, timing)
     return name
 
 
 RER = _figure("rer", "fraction", "higher", "share of time per output token the arm "
-              "eliminated against the baseline, prefill included")
+              "eliminated against the baseline, prefill included", timing="saving")
 RER_DECODE = _figure("rer_decode", "fraction", "higher", "RER of decode time only "
-                     "((E2E - TTFT) / (tokens - 1))")
+                     "((E2E - TTFT) / (tokens - 1))", timing="saving")
 RER_THEORETICAL = _figure("rer_theoretical", "fraction", "higher", "share of layer compute "
                           "the arm skipped, as its engine reports it",
                           not_gated="it is the engine's own claim: gate rer or rer_realisation")
@@ -98,7 +102,20 @@ CHRF = _figure("chrf", "score", "higher", "sacreBLEU chrF of the arm's text agai
 TOKEN_KL = _figure("token_kl", "nats", "lower", "mean per-token KL(A || X) over the top "
                    "logprobs, up to the first divergence", excess=True)
 LATENCY_RATIO = _figure("latency_ratio", "ratio", "lower", "geometric mean of paired "
-                        "(E2E/tokens) ratios against the baseline")
+                        "(E2E/tokens) ratios against the baseline", excess=True,
+                        timing="ratio")
+TTFT_LATENCY_RATIO = _figure("ttft_latency_ratio", "ratio", "lower", "geometric mean of "
+                             "paired TTFT ratios against the baseline", excess=True,
+                             timing="ratio")
+TPOT_LATENCY_RATIO = _figure("tpot_latency_ratio", "ratio", "lower", "geometric mean of "
+                             "paired TPOT ratios against the baseline", excess=True,
+                             timing="ratio")
+TIMING_FIGURES = (RER, RER_DECODE, LATENCY_RATIO, TTFT_LATENCY_RATIO, TPOT_LATENCY_RATIO)
+TTFT_GROWTH = _figure("ttft_growth", "ratio", "lower", "median TTFT of the last third of the "
+                      "run (send order) / the first third's; detail['saturated'] says whether "
+                      "the arm queued (exporters/saturation.py)",
+                      not_gated="it is the saturation check: a saturated run's latency "
+                                "verdicts are inconclusive whatever the policy")
 E2E_JITTER = _figure("e2e_jitter", "s", "lower", "P99 - P50 of E2E")
 GOODPUT = _figure("goodput", "fraction", "higher", "share of requests that succeeded within "
                   "the TTFT and TPOT SLOs")
@@ -133,6 +150,13 @@ CACHE_HIT_RATE_DELTA = _figure("cache_hit_rate_delta", "fraction", "higher", "pr
 LAYERS_EXECUTED_SHARE = _figure("layers_executed_share", "fraction", "lower", "layers the "
                                 "candidate executed / layers it could have executed",
                                 not_gated=_LIVE, live=True)
+
+
+def judged_on_latency(name: str) -> bool:
+    """A figure of time, so not comparable between arms that queued: the timing figures,
+    every latency percentile and jitter, goodput."""
+    spec = FIGURES[name]
+    return bool(spec.timing) or (spec.unit == "s" and not spec.live) or name == GOODPUT
 
 
 def figure_spec(name: str) -> FigureSpec:

@@ -3,7 +3,9 @@ set of bootstrap resamples (so paired comparisons and noise floors line up)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
 
 from exporters import (
     cache_hit,
@@ -12,6 +14,7 @@ from exporters import (
     latency,
     rer,
     rrr,
+    saturation,
     termination,
 )
 from exporters.aligned import align
@@ -26,11 +29,15 @@ _SUM_CALCULATORS = (rer, termination, consistency, latency)
 
 def compute_figures(results: Iterable[ArmResult], scrapes: Sequence[MetricsScrape] = (),
                     determinism: Iterable[ArmResult] | None = None,
-                    config: MetricsConfig | None = None) -> list[Figure]:
+                    config: MetricsConfig | None = None,
+                    offsets: Mapping[str, float] | None = None,
+                    max_in_flight: int | None = None) -> list[Figure]:
     """Figures of a shadow replay (`repeat` 0 rows; arm `recorded` = the traffic's recorded
     responses, judged against by `termination_accuracy_recorded` only) and of its repeat
     suite (`determinism`: the rows of the run's determinism sub-run, or, when None, the rows
-    of `results` that belong to repeated prompts)."""
+    of `results` that belong to repeated prompts). `offsets` (request id -> intended send
+    time, from the run's traffic) and `max_in_flight` (an open-loop replay's limit) feed the
+    saturation check."""
     config = config if config is not None else MetricsConfig()
     results = list(results)
     # prompts sent more than once belong to a repeat suite, not to the shadow replay
@@ -51,6 +58,9 @@ def compute_figures(results: Iterable[ArmResult], scrapes: Sequence[MetricsScrap
     for calc in _SUM_CALCULATORS:
         figures += calc.figures(table, al, config)
     figures += cache_hit.figures(table, al, scrapes, config)
+    sent = None if offsets is None else np.array(
+        [offsets.get(rid, np.nan) for rid in al.request_ids], dtype=float)
+    figures += saturation.figures(saturation.detect(al, sent, max_in_flight))
     figures += rrr.figures([f for f in figures if f.name == RER], config)
     figures += determinism_figures.figures(determinism or (), config)
     return figures

@@ -24,6 +24,10 @@ class MetricsConfig:
     slo_tpot_s: float = field(default=0.5, metadata={"help": "goodput SLO on TPOT, seconds"})
     target_rer: float = field(default=0.20, metadata={
         "help": "RER the rollout stage (rrr) aims at.", "min": 0, "min_open": True})
+    process_spread: float = field(default=0.02, metadata={
+        "help": "Prior SD of one engine process's log speed factor (between-process "
+                "variance) added to the intervals of RER and the latency ratios; 0: the "
+                "per-request bootstrap alone.", "min": 0})
     text_sample: int = field(
         default=2000,
         metadata={"help": "BLEU / chrF on at most this many pairs (seeded, stratified sample)"})
@@ -45,6 +49,8 @@ class MetricsConfig:
                              f"{self.termination_tolerance}")
         if self.target_rer <= 0:
             raise ValueError(f"target_rer must be > 0, got {self.target_rer}")
+        if not 0 <= self.process_spread < 1:
+            raise ValueError(f"process_spread must be in [0, 1), got {self.process_spread}")
         if self.text_sample < 1:
             raise ValueError(f"text_sample must be >= 1, got {self.text_sample}")
 

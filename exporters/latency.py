@@ -8,7 +8,8 @@ that succeeded within the SLO (TTFT, or E2E when TTFT was not measured, and TPOT
 token_efficiency = useful positions / `computed_tokens` (engine extension), useful = prompt
 tokens not served from the prefix cache + output tokens - 1: 1.0 means no padding and no
 rejected drafts.
-latency_ratio = geometric mean over paired requests of (E2E_X/tokens_X) / (E2E_A/tokens_A).
+latency_ratio = geometric mean over paired requests of (E2E_X/tokens_X) / (E2E_A/tokens_A);
+ttft_latency_ratio and tpot_latency_ratio the same of TTFT_X / TTFT_A and TPOT_X / TPOT_A.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from exporters.catalogue import (
     QUANTILES,
     RECORDED,
     TOKEN_EFFICIENCY,
+    TPOT_LATENCY_RATIO,
+    TTFT_LATENCY_RATIO,
 )
 from exporters.config import MetricsConfig
 from exporters.estimate import SumStat, estimate, scenarios, status_for
@@ -75,10 +78,14 @@ def columns(al: Aligned, config: MetricsConfig) -> dict[str, np.ndarray]:
     for arm in compared_arms(al):
         x = al.arms[arm]
         with np.errstate(divide="ignore", invalid="ignore"):
-            logr = np.log((x.e2e / x.tokens) / (a.e2e / a.tokens))
-        valid = a.ok & x.ok & np.isfinite(logr)
-        out[f"lat.{arm}.lr_n"] = valid.astype(float)
-        out[f"lat.{arm}.logr"] = np.where(valid, logr, 0.0)
+            ratios = {"": (x.e2e / x.tokens) / (a.e2e / a.tokens), "ttft_": x.ttft / a.ttft,
+                      "tpot_": tpot(x) / tpot(a)}
+        for kind, ratio in ratios.items():
+            with np.errstate(divide="ignore", invalid="ignore"):
+                logr = np.log(ratio)
+            valid = a.ok & x.ok & np.isfinite(logr)
+            out[f"lat.{arm}.{kind}lr_n"] = valid.astype(float)
+            out[f"lat.{arm}.{kind}logr"] = np.where(valid, logr, 0.0)
     return out
 
 
@@ -144,11 +151,18 @@ def figures(table: SumTable, al: Aligned, config: MetricsConfig) -> list[Figure]
             out += estimate(table, stat, al.scenario_names, config, name, arm)
     arms = compared_arms(al)
     for arm in arms:
-        def ratio(name: str) -> SumStat:
-            return SumStat(lambda s, n: np.exp(s / n), (f"lat.{name}.logr", f"lat.{name}.lr_n"),
-                           f"lat.{name}.lr_n", lacking(al, (BASELINE, name), "tokens",
-                                                       "no request succeeded on both arms"))
-        noise = ratio(BASELINE2) if arm == CANDIDATE and BASELINE2 in arms else None
-        out += estimate(table, ratio(arm), al.scenario_names, config, LATENCY_RATIO, arm,
-                        noise=noise, detail=lambda s, arm=arm: _paired_test(al, table, arm, s))
+        for name, kind, why in ((LATENCY_RATIO, "", "no request succeeded on both arms"),
+                                (TTFT_LATENCY_RATIO, "ttft_", "no paired request with a TTFT"),
+                                (TPOT_LATENCY_RATIO, "tpot_", "no paired request with a TPOT "
+                                 "(TTFT and >= 2 tokens)")):
+            def ratio(of: str, kind: str = kind, why: str = why) -> SumStat:
+                p = f"lat.{of}.{kind}"
+                return SumStat(lambda s, n: np.exp(s / n), (p + "logr", p + "lr_n"), p + "lr_n",
+                               lacking(al, (BASELINE, of), "tokens", why) if kind != "ttft_"
+                               else why)
+            noise = ratio(BASELINE2) if arm == CANDIDATE and BASELINE2 in arms else None
+            test = (lambda s, arm=arm: _paired_test(al, table, arm, s)) \
+                if name == LATENCY_RATIO else None
+            out += estimate(table, ratio(arm), al.scenario_names, config, name, arm,
+                            noise=noise, detail=test)
     return out

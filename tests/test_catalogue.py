@@ -55,7 +55,7 @@ def _every_figure() -> list[Figure]:
     """A run that exercises every calculator: three arms in two scenarios, recorded
     responses, scrapes before and after, and a repeat suite."""
     results = []
-    for i in range(6):
+    for i in range(9):
         rid, scenario = f"r{i}", ("short", "long")[i % 2]
         results += [_answer(rid, arm, scenario, i) for arm in ARMS]
         results.append(recorded_result(rid, scenario, {
@@ -65,7 +65,9 @@ def _every_figure() -> list[Figure]:
                for when, hits in (("before", 0), ("after", 10 + ARMS.index(arm)))]
     repeats = [_answer(f"p{i}", arm, "short", i, repeat=rep) for i in range(3)
                for arm in ("baseline", "candidate") for rep in range(3)]
-    return compute_figures(results, scrapes, determinism=repeats, config=CFG)
+    offsets = {f"r{i}": 2.0 * i for i in range(9)}  # the saturation check reads send times
+    return compute_figures(results, scrapes, determinism=repeats, config=CFG, offsets=offsets,
+                           max_in_flight=4)
 
 
 def test_the_calculators_emit_exactly_the_catalogued_figures() -> None:
@@ -111,8 +113,8 @@ def test_the_policy_loader_refuses_a_figure_that_cannot_be_gated(name: str) -> N
 def test_a_direction_against_the_figure_is_refused() -> None:
     with pytest.raises(PolicyError, match="higher is better, so the good side is '>='"):
         parse_policy({"metrics": {"exact_match": {"threshold": 0.9, "direction": "<="}}})
-    with pytest.raises(PolicyError, match="latency_ratio carries no excess"):
-        parse_policy({"metrics": {"latency_ratio": {"threshold": 1.1,
+    with pytest.raises(PolicyError, match="e2e_p99 carries no excess"):
+        parse_policy({"metrics": {"e2e_p99": {"threshold": 1.1,
                                                     "subtract_noise_floor": True}}})
 
 

@@ -345,3 +345,45 @@ def test_token_kl_over_positions_with_the_same_context() -> None:
     f = get(compute_figures(res, config=CFG), "token_kl")
     kl_skew = 0.5 * math.log(0.5 / 0.25) + 0.5 * math.log(0.5 / 0.75)
     assert f.value == pytest.approx(kl_skew / 2) and f.n == 2 and f.unit == "nats"
+
+
+def _aa_run(n: int, a2_scale: float, rng: np.random.Generator) -> list[ArmResult]:
+    """Identical arms with per-request noise; baseline2's process `a2_scale` slower."""
+    res = []
+    for i in range(n):
+        base = rng.uniform(1, 2)
+        for arm, scale in (("baseline", 1.0), ("baseline2", a2_scale), ("candidate", 1.0)):
+            e2e = base * scale * rng.uniform(0.98, 1.02)
+            res.append(r(str(i), arm, e2e=e2e, ttft=0.1 * e2e, tokens=10))
+    return res
+
+
+def test_timing_intervals_carry_the_between_process_term() -> None:
+    """RER and the latency ratios widen by the process spread (prior, pooled with what A'
+    shows); the per-request bootstrap alone is process_spread 0."""
+    res = _aa_run(60, 1.0, np.random.default_rng(5))
+    bare = compute_figures(res, config=MetricsConfig(n_resamples=400, process_spread=0.0))
+    wide = compute_figures(res, config=MetricsConfig(n_resamples=400, process_spread=0.02))
+    for name in ("rer", "rer_decode", "latency_ratio", "ttft_latency_ratio",
+                 "tpot_latency_ratio"):
+        b, w = get(bare, name), get(wide, name)
+        assert b.value == pytest.approx(w.value)
+        assert "process_spread" not in b.detail
+        # two processes, each N(0, 0.02^2) in log speed: +-1.96 * 0.02 * sqrt(2) ~ 0.055
+        assert (w.ci_high - w.ci_low) - (b.ci_high - b.ci_low) > 0.04, name
+        assert w.ci_low < w.value < w.ci_high
+        assert w.detail["process_spread"] == pytest.approx(0.02)  # A' agrees: the prior
+    assert get(wide, "latency_ratio").detail["excess_ci"][0] < -0.03
+    # an A' process 10 % slower than A: the run's own evidence pulls the spread up
+    slow = compute_figures(_aa_run(60, 1.10, np.random.default_rng(5)),
+                           config=MetricsConfig(n_resamples=400, process_spread=0.02))
+    rer = get(slow, "rer")
+    assert rer.detail["process_spread"] > 0.03 and rer.ci_low < -0.05 and rer.ci_high > 0.05
+
+
+def test_latency_ratio_excess_without_baseline2_is_against_no_difference() -> None:
+    res = [x for x in _aa_run(30, 1.0, np.random.default_rng(1)) if x.arm != "baseline2"]
+    f = get(compute_figures(res, config=CFG), "latency_ratio")
+    assert f.detail["excess"] == pytest.approx(f.value - 1)
+    assert f.detail["excess_ci"] == pytest.approx([f.ci_low - 1, f.ci_high - 1])
+    assert "no baseline2" in f.detail["excess_floor"]

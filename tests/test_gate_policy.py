@@ -29,11 +29,32 @@ def test_shipped_policies_load_and_default_adds_rer_to_no_regression():
     assert rules["cache_hit_delta"].threshold == pytest.approx(0.05)
     assert rules["cache_hit_delta"].direction == "<="
     assert rules["exact_match"].subtract_noise_floor
-    # a tolerance, so that two identical arms (ratio CI around 1) can pass
-    assert rules["latency_ratio"].direction == "<=" and rules["latency_ratio"].threshold > 1
+    # a tolerance over the noise floor (B/A - A'/A), so that two identical arms can pass
+    latency = rules["latency_ratio"]
+    assert latency.direction == "<=" and latency.subtract_noise_floor
+    assert latency.threshold == pytest.approx(0.10) and no_reg.process_spread > 0
     assert {r.name: r for r in default.rules}["rer"].threshold == pytest.approx(0.20)
     assert strict.gate_scenarios and strict.default_max_error_rate == 0.0
     assert "long" in strict.scenario_rules
+    tight = load_policy(default_policy_dir() / "tight.yaml")
+    rules = {r.name: r for r in tight.rules}
+    assert tight.target_rer == pytest.approx(0.05)
+    assert rules["rer"].threshold == pytest.approx(0.05)
+    assert rules["latency_ratio"].threshold == pytest.approx(0.03)
+    assert rules["latency_ratio"].subtract_noise_floor
+    assert set(rules) == {r.name for r in default.rules}  # default's rules, tighter
+
+
+def test_process_spread_is_a_policy_key(tmp_path):
+    from harness.gate.evaluation import metrics_config
+    from harness.rundir import load_run
+    from tests.test_gate_cli import build_run
+
+    run = load_run(build_run(tmp_path / "run"))
+    policy = load_policy(_write(tmp_path, "process_spread: 0\nmetrics: {rer: {}}\n"))
+    assert metrics_config(policy, run).process_spread == 0
+    with pytest.raises(PolicyError, match="process_spread: must be in"):
+        load_policy(_write(tmp_path, "process_spread: 2\nmetrics: {rer: {}}\n", "bad.yaml"))
 
 
 @pytest.mark.parametrize(("text", "key", "hint"), [
@@ -47,8 +68,8 @@ def test_shipped_policies_load_and_default_adds_rer_to_no_regression():
      "metrics.latency_ratio.threshold", "expected a number"),
     ("metrics: {latency_ratio: {direction: '<=', threshold: 1.1, critcal: true}}",
      "metrics.latency_ratio.critcal", "did you mean 'critical'"),
-    ("metrics: {latency_ratio: {direction: '<=', threshold: 1.1, "
-     "subtract_noise_floor: true}}", "metrics.latency_ratio.subtract_noise_floor",
+    ("metrics: {e2e_p99: {direction: '<=', threshold: 1.1, "
+     "subtract_noise_floor: true}}", "metrics.e2e_p99.subtract_noise_floor",
      "noise floor"),
     ("max_error_rate: 2\nmetrics: {rer: {direction: '>='}}", "max_error_rate", "[0, 1]"),
     ("max_error_rate: {candiate: 0.1}\nmetrics: {rer: {direction: '>='}}",
@@ -101,3 +122,44 @@ def test_gate_and_reports_never_import_torch():
             "assert not bad, bad\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_policy_min_samples_below_the_default_is_honoured(tmp_path):
+    """A policy asking 10 samples judges a 12-request run; the figures were once computed
+    with the default minimum of 20 whatever the policy said, so every one was insufficient."""
+    from harness.gate import evaluate
+    from tests.test_gate_cli import Shape, build_run
+
+    run = build_run(tmp_path / "run", Shape(n=12))
+    policy = _write(tmp_path, "min_samples: 10\nmetrics:\n"
+                              "  rer: {direction: '>=', threshold: 0.1}\n")
+    result = evaluate(run, policy)
+    rer = {c.name: c for c in result.overall}["rer"]
+    assert rer.n == 12 and rer.status == "pass", rer.reason
+    assert result.verdict == "pass"
+    strict = _write(tmp_path, "min_samples: 20\nmetrics:\n"
+                              "  rer: {direction: '>=', threshold: 0.1}\n", "strict.yaml")
+    assert evaluate(run, strict).verdict == "inconclusive"
+
+
+def test_cache_hit_excess_over_the_noise_floor_is_gateable(tmp_path):
+    """docs/METRICS.md: the cache-hit delta's excess over the noise floor can be gated with
+    subtract_noise_floor (the loader once refused it)."""
+    from harness.gate import evaluate
+    from tests.test_gate_cli import Shape, build_run, write_cache_scrapes
+
+    text = ("metrics:\n  cache_hit_delta: {direction: '<=', threshold: 0.05, "
+            "subtract_noise_floor: true}\n")
+    policy = _write(tmp_path, text)
+    rule = load_policy(policy).rules[0]
+    assert rule.name == "cache_hit_delta" and rule.subtract_noise_floor
+    # the baseline hit 6 of 12 tokens, the candidate 3: CHD 0.5 against a floor of 0
+    lost = build_run(tmp_path / "lost", Shape(cache_hits=(6, 3)))
+    check = {c.name: c for c in evaluate(lost, policy).overall}["cache_hit_delta"]
+    assert check.subtract_noise_floor and check.noise_floor == 0.0
+    assert check.compared == pytest.approx(0.5) and check.status == "fail"
+    # baseline2 missing as many hits as the candidate: the excess is 0, and it passes
+    same = build_run(tmp_path / "same", Shape(cache_hits=(6, 3)))
+    write_cache_scrapes(same, "baseline2", 3 * 30, 12 * 30)
+    check = {c.name: c for c in evaluate(same, policy).overall}["cache_hit_delta"]
+    assert check.noise_floor == pytest.approx(0.5) and check.compared == pytest.approx(0.0)

@@ -271,3 +271,23 @@ def test_real_replay_end_to_end(full_engine: EngineProcess, tmp_path: Path,
         assert httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).status_code == 200
     finally:
         processes.close()
+
+
+def test_policy_verdict_judges_the_figures_shown(tmp_path: Path) -> None:
+    """The verdict beside the figures (printed, written, served) comes from those very
+    figures: with --min-samples 50 over 30 requests every figure is insufficient, so the
+    verdict is inconclusive, not the fail the gate's own settings would give."""
+    run, out = _run_dir(tmp_path), tmp_path / "figures.json"
+    result = CliRunner().invoke(main, ["metrics", str(run), "--json", str(out), "--policy",
+                                       str(POLICY), "--resamples", "60", "--seed", "3",
+                                       "--min-samples", "50"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(out.read_text())
+    assert _figure(doc, "exact_match")["status"] == "insufficient"
+    assert doc["verdict"] == "inconclusive"
+    # without it the same figures are ok, and exact match (22/30 against a floor of 1.0)
+    # fails the policy
+    same = CliRunner().invoke(main, ["metrics", str(run), "--json", str(out), "--policy",
+                                     str(POLICY), "--resamples", "60", "--seed", "3"])
+    assert same.exit_code == 0, same.output
+    assert json.loads(out.read_text())["verdict"] == "fail"

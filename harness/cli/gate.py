@@ -50,7 +50,8 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     Policy keys (docs/FORMATS.md): threshold, direction (>= or <=; default the figure's
     good side), critical, min_samples, required, subtract_noise_floor (figures with an
     excess over the noise floor: compare B-vs-A minus A'-vs-A), arm;
-    top level: extends, target_rer, max_error_rate, require_complete, gate_scenarios,
+    top level: extends, target_rer, process_spread, max_error_rate, require_complete,
+    gate_scenarios,
     scenarios (per-scenario overrides), rollout (RRR bounds for vip / public_5pct / full).
 
     --sequential judges the requests in send order with confidence sequences instead

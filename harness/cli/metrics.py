@@ -53,6 +53,7 @@ KEY_FIGURES = (RER, RER_THEORETICAL, TERMINATION_ACCURACY, EXACT_MATCH, BLEU, LA
 @field_option(MetricsConfig, "seed")
 @field_option(MetricsConfig, "min_samples")
 @field_option(MetricsConfig, "target_rer", default_note="the policy's with --policy")
+@field_option(MetricsConfig, "process_spread", default_note="the policy's with --policy")
 @field_option(MetricsConfig, "tokenizer", metavar="PATH|MODEL")
 @click.pass_context
 def command(ctx: click.Context, run_dir: Path, json_path: Path | None, port: int | None,
@@ -75,18 +76,17 @@ def command(ctx: click.Context, run_dir: Path, json_path: Path | None, port: int
     err = Console(stderr=True)
     policy = _load_policy(policy_path)
     settings = config_values(ctx, MetricsConfig, given_only=True)
-    if policy is not None:  # a target the command line does not give is the policy's
-        settings.setdefault("target_rer", policy.target_rer)
     _check_tokenizer(settings.get("tokenizer"))
     try:
         with err.status(f"reading {run_dir}"):
             run = load_run(run_dir)
-        settings.setdefault("tokenizer", run.tokenizer)  # the one the run counted with
-        config = MetricsConfig(**settings)
+        config = _config(run, policy, settings)
         with err.status(f"computing figures for {len(run.results)} results "
                         f"({config.n_resamples} bootstrap resamples)"):
             figures = _figures(run, config)
-            gate = _gate(run, policy) if policy is not None else None
+            # the verdict judges the very figures shown and served, not a second computation
+            # with the gate's own settings
+            gate = _gate(run, policy, figures) if policy is not None else None
     except RunDirError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         raise SystemExit(ExitCode.INFRASTRUCTURE) from exc
@@ -119,22 +119,27 @@ def _load_policy(path: Path | None) -> Any:
         raise click.BadParameter(str(exc), param_hint="--policy") from exc
 
 
+def _config(run: Run, policy: Any, given: dict[str, Any]) -> MetricsConfig:
+    """The command line's settings over the gate's (with --policy: its target, its smallest
+    min_samples) over the defaults; the tokenizer defaults to the one the run counted with."""
+    from dataclasses import replace
+
+    from harness.gate.evaluation import metrics_config
+
+    base = metrics_config(policy, run) if policy is not None else MetricsConfig()
+    return replace(base, **{"tokenizer": run.tokenizer, **given})
+
+
 def _figures(run: Run, config: MetricsConfig) -> list[Figure]:
-    from exporters.compute import compute_figures
-    from harness.rundir import RunDirError
+    from harness.gate.evaluation import run_figures
 
-    results = run.results_with_recorded()  # the same rows as the gate's
-    determinism = run.determinism.results if run.determinism is not None else None
-    try:
-        return compute_figures(results, run.scrapes, determinism=determinism, config=config)
-    except ValueError as exc:  # two rows for one (request, arm), a malformed response...
-        raise RunDirError(f"{run.path}: cannot compute figures: {exc}") from exc
+    return run_figures(run, config)  # the same rows and figures as the gate's
 
 
-def _gate(run: Run, policy: Any) -> Any:
-    from harness.gate import evaluate_run
+def _gate(run: Run, policy: Any, figures: list[Figure]) -> Any:
+    from harness.gate.evaluation import judge_figures
 
-    return evaluate_run(run, policy)
+    return judge_figures(run, policy, figures)
 
 
 def _fmt(value: float | None, unit: str = "") -> str:

@@ -29,32 +29,62 @@ _REPEAT_SUITE = (OUTPUT_DETERMINISM, RESOURCE_DETERMINISM, LATENCY_DETERMINISM)
 
 
 def metrics_config(policy: Policy, run: Run) -> MetricsConfig:
-    """How the gate computes figures: the policy's target and, as the minimum below which
-    a figure is insufficient, the smallest its rules ask (of the replay's figures and of
-    the repeat suite's: a policy may ask fewer samples than the defaults)."""
+    """How the gate computes figures: the policy's target and process spread and, as the
+    minimum below which a figure is insufficient, the smallest its rules ask (of the
+    replay's figures and of the repeat suite's: a policy may ask fewer samples than the
+    defaults)."""
     def least(rules, default: int) -> int:
         return min((r.min_samples for r in rules if r.min_samples > 0), default=default)
 
     replay = [r for r in policy.rules if r.name not in _REPEAT_SUITE]
     repeats = [r for r in policy.rules if r.name in _REPEAT_SUITE]
     return MetricsConfig(target_rer=policy.target_rer, tokenizer=run.tokenizer,
+                         process_spread=policy.process_spread,
                          min_samples=least(replay, MetricsConfig.min_samples),
                          min_determinism_prompts=least(repeats,
                                                        MetricsConfig.min_determinism_prompts))
 
 
-def evaluate_run(run: Run, policy: Policy) -> GateResult:
+def evaluate_run(run: Run, policy: Policy, config: MetricsConfig | None = None) -> GateResult:
+    """The verdict on a loaded run; `config` (default: `metrics_config(policy, run)`) is how
+    its figures are computed."""
+    config = config if config is not None else metrics_config(policy, run)
+    return judge_figures(run, policy, run_figures(run, config))
+
+
+def run_figures(run: Run, config: MetricsConfig) -> list:
+    """Every figure of `run` as the gate and `layergate metrics` compute them."""
     determinism = run.determinism.results if run.determinism is not None else None
-    config = metrics_config(policy, run)
     # The traffic's recorded responses only feed termination_accuracy_recorded, which no
     # policy gates; termination_accuracy is judged against the baseline the candidate ran
     # beside (a recording from another server scored even an A/A run 0.9 on 20 saas-mix
     # requests). So the gate sees the same figures as `layergate metrics`.
     results = run.results_with_recorded()
+    offsets = {t.id: t.offset_s for t in run.traffic.records} if run.traffic else None
     try:
         figures = compute_figures(results, run.scrapes, determinism=determinism,
-                                  config=config)
+                                  config=config, offsets=offsets,
+                                  max_in_flight=in_flight_limit(run.manifest.config))
     except ValueError as exc:  # two rows for one (request, arm), a malformed response...
         raise RunDirError(f"{run.path}: cannot compute figures from its results: {exc}") from exc
+    return figures
+
+
+def in_flight_limit(replay_config: dict) -> int | None:
+    """The open-loop replay's cap on requests in flight; None for a closed loop (always at
+    its users) or a run that does not say."""
+    if not isinstance(replay_config, dict) or replay_config.get("users") is not None:
+        return None
+    limit, processes = replay_config.get("max_in_flight"), replay_config.get("processes") or 1
+    if not isinstance(limit, int) or limit < 1 or not isinstance(processes, int):
+        return None
+    # as ReplayConfig.locust_users: a multiple of the processes, so each worker gets some
+    users = max(limit, processes)
+    return users + (-users) % processes
+
+
+def judge_figures(run: Run, policy: Policy, figures: list) -> GateResult:
+    """`policy` applied to figures already computed from `run` (so a caller that shows
+    them judges exactly what it shows)."""
     sub = run.determinism.manifest.to_json() if run.determinism is not None else None
     return apply_policy(policy, figures, run.manifest.to_json(), run.results, run.path, sub)

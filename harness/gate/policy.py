@@ -43,7 +43,9 @@ DEFAULT_MAX_ERROR_RATE = 0.01
 _RULE_KEYS = {"threshold", "direction", "critical", "min_samples", "subtract_noise_floor",
               "required", "arm"}
 _TOP_KEYS = {"extends", "name", "description", "require_complete", "min_samples", "target_rer",
-             "max_error_rate", "gate_scenarios", "metrics", "scenarios", "rollout"}
+             "max_error_rate", "gate_scenarios", "metrics", "scenarios", "rollout",
+             "process_spread"}
+DEFAULT_PROCESS_SPREAD = MetricsConfig.process_spread
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,8 @@ class Policy:
     description: str = ""
     require_complete: bool = True
     target_rer: float = DEFAULT_TARGET_RER
+    # prior SD of an engine process's log speed factor, in the timing figures' intervals
+    process_spread: float = DEFAULT_PROCESS_SPREAD
     max_error_rate: dict[str, float] = field(default_factory=dict)  # arm -> limit
     default_max_error_rate: float = DEFAULT_MAX_ERROR_RATE
     gate_scenarios: bool = False  # per-scenario rows count toward the verdict
@@ -127,6 +131,10 @@ def parse_policy(raw: Any, path: Path | None = None) -> Policy:
     target = number(raw.get("target_rer", DEFAULT_TARGET_RER), where, "target_rer")
     if target <= 0:
         raise where.error("target_rer", f"must be > 0, got {target}")
+    spread = number(raw.get("process_spread", DEFAULT_PROCESS_SPREAD), where, "process_spread")
+    if not 0 <= spread < 1:
+        raise where.error("process_spread", f"must be in [0, 1) (an SD of log speed), got "
+                          f"{spread}")
     metrics = raw.get("metrics")
     if not isinstance(metrics, dict) or not metrics:
         raise where.error("metrics", "expected a non-empty mapping of figure name -> rule")
@@ -140,6 +148,7 @@ def parse_policy(raw: Any, path: Path | None = None) -> Policy:
         description=str(raw.get("description", "")).strip(),
         require_complete=flag(raw.get("require_complete", True), where, "require_complete"),
         target_rer=target,
+        process_spread=spread,
         max_error_rate=limits,
         default_max_error_rate=default_limit,
         gate_scenarios=flag(raw.get("gate_scenarios", False), where, "gate_scenarios"),

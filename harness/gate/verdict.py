@@ -8,12 +8,21 @@ checks like any other, always critical.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from exporters.catalogue import CANDIDATE, FAIL, INCONCLUSIVE, PASS
+from exporters.catalogue import (
+    CANDIDATE,
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+    TTFT_GROWTH,
+    judged_on_latency,
+)
 from exporters.figures import OVERALL, Figure
 from exporters.records import ArmResult
+from exporters.saturation import LOWER_THE_RATE, saturated_arms
 from harness.gate.checks import INFO, Check, judge
 from harness.gate.policy import Policy
 from harness.gate.recommendation import recommend
@@ -93,19 +102,36 @@ def _figure_checks(policy: Policy, figures: Sequence[Figure],
     for fig in figures:
         index.setdefault((fig.name, fig.arm, fig.scenario), fig)
     scenarios = sorted(({r.scenario for r in results} | {f.scenario for f in figures}) - {OVERALL})
-    checks = []
+    queued = saturated_arms(list(figures))
+    checks = [Check(name=TTFT_GROWTH, scenario=OVERALL, arm=arm, status=INFO, counts=False,
+                    reason=f"saturated: {'; '.join(signals)}; {LOWER_THE_RATE}",
+                    value=index[(TTFT_GROWTH, arm, OVERALL)].value)
+              for arm, signals in queued.items()]
     for scenario in [OVERALL, *scenarios]:
         rules = policy.rules if scenario == OVERALL else policy.rules_for_scenario(scenario)
         counts = scenario == OVERALL or policy.gate_scenarios
         gated = {("error_rate", arm) for arm in {r.arm for r in results}}  # run checks
         for rule in rules:
             gated.add((rule.name, rule.arm))
-            checks.append(judge(rule, index.get((rule.name, rule.arm, scenario)), scenario,
-                                counts))
+            check = judge(rule, index.get((rule.name, rule.arm, scenario)), scenario, counts)
+            checks.append(_unsaturated(check, queued))
         checks += [_info(f) for f in figures
                    if f.scenario == scenario and f.arm == CANDIDATE
-                   and (f.name, f.arm) not in gated]
+                   and (f.name, f.arm) not in gated
+                   and not (f.name == TTFT_GROWTH and f.arm in queued)]
     return checks
+
+
+def _unsaturated(check: Check, queued: dict[str, list[str]]) -> Check:
+    """A latency verdict of a run where an arm queued says so instead: the arms' latencies
+    measured the queue, so it is neither a pass nor a fail."""
+    if not queued or not judged_on_latency(check.name) or check.status not in (PASS, FAIL):
+        return check
+    arms = ", ".join(sorted(queued))
+    return replace(check, status=INCONCLUSIVE,
+                   reason=f"saturated run ({arms} queued: {queued[sorted(queued)[0]][0]}): "
+                          f"latency is not comparable, so neither pass nor fail; "
+                          f"{LOWER_THE_RATE} (was: {check.reason})")
 
 
 def _info(fig: Figure) -> Check:

@@ -125,6 +125,7 @@ def _other_figures(result: GateResult) -> str:
 
 def _header(result: GateResult) -> str:
     r = result.rollout
+    queued = wording.saturation(result)
     reasons = "".join(f"<li>{escape(x)}</li>" for x in result.reasons)
     counts = " · ".join(f"{escape(arm)}: {c['ok']} ok, {c['error']} errors"
                         for arm, c in result.request_counts().items())
@@ -141,6 +142,7 @@ def _header(result: GateResult) -> str:
             f"<b>{escape(str(result.manifest.get('status')))}</b> · policy "
             f"<b>{escape(result.policy.name)}</b> · exit code {result.exit_code}</p>"
             f"<p><b>Rollout recommendation: {escape(r.label)}</b> — {escape(r.reason)}</p>"
+            f"{f'<p class=saturated><b>{escape(queued)}</b></p>' if queued else ''}"
             f"<p class=meta>{counts}<br>{arm_urls}{answers}</p>"
             f"{f'<ul class=reasons>{reasons}</ul>' if reasons else ''}</div>")
 

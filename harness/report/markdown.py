@@ -15,6 +15,8 @@ def render_markdown(result: GateResult) -> str:
            f"**{wording.VERDICT_WORDS[result.verdict]}**", "",
            f"Run `{result.run_id}` · policy `{result.policy.name}` · exit code "
            f"{result.exit_code} · rollout recommendation: **{r.label}**", ""]
+    if wording.saturation(result):
+        out += [f"**{_escape(wording.saturation(result))}**", ""]
     if result.reasons:
         out += ["**Why:**", ""] + [f"- {_escape(reason)}" for reason in result.reasons] + [""]
     judged = [c for c in result.overall if c.status != INFO]

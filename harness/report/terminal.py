@@ -41,6 +41,8 @@ def _header(result: GateResult) -> Panel:
              f"run [bold]{result.run_id}[/], policy [bold]{result.policy.name}[/], "
              f"exit code {result.exit_code}"]
     lines += [f"  • {reason}" for reason in result.reasons]
+    if wording.saturation(result):
+        lines.append(f"[bold yellow]{wording.saturation(result)}[/]")
     r = result.rollout
     lines.append(f"Rollout: [bold]{r.label}[/] — {r.reason}")
     counts = ", ".join(f"{arm} {c['ok']} ok / {c['error']} err"

@@ -6,6 +6,7 @@ import math
 
 from exporters.catalogue import CANDIDATE, FAIL, INCONCLUSIVE, PASS, VERDICTS
 from exporters.figures import OVERALL
+from exporters.saturation import LOWER_THE_RATE, saturated_arms
 from harness.gate.checks import INFO, SKIPPED, Check
 from harness.gate.result import GateResult
 
@@ -55,3 +56,14 @@ def headline(result: GateResult) -> str:
     r = result.rollout
     return (f"{VERDICT_WORDS[result.verdict]} — run {result.run_id}, policy "
             f"{result.policy.name} (exit {result.exit_code}); rollout: {r.label}")
+
+
+def saturation(result: GateResult) -> str:
+    """A sentence when an arm queued (its latency verdicts are inconclusive), else ""."""
+    queued = saturated_arms(list(result.figures))
+    if not queued:
+        return ""
+    arms = ", ".join(sorted(queued))
+    first = queued[sorted(queued)[0]][0]
+    return (f"Saturated: {arms} queued ({first}), so the latency figures measure the queue "
+            f"and their verdicts are inconclusive; {LOWER_THE_RATE}.")

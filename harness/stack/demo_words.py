@@ -9,6 +9,7 @@ from pathlib import Path
 from exporters.catalogue import CANDIDATE, EXACT_MATCH, RER, RER_THEORETICAL
 from exporters.figures import OVERALL, Figure
 from harness.gate import GateResult
+from harness.report.wording import saturation
 from harness.stack.demo_config import CANDIDATES
 from harness.stack.engines import FULL_DEPTH
 
@@ -67,6 +68,9 @@ def plain_words(result: GateResult, candidate: str) -> list[str]:
         lines.append(f"Its outputs were token-identical to the baseline on {exact.value:.0%} "
                      f"of requests{floor}.{_caveat(exact)}")
     lines += _why(rer, theo, exact, target, candidate in SKIPPING)
+    queued = saturation(result)
+    if queued:  # the latency verdicts are inconclusive: say why before anything else
+        lines.insert(0, queued)
     return lines + calibration_notes(candidate)
 
 

@@ -1,0 +1,129 @@
+"""Saturation: did an arm queue? Read from the stored per-request timings.
+
+Replayed near an arm's capacity, requests wait in the server's queue, TTFT becomes mostly
+queueing delay, and two identical arms can differ by tens of percent in latency: the
+latency figures then measure the queue, not the candidate. An arm is saturated when any
+of these shows (docs/METRICS.md):
+
+- growth: in send order, the median TTFT of the last third of the run is at least
+  GROWTH times the first third's, and TTFT rises with send time (Spearman rho >= RHO);
+- far above unloaded: the median TTFT is at least FAR_ABOVE times the arm's unloaded TTFT
+  (its 5th percentile: the requests that found the server idle);
+- in flight at the limit: an open-loop replay had as many requests in flight on the arm
+  as it allows (`max_in_flight`), so later ones waited in the replayer.
+
+One figure per arm, `ttft_growth` (the growth ratio), with detail["saturated"] and the
+signals in words; the gate makes a saturated run's latency verdicts inconclusive.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from exporters.aligned import Aligned
+from exporters.catalogue import RECORDED, TTFT_GROWTH
+from exporters.figures import OVERALL, Figure
+
+GROWTH = 2.0
+RHO = 0.5
+FAR_ABOVE = 10.0
+MIN_REQUESTS = 9  # three per third
+LOWER_THE_RATE = "lower the replay rate (--rate) and replay again"
+
+
+@dataclass(frozen=True)
+class Saturation:
+    arm: str
+    growth: float | None  # last third's median TTFT / the first third's
+    rho: float | None
+    over_unloaded: float | None  # median TTFT / 5th percentile
+    peak_in_flight: int | None
+    limit: int | None
+    n: int
+    signals: tuple[str, ...]
+
+    @property
+    def saturated(self) -> bool:
+        return bool(self.signals)
+
+
+def peak_in_flight(starts: np.ndarray, durations: np.ndarray) -> int:
+    """Most requests in flight at once: [start, start + duration) intervals."""
+    ok = np.isfinite(starts) & np.isfinite(durations)
+    events = np.concatenate([np.stack([starts[ok], np.ones(ok.sum())], axis=1),
+                             np.stack([starts[ok] + durations[ok], -np.ones(ok.sum())], axis=1)])
+    if events.size == 0:
+        return 0
+    # at a tie an end comes before a start: back-to-back requests do not overlap
+    events = events[np.lexsort((events[:, 1], events[:, 0]))]
+    return int(np.cumsum(events[:, 1]).max())
+
+
+def detect(al: Aligned, offsets: np.ndarray | None, limit: int | None) -> list[Saturation]:
+    """One `Saturation` per measured arm; `offsets` are the rows' intended send times (NaN
+    or None: unknown), `limit` the open-loop replay's max_in_flight (None: closed loop)."""
+    from scipy.stats import spearmanr  # here: the gate imports this module for its words
+
+    out = []
+    for arm, x in al.arms.items():
+        if arm == RECORDED:
+            continue
+        ttft = np.where(x.ok, x.ttft, np.nan)
+        has = np.isfinite(ttft)
+        n = int(has.sum())
+        signals: list[str] = []
+        growth = rho = over = None
+        if n >= MIN_REQUESTS:
+            p5, median = np.quantile(ttft[has], [0.05, 0.5])
+            over = float(median / p5) if p5 > 0 else None
+            if over is not None and over >= FAR_ABOVE:
+                signals.append(f"median TTFT {median * 1000:.0f} ms is {over:.0f}x its "
+                               f"unloaded value ({p5 * 1000:.0f} ms, the 5th percentile)")
+        if offsets is not None and n >= MIN_REQUESTS:
+            timed = has & np.isfinite(offsets)
+            order = np.argsort(offsets[timed], kind="stable")
+            series = ttft[timed][order]
+            if series.size >= MIN_REQUESTS:
+                third = series.size // 3
+                first, last = np.median(series[:third]), np.median(series[-third:])
+                growth = float(last / first) if first > 0 else None
+                rho = 0.0 if np.ptp(series) == 0 else \
+                    float(spearmanr(np.arange(series.size), series).statistic)
+                if growth is not None and growth >= GROWTH and rho >= RHO:
+                    signals.append(f"TTFT grew {growth:.1f}x through the run (median of the "
+                                   f"last third against the first; Spearman rho {rho:.2f}): "
+                                   "queueing delay building up")
+        peak = None
+        if offsets is not None:
+            peak = peak_in_flight(np.where(x.present, offsets, np.nan),
+                                  np.where(x.present, x.e2e, np.nan))
+            if limit is not None and peak >= limit:
+                signals.append(f"{peak} requests in flight at once, the replay's limit "
+                               f"(max_in_flight {limit})")
+        out.append(Saturation(arm, growth, rho, over, peak, limit, n, tuple(signals)))
+    return out
+
+
+def figures(found: list[Saturation]) -> list[Figure]:
+    out = []
+    for s in found:
+        reason = "" if s.growth is not None else (
+            "no send times (the run's traffic) or fewer than "
+            f"{MIN_REQUESTS} requests with a TTFT")
+        detail = {"saturated": s.saturated, "signals": list(s.signals), "rho": s.rho,
+                  "ttft_over_unloaded": s.over_unloaded, "peak_in_flight": s.peak_in_flight,
+                  "max_in_flight": s.limit}
+        if s.saturated:
+            detail["advice"] = LOWER_THE_RATE
+        out.append(Figure(TTFT_GROWTH, s.growth, s.arm, OVERALL, n=s.n,
+                          status="ok" if s.growth is not None else "not_computable",
+                          reason=reason, detail=detail))
+    return out
+
+
+def saturated_arms(figs: list[Figure]) -> dict[str, list[str]]:
+    """arm -> its saturation signals, for the arms whose `ttft_growth` says saturated."""
+    return {f.arm: list(f.detail.get("signals") or ()) for f in figs
+            if f.name == TTFT_GROWTH and f.scenario == OVERALL and f.detail.get("saturated")}

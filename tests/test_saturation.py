@@ -1,0 +1,115 @@
+"""Saturation: queueing read from the stored per-request timings, and what the gate does
+with a saturated run (its latency verdicts are inconclusive, never pass or fail)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from exporters.compute import compute_figures
+from exporters.config import MetricsConfig
+from exporters.records import ArmResult
+from exporters.saturation import peak_in_flight
+from harness.gate import apply_policy
+from harness.gate.policy import parse_policy
+
+ARMS = ("baseline", "baseline2", "candidate")
+CFG = MetricsConfig(n_resamples=100)
+COMPLETE = {"id": "r", "status": "complete", "arms": dict.fromkeys(ARMS, "http://x")}
+
+
+def _run(n: int = 48, queue_s: float = 0.0, slow: float = 1.0, seed: int = 0
+         ) -> tuple[list[ArmResult], dict[str, float]]:
+    """Requests every 4 s; with `queue_s`, each arm's wait grows by that much per request
+    (a server fed faster than it serves). The candidate's time is `slow` times A's."""
+    rng = np.random.default_rng(seed)
+    rows, offsets = [], {}
+    for i in range(n):
+        rid = f"q{i:03d}"
+        offsets[rid] = 4.0 * i
+        service = rng.uniform(0.8, 1.2)
+        for arm in ARMS:
+            wait = queue_s * i * rng.uniform(0.9, 1.1)
+            scale = slow if arm == "candidate" else 1.0
+            ttft = wait + 0.05 * scale * rng.uniform(0.9, 1.1)
+            rows.append(ArmResult(rid, arm, "s", True, ttft_s=ttft,
+                                  e2e_s=ttft + service * scale, output_tokens=16,
+                                  output_text="a b", token_ids=(1, 2)))
+    return rows, offsets
+
+
+POLICY = parse_policy({"metrics": {
+    "latency_ratio": {"threshold": 0.10, "subtract_noise_floor": True},
+    "exact_match": {"threshold": -0.1, "subtract_noise_floor": True}}})
+
+
+def _gate(rows, offsets, limit=None):
+    figs = compute_figures(rows, config=CFG, offsets=offsets, max_in_flight=limit)
+    return figs, apply_policy(POLICY, figs, COMPLETE, rows)
+
+
+def _growth(figs, arm="baseline"):
+    return next(f for f in figs if f.name == "ttft_growth" and f.arm == arm)
+
+
+def test_an_unloaded_run_is_not_saturated_and_its_latency_is_judged():
+    figs, result = _gate(*_run())
+    assert not any(_growth(figs, arm).detail["saturated"] for arm in ARMS)
+    assert _growth(figs).value == pytest.approx(1.0, abs=0.2)
+    assert result.verdict == "pass", result.reasons
+    # a candidate 30 % slower fails on latency (excess over the floor 0.3 > 0.10)
+    figs, result = _gate(*_run(slow=1.3))
+    assert result.verdict == "fail"
+    assert {c.name: c.status for c in result.overall}["latency_ratio"] == "fail"
+
+
+def test_queueing_makes_the_latency_verdict_inconclusive_and_says_lower_the_rate():
+    rows, offsets = _run(queue_s=0.5, slow=1.3)
+    figs, result = _gate(rows, offsets)
+    growth = _growth(figs)
+    assert growth.detail["saturated"] and growth.value > 5
+    assert any("TTFT grew" in s for s in growth.detail["signals"])
+    latency = {c.name: c for c in result.overall}["latency_ratio"]
+    # the same candidate failed when unloaded; queued, neither pass nor fail
+    assert latency.status == "inconclusive"
+    assert "saturated run" in latency.reason and "lower the replay rate" in latency.reason
+    assert {c.name: c.status for c in result.overall}["exact_match"] == "pass"
+    assert result.verdict == "inconclusive"
+    assert any("lower the replay rate" in r for r in result.reasons)
+    # every queued arm's saturation is shown, once, with what to do
+    shown = [c for c in result.checks if c.name == "ttft_growth"]
+    assert sorted(c.arm for c in shown) == sorted(ARMS)
+    assert all("saturated" in c.reason and "lower the replay rate" in c.reason for c in shown)
+
+
+def test_in_flight_at_the_replay_limit_is_saturation():
+    rows, offsets = _run(n=30)
+    tight = {rid: 0.1 * k for k, rid in enumerate(offsets)}  # 10 per second, ~1 s each
+    figs, _ = _gate(rows, tight, limit=8)
+    assert _growth(figs).detail["peak_in_flight"] >= 8
+    assert any("max_in_flight 8" in s for s in _growth(figs).detail["signals"])
+    figs, _ = _gate(rows, tight, limit=None)  # a closed loop is always at its users
+    assert not _growth(figs).detail["saturated"]
+
+
+def test_peak_in_flight_counts_overlaps_not_touching_ends():
+    assert peak_in_flight(np.array([0.0, 1.0, 2.0]), np.array([1.0, 1.0, 1.0])) == 1
+    assert peak_in_flight(np.array([0.0, 0.5, 0.7, 5.0]), np.array([1.0, 1.0, 1.0, 1.0])) == 3
+    assert peak_in_flight(np.array([np.nan]), np.array([1.0])) == 0
+
+
+def test_the_report_and_the_demo_say_saturated_and_lower_the_rate():
+    from harness.report.html import render_html
+    from harness.report.markdown import render_markdown
+    from harness.stack.demo_words import plain_words
+
+    _, result = _gate(*_run(queue_s=0.5))
+    markdown = render_markdown(result)
+    assert "Saturated: baseline, baseline2, candidate queued" in markdown
+    assert "lower the replay rate" in markdown
+    assert "lower the replay rate" in render_html(result)
+    words = plain_words(result, "full")
+    assert words[0].startswith("Saturated:") and "lower the replay rate" in words[0]
+    _, calm = _gate(*_run())
+    assert "Saturated" not in render_markdown(calm)
+    assert not any("Saturated" in w for w in plain_words(calm, "full"))
