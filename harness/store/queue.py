@@ -9,7 +9,8 @@ is due at `t0 + offset_s`). `complete` writes the record's results and marks it 
 transaction, once: a second completion (a late answer for a record whose lease ran out and
 which was sent again) is dropped, so each (request, arm, repeat) has exactly one result.
 `release_expired` (or `release`, for an owner known to be gone) puts unfinished rows back;
-the next claim sends them again, due at once, and counts the re-send.
+the next claim sends them again, due at once, and counts the re-send. `stop` closes the
+queue early: claims then get nothing, and what is already leased can still complete.
 """
 
 from __future__ import annotations
@@ -71,6 +72,16 @@ class WorkItem:
 
 
 @dataclass(frozen=True)
+class Completion:
+    """The results of one claimed row, as `complete_many` takes them."""
+
+    seq: int
+    request_id: str
+    results: tuple[ArmResult, ...]
+    intended_at: float | None  # wall clock (the queue's) it was meant to be sent
+
+
+@dataclass(frozen=True)
 class QueueProgress:
     total: int  # rows in the queue
     done: int  # completed
@@ -106,6 +117,8 @@ class WorkQueue:
         they are due; [] when nothing is free (everything is done or leased)."""
         now = time.time() if now is None else now
         with write_transaction(self.conn) as conn:  # short: Locust users wait on this lock
+            if conn.execute("SELECT 1 FROM queue_meta WHERE key = 'stopped'").fetchone():
+                return []
             conn.execute("INSERT OR IGNORE INTO queue_meta (key, value) VALUES ('t0', ?)",
                          (now,))
             t0 = conn.execute("SELECT value FROM queue_meta WHERE key = 't0'").fetchone()[0]
@@ -126,18 +139,28 @@ class WorkQueue:
                  intended_at: float | None = None) -> bool:
         """Write `results` and mark `item` done, in one transaction. False (nothing
         written) when it is already done: the late answer of an earlier claim."""
-        strays = {r.request_id for r in results} - {item.record.id}
-        if strays:
-            raise ValueError(f"results for {sorted(strays)} do not belong to work item "
-                             f"{item.seq} ({item.record.id})")
-        rows = [encode_row(result, intended_at, owner) for result in results]
+        return self.complete_many([Completion(item.seq, item.record.id, tuple(results),
+                                              intended_at)], owner)[0]
+
+    def complete_many(self, done: Sequence[Completion], owner: str) -> list[bool]:
+        """`complete` for a batch (e.g. one message from a worker), in one transaction:
+        for each, whether its results were kept (False: it was already done)."""
+        for c in done:
+            strays = {r.request_id for r in c.results} - {c.request_id}
+            if strays:
+                raise ValueError(f"results for {sorted(strays)} do not belong to work item "
+                                 f"{c.seq} ({c.request_id})")
+        rows = [[encode_row(r, c.intended_at, owner) for r in c.results] for c in done]
+        kept = []
         with write_transaction(self.conn) as conn:
-            first = conn.execute("UPDATE work_queue SET done = 1, owner = ? "
-                                 "WHERE seq = ? AND request_id = ? AND done = 0",
-                                 (owner, item.seq, item.record.id)).rowcount
-            if first:
-                insert_rows(conn, rows)
-        return bool(first)
+            for c, encoded in zip(done, rows, strict=True):
+                first = conn.execute("UPDATE work_queue SET done = 1, owner = ? "
+                                     "WHERE seq = ? AND request_id = ? AND done = 0",
+                                     (owner, c.seq, c.request_id)).rowcount
+                if first:
+                    insert_rows(conn, encoded)
+                kept.append(bool(first))
+        return kept
 
     def release_expired(self, now: float | None = None) -> int:
         """Put back every unfinished row whose lease has run out; returns how many."""
@@ -151,6 +174,15 @@ class WorkQueue:
         return self.conn.execute(
             "UPDATE work_queue SET owner = NULL, lease_until = NULL "
             "WHERE done = 0 AND owner = ?", (owner,)).rowcount
+
+    def stop(self) -> None:
+        """Hand out nothing more (a run stopped early); `fill` opens the queue again."""
+        self.conn.execute("INSERT OR IGNORE INTO queue_meta (key, value) VALUES ('stopped', ?)",
+                          (time.time(),))
+
+    def stopped(self) -> bool:
+        return self.conn.execute(
+            "SELECT 1 FROM queue_meta WHERE key = 'stopped'").fetchone() is not None
 
     def progress(self) -> QueueProgress:
         row = self.conn.execute(

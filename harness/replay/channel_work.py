@@ -1,0 +1,132 @@
+"""The worker's side of the replay channel (`channel.py`): a `WorkSource` fed by the master
+over Locust's messages. Runs only inside a Locust worker process (gevent).
+
+The worker keeps a small buffer of records (it asks for about as many as it has users, one
+request at a time), converts each record's due time from the master's clock to its own,
+and sends results back in batches (every FLUSH_S, or at once when BATCH are waiting). A
+result reaches Locust's stats only when the master acks that it was written.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gevent
+from gevent.event import Event
+
+from exporters.records import ArmResult
+from harness.replay import channel
+from harness.replay.work import WorkerPlan
+from harness.store import WorkItem
+
+FLUSH_S = 0.1
+BATCH = 100
+# a fault-injection knob for tests: shift this worker's clock readings by S seconds
+SKEW_ENV = "LAYERGATE_WORKER_CLOCK_SKEW_S"
+
+log = logging.getLogger(__name__)
+
+
+def worker_clock() -> float:
+    return time.time() + float(os.environ.get(SKEW_ENV, "0") or 0)
+
+
+class ChannelWork:
+    def __init__(self, runner: Any, name: str) -> None:
+        self.runner, self.name = runner, name
+        self.plan: WorkerPlan | None = None
+        self.offset = 0.0  # master clock - this worker's clock
+        self.ready = Event()
+        self.buffer: collections.deque[WorkItem] = collections.deque()
+        self.asked = False  # a `want` is on its way
+        self.arrived = Event()
+        self.outbox: list[dict[str, Any]] = []
+        self.waiting: dict[int, Callable[[], None]] = {}  # seq -> report once kept
+        self.sent_hello = 0.0
+        for kind, handler in ((channel.WELCOME, self._welcome), (channel.REFUSE, self._refuse),
+                              (channel.WORK, self._work), (channel.ACK, self._ack)):
+            runner.register_message(kind, handler)
+
+    def hello(self) -> None:
+        self.sent_hello = worker_clock()
+        self.runner.send_message(channel.HELLO, {
+            "name": self.name, "host": os.uname().nodename, "pid": os.getpid(),
+            "wall_time": self.sent_hello})
+        gevent.spawn(self._flusher)
+
+    def wait_ready(self) -> WorkerPlan:
+        self.ready.wait()
+        assert self.plan is not None
+        return self.plan
+
+    # WorkSource
+    def claim(self) -> WorkItem | None:
+        if not self.buffer:
+            self._ask()
+            self.arrived.wait(0.2)
+        return self.buffer.popleft() if self.buffer else None
+
+    def complete(self, item: WorkItem, results: Sequence[ArmResult], intended_at: float,
+                 kept: Callable[[], None]) -> None:
+        self.waiting[item.seq] = kept
+        self.outbox.append({"seq": item.seq, "request_id": item.record.id,
+                            "intended_at": intended_at + self.offset,
+                            "results": [channel.result_to_json(r) for r in results]})
+        if len(self.outbox) >= BATCH:
+            self._flush()
+
+    # the channel
+    def _ask(self) -> None:
+        if self.asked or self.plan is None:
+            return
+        self.asked = True
+        self.arrived.clear()
+        users = max(1, getattr(self.runner, "user_count", 1) or 1)
+        self.runner.send_message(channel.WANT, {"n": users})
+
+    def _flush(self) -> None:
+        if self.outbox:
+            batch, self.outbox = self.outbox, []
+            self.runner.send_message(channel.RESULTS, {"done": batch})
+
+    def _flusher(self) -> None:
+        while True:
+            gevent.sleep(FLUSH_S)
+            self._flush()
+
+    def _welcome(self, environment: Any, msg: Any) -> None:
+        data = msg.data
+        self.offset = channel.clock_offset(data["worker_time"], data["master_time"],
+                                           worker_clock())
+        self.plan = WorkerPlan(**data["plan"])
+        log.info("joined as %s; clock offset to the master %+.4fs", self.name, self.offset)
+        self.ready.set()
+
+    def _refuse(self, environment: Any, msg: Any) -> None:
+        print(f"error: the master refused this worker: {msg.data['reason']}", file=sys.stderr,
+              flush=True)
+        environment.process_exit_code = 2
+        environment.runner.quit()
+
+    def _work(self, environment: Any, msg: Any) -> None:
+        for obj in msg.data["items"]:
+            item = WorkItem.from_json(obj)
+            # the master's clock to this worker's
+            self.buffer.append(WorkItem(item.seq, item.record, item.arms,
+                                        item.due_at - self.offset, item.attempt))
+        self.asked = False
+        self.arrived.set()
+
+    def _ack(self, environment: Any, msg: Any) -> None:
+        for seq in msg.data["kept"]:
+            report = self.waiting.pop(seq, None)
+            if report is not None:
+                report()
+        for seq in msg.data["dropped"]:
+            self.waiting.pop(seq, None)
