@@ -1,8 +1,8 @@
 """The worker's side of the replay channel (`channel.py`): a `WorkSource` fed by the master
 over Locust's messages. Runs only inside a Locust worker process (gevent).
 
-The worker keeps a small buffer of records (it asks for about as many as it has users, one
-request at a time), converts each record's due time from the master's clock to its own,
+The worker keeps a small buffer of records (it asks for as many as it has users waiting,
+one request at a time), converts each record's due time from the master's clock to its own,
 and sends results back in batches (every FLUSH_S, or at once when BATCH are waiting). A
 result reaches Locust's stats only when the master acks that it was written.
 """
@@ -45,6 +45,7 @@ class ChannelWork:
         self.ready = Event()
         self.buffer: collections.deque[WorkItem] = collections.deque()
         self.asked = False  # a `want` is on its way
+        self.idle = 0  # users waiting for a record
         self.arrived = Event()
         self.outbox: list[dict[str, Any]] = []
         self.waiting: dict[int, Callable[[], None]] = {}  # seq -> report once kept
@@ -68,8 +69,12 @@ class ChannelWork:
     # WorkSource
     def claim(self) -> WorkItem | None:
         if not self.buffer:
-            self._ask()
-            self.arrived.wait(0.2)
+            self.idle += 1
+            try:
+                self._ask()
+                self.arrived.wait(0.2)
+            finally:
+                self.idle -= 1
         return self.buffer.popleft() if self.buffer else None
 
     def complete(self, item: WorkItem, results: Sequence[ArmResult], intended_at: float,
@@ -87,8 +92,9 @@ class ChannelWork:
             return
         self.asked = True
         self.arrived.clear()
-        users = max(1, getattr(self.runner, "user_count", 1) or 1)
-        self.runner.send_message(channel.WANT, {"n": users})
+        # as many as there are users waiting: the rest of the schedule stays with the
+        # master, for whichever worker has a user free first
+        self.runner.send_message(channel.WANT, {"n": max(1, self.idle)})
 
     def _flush(self) -> None:
         if self.outbox:

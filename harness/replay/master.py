@@ -26,6 +26,9 @@ from harness.rundir import RunDir
 from harness.store import Completion, ResultStore, WorkItem
 
 MAX_BATCH = 500  # records per `work` message, whatever a worker asks for
+# open loop: hand out records due within this many seconds only, so the schedule is shared
+# among the workers as it unfolds (and a worker that dies holds little)
+LOOKAHEAD_S = 1.0
 
 Send = Callable[[str, dict[str, Any], str], None]  # (message type, data, client id)
 
@@ -94,7 +97,9 @@ class WorkMaster:
         if worker is None:
             return
         n = max(1, min(int(data.get("n", 1)), MAX_BATCH))
-        items: list[WorkItem] = self.store.queue.claim(worker.name, self.plan.lease_s, n)
+        horizon = None if self.plan.closed_loop else LOOKAHEAD_S
+        items: list[WorkItem] = self.store.queue.claim(worker.name, self.plan.lease_s, n,
+                                                       horizon_s=horizon)
         if items and self.first_work is None:
             self.first_work = time.time()
         worker.records += len(items)

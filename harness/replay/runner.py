@@ -78,7 +78,7 @@ def _locust_cmd(config: ReplayConfig, run: RunDir, host: str, port: int) -> list
            "--host", config.arms["baseline"], "--csv", str(run.locust_csv_prefix),
            "--loglevel", "WARNING", "--logfile", str(run.locust_log),
            "--master", "--master-bind-host", host, "--master-bind-port", str(port),
-           "--expect-workers", str(config.workers),
+           "--expect-workers", str(config.workers), "--enable-rebalancing",
            "--expect-workers-max-wait", str(round(config.worker_wait))]
     if config.web_port:
         cmd += ["--autostart", "--web-host", config.bind_host, "--web-port", str(config.web_port)]

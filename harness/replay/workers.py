@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.replay.channel import parse_address
+from harness.replay.config import ConfigError
 from harness.replay.work import PLAN_ENV
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
@@ -39,3 +42,30 @@ def connect_host(bind_host: str) -> str:
     return "127.0.0.1" if bind_host in ("0.0.0.0", "", "*") else bind_host
 
 
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """`layergate replay-worker`: a worker that joins a replay's master on another host."""
+
+    master: str = field(metadata={
+        "help": "HOST[:PORT] of the replay's Locust master (its --master-bind; port default "
+                "5557)."})
+    name: str | None = field(default=None, metadata={
+        "help": "This worker's name in the run (results, manifest). Default: host:pid. "
+                "The master refuses a name a connected worker already has."})
+    processes: int = field(default=1, metadata={
+        "help": "Locust worker processes to run on this host (each joins the master).",
+        "min": 1})
+
+    def __post_init__(self) -> None:
+        try:
+            parse_address(self.master, "--master")
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+        if self.processes < 1:
+            raise ConfigError(f"processes must be > 0, got {self.processes}")
+
+    def command(self) -> list[str]:
+        host, port = parse_address(self.master, "--master")
+        return worker_command(host, port, self.processes)

@@ -112,10 +112,12 @@ class WorkQueue:
         return len(rows)
 
     def claim(self, owner: str, lease_s: float, limit: int = 1,
-              now: float | None = None) -> list[WorkItem]:
+              now: float | None = None, horizon_s: float | None = None) -> list[WorkItem]:
         """Up to `limit` free rows, in order, leased to `owner` until `lease_s` seconds after
-        they are due; [] when nothing is free (everything is done or leased)."""
+        they are due; with `horizon_s`, only rows due within that many seconds (so a worker
+        does not hoard the future of an open-loop schedule); [] when nothing is free."""
         now = time.time() if now is None else now
+        horizon = float("inf") if horizon_s is None else now + horizon_s
         with write_transaction(self.conn) as conn:  # short: Locust users wait on this lock
             if conn.execute("SELECT 1 FROM queue_meta WHERE key = 'stopped'").fetchone():
                 return []
@@ -126,9 +128,10 @@ class WorkQueue:
                 "UPDATE work_queue SET owner = :owner, claims = claims + 1, lease_until = "
                 "MAX(:now, CASE WHEN claims = 0 THEN :t0 + offset_s ELSE :now END) + :lease "
                 "WHERE seq IN (SELECT seq FROM work_queue WHERE done = 0 AND owner IS NULL "
+                "AND (claims > 0 OR :t0 + offset_s <= :horizon) "
                 "ORDER BY seq LIMIT :limit) RETURNING seq, record, arms, offset_s, claims",
                 {"owner": owner, "now": now, "t0": t0, "lease": lease_s,
-                 "limit": limit}).fetchall()
+                 "limit": limit, "horizon": horizon}).fetchall()
         return [WorkItem(row["seq"],
                          parse_record(json.loads(row["record"]), Path("work_queue"), row["seq"]),
                          tuple(json.loads(row["arms"])),
