@@ -197,6 +197,22 @@ def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(
     assert any("sent again" in n for n in run.manifest.notes)
 
 
+def test_the_last_worker_lost_ends_the_run_interrupted(tmp_path: Path, echo: str) -> None:
+    path = traffic(tmp_path / "t.jsonl", 40, spacing=0.1)
+    out, port = tmp_path / "run", free_port()
+    master = subprocess.Popen(master_cmd(path, out, echo, port, 1), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    only = Worker(tmp_path / "only", port, name="only")
+    wait_for(lambda: rows(out) >= 4, what="the first results")
+    only.proc.send_signal(signal.SIGKILL)
+    output = master.communicate(timeout=60)[0]
+    assert master.returncode == 1, output
+    run = load_run(out)
+    assert run.manifest.status == "interrupted"
+    assert set(pairs(out).values()) == {1} and len(pairs(out)) < 80
+    assert any("only was lost" in n for n in run.manifest.notes), run.manifest.notes
+
+
 def test_the_master_killed_mid_run_then_resume_with_a_fresh_worker(
         tmp_path: Path, echo: str) -> None:
     path = traffic(tmp_path / "t.jsonl", 30, spacing=0.2)

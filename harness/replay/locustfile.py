@@ -57,6 +57,7 @@ class _Process:
 _STATE: _Process | None = None
 _CHANNEL: ChannelWork | None = None
 _MASTER: WorkMaster | None = None
+_QUITTING = False
 
 
 def _worker_name() -> str:
@@ -85,9 +86,19 @@ def _on_init(environment: Any, **_: Any) -> None:
                               (RESULTS, master.results)):
             runner.register_message(kind, _from_worker(handler))
         gevent.spawn(_watch_workers, master)
+        # Locust's master stops the test when its last worker quits or goes missing, and
+        # would then wait for ever: end the process, so the parent marks the run interrupted
+        environment.events.test_stop.add_listener(lambda **_: gevent.spawn(_quit, runner))
     elif isinstance(runner, WorkerRunner):
         _CHANNEL = ChannelWork(runner, _worker_name())
         _CHANNEL.hello()
+
+
+def _quit(runner: Any) -> None:
+    global _QUITTING
+    if not _QUITTING:
+        _QUITTING = True
+        runner.quit()
 
 
 def _from_worker(handler: Any) -> Any:
