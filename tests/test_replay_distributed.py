@@ -252,25 +252,30 @@ def test_clock_skew_is_corrected_or_refused_and_a_taken_name_is_refused(
         tmp_path: Path, echo: str) -> None:
     path = traffic(tmp_path / "t.jsonl", 20, spacing=0.15)
     out, port = tmp_path / "run", free_port()
-    master = subprocess.Popen(master_cmd(path, out, echo, port, 1, "--max-clock-skew", "10"),
+    master = subprocess.Popen(master_cmd(path, out, echo, port, 2, "--max-clock-skew", "10"),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # while the master waits for its second worker: the refused ones never get users
     skewed = Worker(tmp_path / "skewed", port, name="skewed", env={SKEW_ENV: "4"})
     wait_for(lambda: "skewed" in joined(out), what="the skewed worker to join")
     twin = Worker(tmp_path / "twin", port, name="skewed")
     far = Worker(tmp_path / "far", port, name="far", env={SKEW_ENV: "-500"})
     twin_log, far_log = twin.finish(), far.finish()
-    assert twin.proc.returncode == 2 and "is taken by a connected worker" in twin_log
-    assert far.proc.returncode == 2 and "its clock is +500" in far_log
+    assert twin.proc.returncode == 2 and "is taken by a connected worker" in twin_log, twin_log
+    assert far.proc.returncode == 2 and "its clock is +500" in far_log, far_log
+    other = Worker(tmp_path / "other", port, name="other")
     output = master.communicate(timeout=120)[0]
     skewed.finish()
+    other.finish()
     assert master.returncode == 0, output
     run = load_run(out)
     assert run.manifest.status == "complete" and len(run.results) == 40
     assert all(r.ok for r in run.results)
     # measured from the master's intended times: a 4 s skew left uncorrected would show
     assert max(r.e2e_s for r in run.results) < 2.0
-    info = run.manifest.workers["workers"][0]
-    assert info["name"] == "skewed" and abs(info["clock_offset_s"] + 4) < 0.5
+    info = next(w for w in run.manifest.workers["workers"] if w["name"] == "skewed")
+    assert abs(info["clock_offset_s"] + 4) < 0.5
+    with RunDir(out).open_store(create=False) as store:
+        assert "skewed" in {row.worker for row in store.rows()}
     refused = [r["reason"] for r in run.manifest.workers["refused"]]
     assert len(refused) == 2
     assert sum("worker refused" in n for n in run.manifest.notes) == 2

@@ -26,6 +26,7 @@ from harness.replay.work import WorkerPlan
 from harness.store import WorkItem
 
 FLUSH_S = 0.1
+QUIT_GRACE_S = 10.0
 BATCH = 100
 # a fault-injection knob for tests: shift this worker's clock readings by S seconds
 SKEW_ENV = "LAYERGATE_WORKER_CLOCK_SKEW_S"
@@ -77,6 +78,11 @@ class ChannelWork:
                 self.idle -= 1
         return self.buffer.popleft() if self.buffer else None
 
+    def give_back(self, item: WorkItem) -> None:
+        # still leased to this worker: the next of its users takes it, due as before
+        self.buffer.appendleft(item)
+        self.arrived.set()
+
     def complete(self, item: WorkItem, results: Sequence[ArmResult], intended_at: float,
                  kept: Callable[[], None]) -> None:
         self.waiting[item.seq] = kept
@@ -118,7 +124,10 @@ class ChannelWork:
         print(f"error: the master refused this worker: {msg.data['reason']}", file=sys.stderr,
               flush=True)
         environment.process_exit_code = 2
-        environment.runner.quit()
+        # not from this handler's own greenlet (quit kills it); and a refused worker holds
+        # nothing, so if Locust does not wind down in time, leave anyway
+        gevent.spawn(environment.runner.quit)
+        gevent.spawn_later(QUIT_GRACE_S, os._exit, 2)
 
     def _work(self, environment: Any, msg: Any) -> None:
         for obj in msg.data["items"]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import gevent
+from gevent import GreenletExit
 from locust import User, constant, events, task
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
@@ -36,7 +37,7 @@ from harness.replay.tracing import arm_span, replay_tracer_provider
 from harness.replay.work import StoreWork, WorkerPlan, WorkSource
 from harness.replay.workers import NAME_ENV, PROCESSES_ENV
 from harness.rundir import RunDir
-from harness.store import this_process
+from harness.store import WorkItem, this_process
 
 IDLE_S = 0.2  # how often a user with nothing to do looks for work again
 CHECK_WORKERS_S = 1.0  # how often the master looks for workers Locust lost
@@ -154,20 +155,35 @@ class ShadowUser(User):
         # due times are on this process's clock (a worker has converted the master's)
         intended_wall = worker_clock() if proc.plan.closed_loop else item.due_at
         delay = intended_wall - worker_clock()
-        if delay > 0:
-            gevent.sleep(delay)
+        try:
+            if delay > 0:
+                gevent.sleep(delay)
+        except GreenletExit:  # Locust stops users to rebalance them: keep the record
+            proc.work.give_back(item)
+            raise
         intended = time.perf_counter() - (worker_clock() - intended_wall)
         # rotate which arm goes out first, so no arm is always first on the wire (an A/A
         # run must not show a systematic RER from send order alone)
         shift = item.seq % len(item.arms)
         arms = item.arms[shift:] + item.arms[:shift]
         jobs = [gevent.spawn(self._send, record, arm, intended) for arm in arms]
-        gevent.joinall(jobs)
+        try:
+            gevent.joinall(jobs)
+        except GreenletExit:  # stopped mid-request: the sends go on; hand their results in
+            gevent.spawn(self._complete, item, arms, jobs, intended_wall, True)
+            raise
+        self._complete(item, arms, jobs, intended_wall)
+
+    def _complete(self, item: WorkItem, arms: tuple[str, ...], jobs: list[Any],
+                  intended_wall: float, wait: bool = False) -> None:
+        if wait:
+            gevent.joinall(jobs)
+        record = item.record
         results = [job.value if job.successful() else ArmResult(
             record.id, arm, record.scenario, ok=False, error=f"replayer: {job.exception!r}")
             for arm, job in zip(arms, jobs, strict=True)]
-        proc.work.complete(item, results, intended_wall,
-                           lambda: [self._report(result) for result in results])
+        self.proc.work.complete(item, results, intended_wall,
+                                lambda: [self._report(result) for result in results])
 
     def _send(self, record: TrafficRecord, arm: str, intended: float) -> ArmResult:
         proc = self.proc

@@ -64,6 +64,9 @@ class WorkSource(Protocol):
         """Hand over the item's results; `kept` is called once they are written (never
         when they are dropped: the record was already done by another claim)."""
 
+    def give_back(self, item: WorkItem) -> None:
+        """An item claimed but not sent (Locust stopped its user): another may send it."""
+
 
 class StoreWork:
     """Work from the run directory's own queue, one connection per process."""
@@ -80,3 +83,6 @@ class StoreWork:
                  kept: Callable[[], None]) -> None:
         if self.store.queue.complete(item, results, self.owner, intended_at):
             kept()
+
+    def give_back(self, item: WorkItem) -> None:
+        self.store.queue.release(self.owner, item.seq)

@@ -172,11 +172,14 @@ class WorkQueue:
             "UPDATE work_queue SET owner = NULL, lease_until = NULL "
             "WHERE done = 0 AND owner IS NOT NULL AND lease_until < ?", (now,)).rowcount
 
-    def release(self, owner: str) -> int:
-        """Put back every unfinished row leased to `owner` (known to be gone)."""
+    def release(self, owner: str, seq: int | None = None) -> int:
+        """Put back every unfinished row leased to `owner` (known to be gone), or only row
+        `seq` (claimed but not sent)."""
+        only = "" if seq is None else " AND seq = ?"
         return self.conn.execute(
             "UPDATE work_queue SET owner = NULL, lease_until = NULL "
-            "WHERE done = 0 AND owner = ?", (owner,)).rowcount
+            f"WHERE done = 0 AND owner = ?{only}",
+            (owner,) if seq is None else (owner, seq)).rowcount
 
     def stop(self) -> None:
         """Hand out nothing more (a run stopped early); `fill` opens the queue again."""
