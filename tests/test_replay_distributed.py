@@ -271,7 +271,7 @@ def test_clock_skew_is_corrected_or_refused_and_a_taken_name_is_refused(
     assert run.manifest.status == "complete" and len(run.results) == 40
     assert all(r.ok for r in run.results)
     # measured from the master's intended times: a 4 s skew left uncorrected would show
-    assert max(r.e2e_s for r in run.results) < 2.0
+    assert max(r.e2e_s for r in run.results) < 3.0  # uncorrected: ~4.2 s
     info = next(w for w in run.manifest.workers["workers"] if w["name"] == "skewed")
     assert abs(info["clock_offset_s"] + 4) < 0.5
     with RunDir(out).open_store(create=False) as store:
