@@ -137,11 +137,12 @@ def test_workers_in_empty_dirs_give_the_same_results_as_one_process(
         tmp_path: Path, echo: str) -> None:
     path = traffic(tmp_path / "t.jsonl", 24, spacing=0.1)
     single = tmp_path / "single"
+    # closed loop, 2 users a worker: each holds at most a few records, so both send
     run_replay(ReplayConfig(out=single, arms={"baseline": echo, "candidate": echo},
-                            traffic=path, progress=False, timeout=20))
+                            traffic=path, users=4, progress=False, timeout=20))
     out, port = tmp_path / "multi", free_port()
-    master = subprocess.Popen(master_cmd(path, out, echo, port, 2), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+    master = subprocess.Popen(master_cmd(path, out, echo, port, 2, "--users", "4"),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     workers = [Worker(tmp_path / f"w{i}", port) for i in range(2)]
     seen: list[str] = []
     while master.poll() is None:  # what the workers hold open, while they work
@@ -180,20 +181,30 @@ def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(
     out, port = tmp_path / "run", free_port()
     master = subprocess.Popen(master_cmd(path, out, echo, port, 2), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
-    victim = Worker(tmp_path / "victim", port, name="victim")
-    survivor = Worker(tmp_path / "survivor", port, name="survivor")
-    wait_for(lambda: rows(out) >= 10, what="the first results")
-    victim.proc.send_signal(signal.SIGKILL)
+    workers = {name: Worker(tmp_path / name, port, name=name) for name in ("w1", "w2")}
+    # whichever asks first gets a record: kill a worker while it holds some
+    holding: list[str] = []
+
+    def one_holds_records() -> bool:
+        with RunDir(out).open_store(create=False) as store:
+            holders = store.queue.holders()
+        holding[:] = [name for name, n in holders.items() if n >= 2]
+        return rows(out) >= 10 and bool(holding)
+
+    wait_for(one_holds_records, what="a worker holding records after the first results")
+    victim = holding[0]
+    workers.pop(victim).proc.send_signal(signal.SIGKILL)
     output = master.communicate(timeout=120)[0]
-    survivor.finish()
+    for worker in workers.values():
+        worker.finish()
     assert master.returncode == 0, output
     run = load_run(out)
     assert run.manifest.status == "complete"
     assert set(pairs(out).values()) == {1} and len(pairs(out)) == 80
     assert run.manifest.resent > 0, "the victim held records: they should be sent again"
-    victim_info = next(w for w in run.manifest.workers["workers"] if w["name"] == "victim")
+    victim_info = next(w for w in run.manifest.workers["workers"] if w["name"] == victim)
     assert victim_info["lost"] is not None and victim_info["released"] > 0
-    assert any("victim was lost" in n for n in run.manifest.notes)
+    assert any(f"{victim} was lost" in n for n in run.manifest.notes)
     assert any("sent again" in n for n in run.manifest.notes)
 
 

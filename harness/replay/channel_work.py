@@ -2,9 +2,10 @@
 over Locust's messages. Runs only inside a Locust worker process (gevent).
 
 The worker keeps a small buffer of records (it asks for as many as it has users waiting,
-one request at a time), converts each record's due time from the master's clock to its own,
-and sends results back in batches (every FLUSH_S, or at once when BATCH are waiting). A
-result reaches Locust's stats only when the master acks that it was written.
+one request at a time; closed loop, one per user ahead), converts each record's due time
+from the master's clock to its own, and sends results back in batches (every FLUSH_S, or
+at once when BATCH are waiting). A result reaches Locust's stats only when the master acks
+that it was written.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from harness.replay.work import WorkerPlan
 from harness.store import WorkItem
 
 FLUSH_S = 0.1
+CLAIM_WAIT_S = 0.5  # how long a user waits for records on their way before looking again
 QUIT_GRACE_S = 10.0
 BATCH = 100
 # a fault-injection knob for tests: shift this worker's clock readings by S seconds
@@ -47,6 +49,7 @@ class ChannelWork:
         self.buffer: collections.deque[WorkItem] = collections.deque()
         self.asked = False  # a `want` is on its way
         self.idle = 0  # users waiting for a record
+        self.dry = False  # the master's last answer held no record
         self.arrived = Event()
         self.outbox: list[dict[str, Any]] = []
         self.waiting: dict[int, Callable[[], None]] = {}  # seq -> report once kept
@@ -69,14 +72,20 @@ class ChannelWork:
 
     # WorkSource
     def claim(self) -> WorkItem | None:
-        if not self.buffer:
+        deadline = time.monotonic() + CLAIM_WAIT_S
+        while not self.buffer:
             self.idle += 1
             try:
                 self._ask()
-                self.arrived.wait(0.2)
+                self.arrived.wait(max(0.0, deadline - time.monotonic()))
             finally:
                 self.idle -= 1
-        return self.buffer.popleft() if self.buffer else None
+            if not self.buffer and (self.dry or time.monotonic() >= deadline):
+                return None  # the master has nothing for now
+        item = self.buffer.popleft()
+        if self._prefetch() and len(self.buffer) < self._prefetch() // 2:
+            self._ask()  # closed loop: the next round trip overlaps the sends
+        return item
 
     def give_back(self, item: WorkItem) -> None:
         # still leased to this worker: the next of its users takes it, due as before
@@ -93,14 +102,23 @@ class ChannelWork:
             self._flush()
 
     # the channel
+    def _prefetch(self) -> int:
+        """Records to keep at hand: closed loop, one per user (each sends at once when
+        free); open loop none beyond the waiting users, since users take records up to
+        the master's look-ahead early and the round trip is off the critical path."""
+        if self.plan is None or not self.plan.closed_loop:
+            return 0
+        return max(1, getattr(self.runner, "user_count", 1) or 1)
+
     def _ask(self) -> None:
         if self.asked or self.plan is None:
             return
         self.asked = True
         self.arrived.clear()
-        # as many as there are users waiting: the rest of the schedule stays with the
-        # master, for whichever worker has a user free first
-        self.runner.send_message(channel.WANT, {"n": max(1, self.idle)})
+        # as many as there are users waiting (plus the closed loop's prefetch): the rest of
+        # the schedule stays with the master, for whichever worker has a user free first
+        n = max(1, self.idle, self._prefetch() - len(self.buffer))
+        self.runner.send_message(channel.WANT, {"n": n})
 
     def _flush(self) -> None:
         if self.outbox:
@@ -136,6 +154,7 @@ class ChannelWork:
             self.buffer.append(WorkItem(item.seq, item.record, item.arms,
                                         item.due_at - self.offset, item.attempt))
         self.asked = False
+        self.dry = not msg.data["items"]
         self.arrived.set()
 
     def _ack(self, environment: Any, msg: Any) -> None:

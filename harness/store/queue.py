@@ -190,6 +190,12 @@ class WorkQueue:
         return self.conn.execute(
             "SELECT 1 FROM queue_meta WHERE key = 'stopped'").fetchone() is not None
 
+    def holders(self) -> dict[str, int]:
+        """Unfinished rows leased, by owner."""
+        return {row[0]: row[1] for row in self.conn.execute(
+            "SELECT owner, COUNT(*) FROM work_queue WHERE done = 0 AND owner IS NOT NULL "
+            "GROUP BY owner")}
+
     def progress(self) -> QueueProgress:
         row = self.conn.execute(
             "SELECT COUNT(*), COALESCE(SUM(done), 0), "
