@@ -208,6 +208,30 @@ def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(
     assert any("sent again" in n for n in run.manifest.notes)
 
 
+def test_a_worker_that_joins_late_gets_users_and_work(tmp_path: Path, echo: str) -> None:
+    path = traffic(tmp_path / "t.jsonl", 40, spacing=0.1)
+    out, port = tmp_path / "run", free_port()
+    # closed loop, 2 users: once Locust moves one to the late worker, it must send
+    master = subprocess.Popen(master_cmd(path, out, echo, port, 1, "--users", "2"),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    early = Worker(tmp_path / "early", port, name="early")
+    wait_for(lambda: rows(out) >= 6, what="the first results")
+    late = Worker(tmp_path / "late", port, name="late")
+    output = master.communicate(timeout=120)[0]
+    early.finish()
+    late.finish()
+    assert master.returncode == 0, output
+    run = load_run(out)
+    assert run.manifest.status == "complete"
+    assert set(pairs(out).values()) == {1} and len(pairs(out)) == 80
+    info = {w["name"]: w for w in run.manifest.workers["workers"]}
+    assert info["late"]["late"] and not info["early"]["late"]
+    assert any("worker late joined" in n for n in run.manifest.notes), run.manifest.notes
+    # Locust moved users to it (stopping some on the early worker, mid-wait or mid-send):
+    # still one result per pair, above
+    assert info["late"]["records"] > 0
+
+
 def test_the_last_worker_lost_ends_the_run_interrupted(tmp_path: Path, echo: str) -> None:
     path = traffic(tmp_path / "t.jsonl", 40, spacing=0.1)
     out, port = tmp_path / "run", free_port()
