@@ -4,8 +4,9 @@ replay-worker --master ...`) run as separate processes, each in its own empty te
 directory, against real arms (the echo server of benchmarks/). One host, separate
 processes and directories: no network namespaces here.
 
-Faults: a worker killed mid-run, the master killed mid-run and resumed with a fresh worker,
-a worker with a skewed clock, a name taken twice; and the `should_stop` hook."""
+Faults: a worker killed mid-run, a worker frozen until its answers come too late, the last
+worker lost, the master killed mid-run and resumed with a fresh worker, a worker that joins
+late, a worker with a skewed clock, a name taken twice; and the `should_stop` hook."""
 
 from __future__ import annotations
 
@@ -206,6 +207,43 @@ def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(
     assert victim_info["lost"] is not None and victim_info["released"] > 0
     assert any(f"{victim} was lost" in n for n in run.manifest.notes)
     assert any("sent again" in n for n in run.manifest.notes)
+
+
+def test_the_late_results_of_a_worker_presumed_lost_are_dropped(
+        tmp_path: Path, echo: str) -> None:
+    path = traffic(tmp_path / "t.jsonl", 90, spacing=0.1)
+    out, port = tmp_path / "run", free_port()
+    master = subprocess.Popen(master_cmd(path, out, echo, port, 2), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    workers = {name: Worker(tmp_path / name, port, name=name) for name in ("w1", "w2")}
+    holding: list[str] = []
+
+    def one_holds_records() -> bool:
+        with RunDir(out).open_store(create=False) as store:
+            holding[:] = [n for n, k in store.queue.holders().items() if k >= 2]
+        return rows(out) >= 10 and bool(holding)
+
+    wait_for(one_holds_records, what="a worker holding records after the first results")
+    victim = holding[0]
+    workers[victim].proc.send_signal(signal.SIGSTOP)  # frozen: no heartbeat, no results
+
+    def released() -> bool:
+        info = {w["name"]: w for w in (RunDir(out).read_workers() or {})["workers"]}
+        return info[victim]["lost"] is not None and info[victim]["released"] > 0
+
+    wait_for(released, what="the master to give the frozen worker's records to another")
+    time.sleep(1.0)  # the other worker sends them again meanwhile
+    workers[victim].proc.send_signal(signal.SIGCONT)  # its answers now come too late
+    output = master.communicate(timeout=120)[0]
+    for worker in workers.values():
+        worker.finish()
+    assert master.returncode == 0, output
+    run = load_run(out)
+    assert run.manifest.status == "complete"
+    assert set(pairs(out).values()) == {1} and len(pairs(out)) == 180
+    assert run.manifest.resent > 0
+    assert run.manifest.workers["late_results_dropped"] > 0, run.manifest.workers
+    assert any("late result(s) dropped" in n for n in run.manifest.notes)
 
 
 def test_a_worker_that_joins_late_gets_users_and_work(tmp_path: Path, echo: str) -> None:

@@ -21,6 +21,7 @@ the reason in its manifest (e.g. a sequential test that has decided).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
@@ -47,7 +48,7 @@ from harness.replay.plan import load_records, pending_items
 from harness.replay.scrape import scrape_arms
 from harness.replay.work import WorkerPlan
 from harness.replay.workers import LOCUSTFILE, connect_host, worker_command, worker_env
-from harness.rundir import RunDir
+from harness.rundir import RunDir, RunDirError
 from harness.store import ResultStore
 
 POLL_S = 0.25
@@ -222,7 +223,7 @@ def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Pat
     status = "interrupted"
     server = None
     outcome = _Outcome(finished=True)
-    resent = 0
+    resent = total = 0
     workers: dict = {}
     try:
         # a resume keeps the run's schedule (its traffic.jsonl); --speed still applies
@@ -242,6 +243,9 @@ def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Pat
         complete = outcome.finished and (not missing or outcome.stop_reason is not None)
         status = "complete" if complete else "interrupted"
     finally:
+        if total and not workers:  # interrupted mid-send: what the master wrote so far
+            with contextlib.suppress(RunDirError):
+                workers = run.read_workers() or {}
         if server is not None:
             if status == "complete" and config.metrics_linger_s > 0:
                 tail.poll()  # the last rows, then one scrape interval for Prometheus to see them
