@@ -11,6 +11,7 @@ late, a worker with a skewed clock, a name taken twice; and the `should_stop` ho
 from __future__ import annotations
 
 import contextlib
+import csv
 import os
 import signal
 import subprocess
@@ -141,17 +142,22 @@ def test_workers_in_empty_dirs_give_the_same_results_as_one_process(
     # closed loop, 2 users a worker: each holds at most a few records, so both send
     run_replay(ReplayConfig(out=single, arms={"baseline": echo, "candidate": echo},
                             traffic=path, users=4, progress=False, timeout=20))
-    out, port = tmp_path / "multi", free_port()
-    master = subprocess.Popen(master_cmd(path, out, echo, port, 2, "--users", "4"),
+    out, port, metrics_port = tmp_path / "multi", free_port(), free_port()
+    master = subprocess.Popen(master_cmd(path, out, echo, port, 2, "--users", "4",
+                                         "--metrics-port", str(metrics_port),
+                                         "--metrics-linger", "2"),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     workers = [Worker(tmp_path / f"w{i}", port) for i in range(2)]
     seen: list[str] = []
+    live = ""
     while master.poll() is None:  # what the workers hold open, while they work
         for worker in workers:
             if worker.proc.poll() is None:
                 with contextlib.suppress(OSError):
                     seen += worker.open_paths()
                     assert "torch" not in worker.maps(), "a worker loaded torch"
+        with contextlib.suppress(httpx.HTTPError):
+            live = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=1).text
         time.sleep(0.05)
     output = master.communicate()[0]
     assert master.returncode == 0, output
@@ -174,6 +180,14 @@ def test_workers_in_empty_dirs_give_the_same_results_as_one_process(
         lateness = [row.recorded_at - row.intended_at - row.result.e2e_s
                     for row in store.rows()]
     assert max(abs(x) for x in lateness) < 0.5, "intended times are not the master's"
+    # the master's live metrics (last scrape, while it lingered) and Locust's stats cover
+    # both workers
+    served = sum(float(line.rpartition(" ")[2]) for line in live.splitlines()
+                 if line.startswith("layergate_replay_requests_total{"))
+    assert served == 48, live
+    with RunDir(out).locust_stats.open() as stats:
+        posts = [row for row in csv.DictReader(stats) if row["Type"] == "POST"]
+    assert sum(int(row["Request Count"]) for row in posts) == 48
 
 
 def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(
