@@ -300,20 +300,22 @@ def test_the_last_worker_lost_ends_the_run_interrupted(tmp_path: Path, echo: str
     assert any("only was lost" in n for n in run.manifest.notes), run.manifest.notes
 
 
+@pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, "interrupted"),
+                                             (signal.SIGKILL, "running")])
 def test_the_master_killed_mid_run_then_resume_with_a_fresh_worker(
-        tmp_path: Path, echo: str) -> None:
+        tmp_path: Path, echo: str, sig: signal.Signals, status: str) -> None:
     path = traffic(tmp_path / "t.jsonl", 30, spacing=0.2)
     out, port = tmp_path / "run", free_port()
     master = subprocess.Popen(master_cmd(path, out, echo, port, 1), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
     first = Worker(tmp_path / "first", port)
     wait_for(lambda: rows(out) >= 10, what="the first results")
-    master.send_signal(signal.SIGTERM)
+    master.send_signal(sig)  # SIGKILL: Locust's master goes with it (parent-death signal)
     output = master.communicate(timeout=60)[0]
-    assert master.returncode == 1, output
+    assert master.returncode == (1 if sig == signal.SIGTERM else -signal.SIGKILL), output
     first.finish()
     manifest = RunDir(out).read_manifest()
-    assert manifest.status == "interrupted"
+    assert manifest.status == status  # a SIGKILL leaves no chance to write `interrupted`
     before = pairs(out)
     assert 10 <= sum(before.values()) < 60
     with RunDir(out).open_store(create=False) as store:
