@@ -27,6 +27,7 @@ from harness.replay.work import WorkerPlan
 from harness.store import WorkItem
 
 FLUSH_S = 0.1
+STATS_S = 0.3  # the longest kept results wait before Locust's stats go to the master
 CLAIM_WAIT_S = 0.5  # how long a user waits for records on their way before looking again
 QUIT_GRACE_S = 10.0
 BATCH = 100
@@ -50,6 +51,7 @@ class ChannelWork:
         self.asked = False  # a `want` is on its way
         self.idle = 0  # users waiting for a record
         self.dry = False  # the master's last answer held no record
+        self.stats_due = False  # a stats report to the master is scheduled
         self.arrived = Event()
         self.outbox: list[dict[str, Any]] = []
         self.waiting: dict[int, Callable[[], None]] = {}  # seq -> report once kept
@@ -164,3 +166,14 @@ class ChannelWork:
                 report()
         for seq in msg.data["dropped"]:
             self.waiting.pop(seq, None)
+        if msg.data["kept"] and not self.stats_due:
+            self.stats_due = True
+            gevent.spawn_later(STATS_S, self._send_stats)
+
+    def _send_stats(self) -> None:
+        """Report Locust's stats to the master now, not at its next 3 s tick: the master's
+        web UI and CSV then hold the last results too when the run ends right after them."""
+        self.stats_due = False
+        send = getattr(self.runner, "_send_stats", None)  # Locust's own report, if it has it
+        if send is not None:
+            send()

@@ -54,6 +54,7 @@ from harness.store import ResultStore
 POLL_S = 0.25
 RELEASE_S = 5.0  # how often expired leases go back to the queue (a write: not every poll)
 STOP_CHECK_S = 2.0  # how often `should_stop` is asked
+STATS_SETTLE_S = 1.0  # > the ack round trip + a worker's STATS_S (channel_work.py)
 
 # the results so far -> falsy to go on, True or the reason (a string) to stop early
 StopHook = Callable[[Sequence[ArmResult]], "bool | str | None"]
@@ -283,6 +284,8 @@ def _send(config: ReplayConfig, run: RunDir, store: ResultStore, tail: StoreTail
                       f"to send; log in {run.locust_log}")
         try:
             outcome = _follow(proc, store, tail, config.progress, total, should_stop)
+            if outcome.finished:
+                time.sleep(STATS_SETTLE_S)  # the workers' last stats reach Locust's master
         finally:
             _stop_locust(proc)
             for worker in locals_:
