@@ -2,7 +2,10 @@
 prompt's words back as tokens (up to max_tokens), streamed or not, with no model and no
 delay unless `--token-delay` asks for one. Raw ASGI on uvicorn, so its own cost is small.
 
-    python benchmarks/echo_server.py --port 8011 [--token-delay 0.0]
+    python benchmarks/echo_server.py --port 8011 [--token-delay 0.0] [--processes 1]
+
+`--processes N` runs N uvicorn worker processes on the one port, so that the server is not
+what limits a benchmark of several replay workers.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import time
 from typing import Any
 
@@ -103,12 +107,27 @@ def make_app(token_delay: float = 0.0):
     return app
 
 
+DELAY_ENV = "ECHO_TOKEN_DELAY"
+
+
+def app_from_env():
+    """The app for uvicorn's worker processes (they import it by name)."""
+    return make_app(float(os.environ.get(DELAY_ENV, "0")))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--token-delay", type=float, default=0.0, help="seconds per token")
+    parser.add_argument("--processes", type=int, default=1, help="uvicorn worker processes")
     args = parser.parse_args()
+    if args.processes > 1:
+        os.environ[DELAY_ENV] = str(args.token_delay)
+        uvicorn.run("echo_server:app_from_env", factory=True, workers=args.processes,
+                    app_dir=os.path.dirname(os.path.abspath(__file__)), host=args.host,
+                    port=args.port, log_level="warning", access_log=False)
+        return
     uvicorn.run(make_app(args.token_delay), host=args.host, port=args.port, log_level="warning",
                 access_log=False)
 

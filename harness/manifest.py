@@ -50,6 +50,13 @@ class Manifest:
     finished: str | None = None
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     notes: tuple[str, ...] = ()  # e.g. an arm whose /metrics could not be scraped
+    # a replay: records sent again after a lease ran out (all invocations of the run)
+    resent: int = 0
+    # a replay stopped by its `should_stop` hook before every record was sent
+    stopped_early: bool = False
+    stop_reason: str | None = None
+    # a replay: the Locust workers its master served (workers.json), across resumes
+    workers: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def new(cls, kind: Kind, config: dict[str, Any], arms: dict[str, str],

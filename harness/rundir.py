@@ -36,6 +36,7 @@ RESULTS = "results.sqlite"
 TRAFFIC = "traffic.jsonl"
 SCRAPES = "scrapes"
 DETERMINISM = "determinism"
+WORKERS = "workers.json"  # the replay master's record of its workers (written while it runs)
 LOCUST = "locust"  # Locust's --csv prefix: locust_stats.csv, locust_failures.csv, ...
 SCRAPE_TIMES = ("before", "after")
 
@@ -158,6 +159,27 @@ class RunDir:
         tmp.write_text(json.dumps(manifest.to_json(), indent=2, ensure_ascii=False) + "\n")
         tmp.replace(self.manifest_path)
         return self.manifest_path
+
+    # the replay master's record of its workers
+    @property
+    def workers_path(self) -> Path:
+        return self.path / WORKERS
+
+    def write_workers(self, summary: dict[str, Any]) -> Path:
+        """Atomically, like the manifest: the master rewrites it as workers come and go."""
+        tmp = self.path / f".{WORKERS}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+        tmp.replace(self.workers_path)
+        return self.workers_path
+
+    def read_workers(self) -> dict[str, Any] | None:
+        """What the master wrote about its workers; None when it wrote nothing."""
+        try:
+            return json.loads(self.workers_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise RunDirError(f"{self.workers_path}: unreadable: {exc}") from exc
 
     # the store
     def open_store(self, create: bool = True) -> ResultStore:

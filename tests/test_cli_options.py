@@ -17,6 +17,7 @@ from harness.cli import COMMANDS, main
 from harness.cli.options import FieldOption, config_field, field_choices, field_default
 from harness.repeat_suite import DeterminismConfig
 from harness.replay.config import ReplayConfig
+from harness.replay.workers import WorkerConfig
 from harness.stack.demo_config import DemoConfig
 from harness.watch.config import WatchConfig
 from reference_engine.calibration.config import CalibrationConfig
@@ -31,6 +32,7 @@ CONFIGS: dict[str, tuple[type | None, list[str]]] = {
     "capture": (CaptureConfig, ["--upstream", "http://u", "--out", "t.jsonl"]),
     "replay": (ReplayConfig, ["--baseline", "http://a", "--candidate", "http://b",
                               "--out", "run"]),
+    "replay-worker": (WorkerConfig, ["--master", "127.0.0.1:5557"]),
     "determinism": (DeterminismConfig, ["--target", "http://b", "--traffic", "t.jsonl",
                                         "--out", "run"]),
     "metrics": (MetricsConfig, ["run"]),

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 # run only inside the Locust process (Locust monkey-patches the standard library)
-LOCUST_ONLY = {"harness.replay.locustfile", "harness.replay.gevent_transport"}
+LOCUST_ONLY = {"harness.replay.locustfile", "harness.replay.gevent_transport",
+               "harness.replay.channel_work"}
 
 SCRIPT = """
 import importlib, pkgutil, sys

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from harness.cli.capture import command as capture
 from harness.cli.replay import command as replay
+from harness.cli.replay_worker import command as replay_worker
 
 ARMS = ["--baseline", "http://127.0.0.1:9", "--candidate", "http://127.0.0.1:9"]
 
@@ -38,6 +39,12 @@ def test_replay_usage_errors(tmp_path: Path, traffic: Path) -> None:
         (["--traffic", str(traffic), *ARMS, "--budget", "10", *out], "--until-decided"),
         (["--traffic", str(traffic), *ARMS, "--until-decided", str(traffic), *out],
          "--until-decided: "),
+        (["--traffic", str(traffic), *ARMS], "Missing option '--out'"),
+        (["--traffic", str(traffic), *ARMS, "--processes", "0", *out], "no worker to send"),
+        (["--traffic", str(traffic), *ARMS, "--expect-workers", "2", *out],
+         "needs --master-bind"),
+        (["--traffic", str(traffic), *ARMS, "--expect-workers", "1", "--master-bind",
+          "0.0.0.0:99999", *out], "--master-bind must be HOST[:PORT]"),
     ]
     for args, message in cases:
         result = CliRunner().invoke(replay, args)
@@ -51,6 +58,14 @@ def test_replay_refuses_to_overwrite_a_run(tmp_path: Path) -> None:
     result = CliRunner().invoke(replay, ["--scenario", "saas-mix", *ARMS, "--out",
                                          str(tmp_path / "run")])
     assert result.exit_code == 2 and "--resume" in result.output
+
+
+def test_replay_worker_usage_errors() -> None:
+    for args, message in [([], "Missing option '--master'"),
+                          (["--master", "host:port"], "HOST[:PORT]"),
+                          (["--master", "h:1", "--processes", "0"], "--processes")]:
+        result = CliRunner().invoke(replay_worker, args)
+        assert result.exit_code == 2 and message in result.output, result.output
 
 
 def test_capture_usage_errors(tmp_path: Path) -> None:

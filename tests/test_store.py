@@ -17,7 +17,7 @@ from exporters.records import ArmResult
 from exporters.traffic import TrafficRecord
 from harness.manifest import Manifest
 from harness.rundir import RunDir
-from harness.store import QueueEntry, QueueProgress, ResultStore, WorkItem
+from harness.store import Completion, QueueEntry, QueueProgress, ResultStore, WorkItem
 
 FULL = ArmResult(
     request_id="r1", arm="candidate", scenario="long", ok=True, http_status=200, ttft_s=0.1,
@@ -143,6 +143,40 @@ def test_release_puts_back_what_an_owner_held(tmp_path: Path) -> None:
         assert store.queue.release("gone") == 2
         assert [i.record.id for i in store.queue.claim("new", 1000, limit=5)] == ["r0", "r1"]
         assert store.queue.progress().resent == 2
+
+
+def test_a_batch_completes_in_one_go_and_drops_what_is_already_done(tmp_path: Path) -> None:
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        store.queue.fill(entries(3))
+        items = store.queue.claim("w1", lease_s=1000, limit=3)
+        assert store.queue.holders() == {"w1": 3}
+        assert store.queue.complete(items[1], [ok("r1", "baseline")], "w0")
+        batch = [Completion(i.seq, i.record.id, (ok(i.record.id, "baseline"),), 5.0)
+                 for i in items]
+        assert store.queue.complete_many(batch, "w1") == [True, False, True]
+        assert sorted((r.result.request_id, r.worker) for r in store.rows()) == [
+            ("r0", "w1"), ("r1", "w0"), ("r2", "w1")]
+        assert store.queue.holders() == {}
+        with pytest.raises(ValueError, match="do not belong"):
+            store.queue.complete_many([Completion(items[0].seq, "r0", (ok("r9", "a"),),
+                                                  None)], "w1")
+
+
+def test_the_look_ahead_stop_and_giving_one_record_back(tmp_path: Path) -> None:
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        store.queue.fill(entries(5))  # due at t0 + 0, 1, 2, 3, 4
+        first = store.queue.claim("w1", 1000, limit=5, now=100.0, horizon_s=1.5)
+        assert [i.record.id for i in first] == ["r0", "r1"]
+        assert store.queue.claim("w2", 1000, limit=5, now=100.4, horizon_s=1.5) == []
+        assert [i.record.id for i in store.queue.claim("w2", 1000, limit=5, now=101.0,
+                                                       horizon_s=1.5)] == ["r2"]
+        assert store.queue.release("w1", first[1].seq) == 1  # not sent: back, not lost
+        assert store.queue.holders() == {"w1": 1, "w2": 1}
+        store.queue.stop()
+        assert store.queue.stopped()
+        assert store.queue.claim("w3", 1000, limit=5, now=110.0) == []
+        store.queue.fill(entries(1))  # a resume opens it again
+        assert not store.queue.stopped() and store.queue.claim("w3", 1000)
 
 
 def test_a_work_item_travels_as_json() -> None:

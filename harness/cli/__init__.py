@@ -13,6 +13,7 @@ COMMANDS: dict[str, str] = {
     "calibrate": "calibrate",
     "capture": "capture",
     "replay": "replay",
+    "replay-worker": "replay_worker",
     "determinism": "determinism",
     "metrics": "metrics",
     "gate": "gate",

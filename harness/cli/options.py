@@ -150,8 +150,11 @@ def field_option(config: type, name: str, *flags: str, parse: Callable[[Any], An
                          multiple=attrs.get("multiple", False),
                          is_flag=attrs.get("is_flag", False),
                          callback=_warn(old, flag, parse, default))(fn)
+        # a required option gets no default at all: click (8.3+) counts an explicit
+        # default=None as a value, and would let the option be left out
+        given = {} if typed is None and attrs.get("required") else {"default": typed}
         return click.option(*decls, cls=FieldOption, config=config, field_name=name,
-                            deprecated=deprecated, help=help_text, default=typed,
+                            deprecated=deprecated, help=help_text, **given,
                             **attrs)(fn)
     return decorate
 

@@ -3,6 +3,8 @@ options are `ReplayConfig`'s fields, and one URL and one model option per catalo
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,10 @@ def _arm_options(fn: Callable) -> Callable:
 @_replay_option("requests")
 @_replay_option("speed")
 @_replay_option("processes")
+@_replay_option("expect_workers", metavar="N")
+@_replay_option("master_bind", metavar="HOST[:PORT]")
+@_replay_option("worker_wait", metavar="S")
+@_replay_option("max_clock_skew", metavar="S")
 @_replay_option("max_in_flight")
 @_replay_option("resume")
 @_replay_option("timeout")
@@ -74,6 +80,9 @@ def command(ctx: click.Context, **params: Any) -> None:
     from harness.rundir import RunDir, RunDirError
     from harness.scenarios import MixError
 
+    # a SIGTERM (e.g. from a scheduler) ends the run like Ctrl-C: marked interrupted
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)
     arms = {arm: params[arm] for arm in ARMS if params[arm]}
     models = {arm: params[f"model_{arm}"] for arm in ARMS if params[f"model_{arm}"]}
     try:
@@ -94,3 +103,7 @@ def command(ctx: click.Context, **params: Any) -> None:
         click.echo(f"note: {note}", err=True)
     if manifest.status != "complete":
         raise SystemExit(ExitCode.FAIL)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt

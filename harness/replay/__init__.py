@@ -1,7 +1,8 @@
 """Shadow replay through Locust: every traffic record goes to every arm at the same intended
-time, streaming; results land in the run's SQLite store (see `runner`, `locustfile`)."""
+time, streaming; Locust's master writes the results into the run's SQLite store for all its
+workers (see `runner`, `master`, `channel`, `locustfile`)."""
 
 from harness.replay.config import ConfigError, ReplayConfig
-from harness.replay.runner import ReplayError, run_replay
+from harness.replay.runner import ReplayError, StopHook, run_replay
 
-__all__ = ["ConfigError", "ReplayConfig", "ReplayError", "run_replay"]
+__all__ = ["ConfigError", "ReplayConfig", "ReplayError", "StopHook", "run_replay"]

@@ -9,6 +9,7 @@ from typing import Any
 
 from exporters import tokenizer
 from exporters.catalogue import ARMS, REQUIRED_ARMS
+from harness.replay.channel import parse_address
 
 
 class ConfigError(ValueError):
@@ -62,7 +63,22 @@ class ReplayConfig:
     speed: float = field(default=1.0, metadata={
         "help": "Timestamp replay: divide recorded offsets by S.", "min": 0, "min_open": True})
     processes: int = field(default=1, metadata={
-        "help": "Locust worker processes (master + N workers when N > 1).", "min": 1})
+        "help": "Locust worker processes on this machine. They get their work from Locust's "
+                "master over its messages, like workers on other hosts (0: only those).",
+        "min": 0})
+    expect_workers: int = field(default=0, metadata={
+        "help": "Workers on other hosts (`layergate replay-worker --master`) to wait for "
+                "before sending, besides --processes.", "min": 0})
+    master_bind: str | None = field(default=None, metadata={
+        "help": "HOST[:PORT] where Locust's master listens for workers (port default 5557). "
+                "Default: 127.0.0.1 on a free port, for --processes only."})
+    worker_wait: int = field(default=600, metadata={
+        "help": "Seconds to wait for every expected worker before giving up (the run is "
+                "then interrupted; 0: wait for ever).", "min": 0})
+    max_clock_skew: float = field(default=30.0, metadata={
+        "help": "Refuse a worker whose clock is more than S seconds off the master's; a "
+                "smaller offset is measured at its join and corrected.", "min": 0,
+        "min_open": True})
     resume: bool = field(default=False, metadata={
         "help": "Fill an interrupted run: send only (request, arm) pairs with no ok result."})
     timeout: float = field(default=120.0, metadata={
@@ -117,8 +133,19 @@ class ReplayConfig:
                 raise ConfigError(f"--{arm} must be an http(s) URL: {url!r}")
         if self.rate is not None and self.users is not None:
             raise ConfigError("--rate (open loop) and --users (closed loop) exclude each other")
+        if self.workers < 1:
+            raise ConfigError("no worker to send with: give --processes 1 or more, or "
+                              "--expect-workers with workers on other hosts")
+        if self.master_bind is not None:
+            try:
+                parse_address(self.master_bind, "--master-bind")
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from exc
+        elif self.expect_workers:
+            raise ConfigError("--expect-workers needs --master-bind HOST[:PORT], an address "
+                              "the workers on other hosts can reach")
         positive = {"rate": self.rate, "users": self.users, "requests": self.requests,
-                    "speed": self.speed, "processes": self.processes, "timeout": self.timeout,
+                    "speed": self.speed, "timeout": self.timeout,
                     "max_in_flight": self.max_in_flight}
         for name, value in positive.items():
             if value is not None and value <= 0:
@@ -142,10 +169,16 @@ class ReplayConfig:
         return self.users is not None
 
     @property
+    def workers(self) -> int:
+        """Locust workers the master waits for: local processes and other hosts'."""
+        return self.processes + self.expect_workers
+
+    @property
     def locust_users(self) -> int:
-        """Users to spawn, a multiple of the processes so that every worker gets some."""
+        """Users to spawn, a multiple of the workers so that every worker gets some."""
         users = self.users if self.users is not None else self.max_in_flight
-        return max(users, self.processes) + (-max(users, self.processes)) % self.processes
+        n = self.workers
+        return max(users, n) + (-max(users, n)) % n
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)

@@ -1,7 +1,8 @@
 """Live Prometheus metrics of a replay (`--metrics-port`), names from docs/CONTRACTS.md.
 
-Served by the *parent* process, not by Locust: the parent tails the results store that
-every worker writes, so one endpoint covers all processes and the figures match the store.
+Served by the *parent* process, not by Locust: the parent tails the results store, which
+Locust's master writes for every worker (local or on other hosts), so one endpoint covers
+all workers and the figures match the store.
 Labels are `arm` and `scenario` (+ `status`) only; the registry is injected.
 """
 

@@ -1,11 +1,17 @@
 """The Locust user of a shadow replay. Loaded only by `locust -f` in its own process
 (Locust monkey-patches the standard library): never import this module elsewhere.
 
-The parent (`harness.replay.runner`) hands over a `WorkerPlan` in the environment and the
-work in the run's queue. Each user loops: claim the next record from the `WorkSource`,
-sleep until it is due (open loop; closed loop sends at once), send it to every arm it still
-needs concurrently (`client.send` over the gevent transport), hand the results back and
-report them to Locust's stats (`POST <arm>:<scenario>` for E2E, `TTFT <arm>:<scenario>`).
+Master: the parent (`harness.replay.runner`) hands Locust's master a `WorkerPlan` in the
+environment; at `init` the master opens the run's store and serves work and takes results
+over Locust's messages (`WorkMaster`). Worker (local or on another host): at `init` it says
+hello to the master and waits for the plan; it owns nothing on disk (`ChannelWork`). A
+Locust process run alone claims straight from the store (`StoreWork`).
+
+Each user loops: claim the next record from the `WorkSource`, sleep until it is due (open
+loop; closed loop sends at once), send it to every arm it still needs concurrently
+(`client.send` over the gevent transport), hand the results back and, once they are kept,
+report them to Locust's stats (`POST <arm>:<scenario>` for E2E, `TTFT <arm>:<scenario>`),
+which Locust sums on the master (web UI, CSV).
 """
 
 from __future__ import annotations
@@ -16,18 +22,25 @@ from dataclasses import dataclass
 from typing import Any
 
 import gevent
-from locust import User, constant, task
+from gevent import GreenletExit
+from locust import User, constant, events, task
+from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 from exporters.records import ArmResult
 from exporters.traffic import TrafficRecord
+from harness.replay.channel import HELLO, RESULTS, WANT
+from harness.replay.channel_work import ChannelWork, worker_clock
 from harness.replay.client import Target, send
 from harness.replay.gevent_transport import GeventTransport
+from harness.replay.master import WorkMaster
 from harness.replay.tracing import arm_span, replay_tracer_provider
 from harness.replay.work import StoreWork, WorkerPlan, WorkSource
+from harness.replay.workers import NAME_ENV, PROCESSES_ENV
 from harness.rundir import RunDir
-from harness.store import this_process
+from harness.store import WorkItem, this_process
 
-IDLE_S = 0.2  # how often a user with nothing to do looks at the queue again
+IDLE_S = 0.2  # how often a user with nothing to do looks for work again
+CHECK_WORKERS_S = 1.0  # how often the master looks for workers Locust lost
 
 
 @dataclass
@@ -43,16 +56,81 @@ class _Process:
 
 
 _STATE: _Process | None = None
+_CHANNEL: ChannelWork | None = None
+_MASTER: WorkMaster | None = None
+_QUITTING = False
+
+
+def _worker_name() -> str:
+    name = os.environ.get(NAME_ENV) or this_process()
+    if int(os.environ.get(PROCESSES_ENV, "1")) > 1 and os.environ.get(NAME_ENV):
+        name += f":{os.getpid()}"  # forked siblings share the given name
+    return name
+
+
+@events.init.add_listener
+def _on_init(environment: Any, **_: Any) -> None:
+    global _CHANNEL, _MASTER
+    runner = environment.runner
+    if isinstance(runner, MasterRunner):
+        plan = WorkerPlan.from_env(os.environ)
+
+        def connected(client_id: str) -> bool:
+            node = runner.clients.get(client_id)
+            return node is not None and node.state != STATE_MISSING
+
+        master = _MASTER = WorkMaster(RunDir(plan.run_dir), plan,
+                                      lambda kind, data, cid: runner.send_message(kind, data,
+                                                                                  cid),
+                                      connected, plan.max_clock_skew_s)
+        for kind, handler in ((HELLO, master.hello), (WANT, master.want),
+                              (RESULTS, master.results)):
+            runner.register_message(kind, _from_worker(handler))
+        gevent.spawn(_watch_workers, master)
+        # Locust's master stops the test when its last worker quits or goes missing, and
+        # would then wait for ever: end the process, so the parent marks the run interrupted
+        environment.events.test_stop.add_listener(lambda **_: gevent.spawn(_quit, runner))
+    elif isinstance(runner, WorkerRunner):
+        _CHANNEL = ChannelWork(runner, _worker_name())
+        _CHANNEL.hello()
+
+
+def _quit(runner: Any) -> None:
+    global _QUITTING
+    if not _QUITTING:
+        _QUITTING = True
+        runner.quit()
+
+
+def _from_worker(handler: Any) -> Any:
+    return lambda environment, msg, **_: handler(msg.node_id, msg.data)
+
+
+def _watch_workers(master: WorkMaster) -> None:
+    while True:
+        gevent.sleep(CHECK_WORKERS_S)
+        master.check_workers()
+
+
+@events.quitting.add_listener
+def _on_quitting(environment: Any, **_: Any) -> None:
+    if _MASTER is not None:
+        _MASTER.close()
 
 
 def _state() -> _Process:
     global _STATE
     if _STATE is None or _STATE.pid != os.getpid():
-        plan = WorkerPlan.from_env(os.environ)
-        if plan.run_dir is None:
-            raise RuntimeError("this Locust process got no run directory to claim work from "
-                               "(a worker fed by a master is not built yet)")
-        work = StoreWork(RunDir(plan.run_dir), this_process(), plan.lease_s)
+        work: WorkSource
+        if _CHANNEL is not None:
+            plan = _CHANNEL.wait_ready()
+            work = _CHANNEL
+        else:
+            plan = WorkerPlan.from_env(os.environ)
+            if plan.run_dir is None:
+                raise RuntimeError("this Locust process has neither a master nor a run "
+                                   "directory to claim work from")
+            work = StoreWork(RunDir(plan.run_dir), this_process(), plan.lease_s)
         _STATE = _Process(os.getpid(), plan, plan.targets, work,
                           GeventTransport(concurrency=plan.users * len(plan.arms),
                                           network_timeout=plan.timeout),
@@ -74,23 +152,38 @@ class ShadowUser(User):
             gevent.sleep(IDLE_S)  # the parent stops Locust once every item is done
             return
         record = item.record
-        intended_wall = time.time() if proc.plan.closed_loop else item.due_at
-        delay = intended_wall - time.time()
-        if delay > 0:
-            gevent.sleep(delay)
-        intended = time.perf_counter() - (time.time() - intended_wall)
+        # due times are on this process's clock (a worker has converted the master's)
+        intended_wall = worker_clock() if proc.plan.closed_loop else item.due_at
+        delay = intended_wall - worker_clock()
+        try:
+            if delay > 0:
+                gevent.sleep(delay)
+        except GreenletExit:  # Locust stops users to rebalance them: keep the record
+            proc.work.give_back(item)
+            raise
+        intended = time.perf_counter() - (worker_clock() - intended_wall)
         # rotate which arm goes out first, so no arm is always first on the wire (an A/A
         # run must not show a systematic RER from send order alone)
         shift = item.seq % len(item.arms)
         arms = item.arms[shift:] + item.arms[:shift]
         jobs = [gevent.spawn(self._send, record, arm, intended) for arm in arms]
-        gevent.joinall(jobs)
+        try:
+            gevent.joinall(jobs)
+        except GreenletExit:  # stopped mid-request: the sends go on; hand their results in
+            gevent.spawn(self._complete, item, arms, jobs, intended_wall, True)
+            raise
+        self._complete(item, arms, jobs, intended_wall)
+
+    def _complete(self, item: WorkItem, arms: tuple[str, ...], jobs: list[Any],
+                  intended_wall: float, wait: bool = False) -> None:
+        if wait:
+            gevent.joinall(jobs)
+        record = item.record
         results = [job.value if job.successful() else ArmResult(
             record.id, arm, record.scenario, ok=False, error=f"replayer: {job.exception!r}")
             for arm, job in zip(arms, jobs, strict=True)]
-        if proc.work.complete(item, results, intended_wall):
-            for result in results:
-                self._report(result)
+        self.proc.work.complete(item, results, intended_wall,
+                                lambda: [self._report(result) for result in results])
 
     def _send(self, record: TrafficRecord, arm: str, intended: float) -> ArmResult:
         proc = self.proc

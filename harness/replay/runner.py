@@ -1,23 +1,36 @@
 """`run_replay(config) -> run_dir`: prepare the run directory, launch Locust in its own
-process on `harness/replay/locustfile.py`, follow it, and close the run.
+processes on `harness/replay/locustfile.py`, follow it, and close the run.
 
-Locust monkey-patches the standard library on import, so this process never imports it:
-it starts `python -m locust` (headless, or `--autostart` with its web UI when a web port
-is given; `--processes N` for master + N workers), hands it the plan in an environment
-variable and the work in the store's queue, tails the store for the progress bar and the
-live metrics, and stops Locust (SIGTERM) once every queued record is done. Locust's own
-stats go to `locust_stats.csv` and its log to `locust.log` in the run directory. A record
-whose lease runs out (its Locust process died) is put back in the queue and sent again.
+Locust monkey-patches the standard library on import, so this process never imports it.
+It starts Locust's master (`python -m locust --master`, headless, or `--autostart` with its
+web UI when a web port is given) with the plan in an environment variable and the work in
+the store's queue, then `--processes` local workers (`workers.worker_command`, each in an
+empty temporary directory); `--expect-workers` more may join from other hosts. The master
+waits for all of them, serves them the work over Locust's messages and writes their
+results (`master.py`). This process tails the store for the progress bar and the live
+metrics, and stops Locust (SIGTERM; the master tells the workers to quit) once every
+queued record is done. Locust's own stats go to `locust_stats.csv` and its log to
+`locust.log` in the run directory. A record whose lease runs out (its worker died) is put
+back in the queue and sent again.
+
+`should_stop` (optional): a predicate the run asks every STOP_CHECK_S with the results so
+far. Once it answers yes (True, or the reason as a string) the queue hands out nothing
+more, the records in flight finish, and the run ends `complete` with `stopped_early` and
+the reason in its manifest (e.g. a sequential test that has decided).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, start_http_server
@@ -25,52 +38,87 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from exporters import tokenizer
+from exporters.records import ArmResult
 from exporters.traffic import TrafficRecord
 from harness.manifest import Manifest, now_iso
+from harness.replay.channel import parse_address
 from harness.replay.config import ConfigError, ReplayConfig
 from harness.replay.live import ReplayMetrics, StoreTail
 from harness.replay.plan import load_records, pending_items
 from harness.replay.scrape import scrape_arms
 from harness.replay.work import WorkerPlan
-from harness.rundir import RunDir
+from harness.replay.workers import LOCUSTFILE, connect_host, worker_command, worker_env
+from harness.rundir import RunDir, RunDirError
 from harness.store import ResultStore
 
-LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 POLL_S = 0.25
 RELEASE_S = 5.0  # how often expired leases go back to the queue (a write: not every poll)
+STOP_CHECK_S = 2.0  # how often `should_stop` is asked
+STATS_SETTLE_S = 1.0  # > the ack round trip + a worker's STATS_S (channel_work.py)
+
+# the results so far -> falsy to go on, True or the reason (a string) to stop early
+StopHook = Callable[[Sequence[ArmResult]], "bool | str | None"]
 
 
 class ReplayError(RuntimeError):
     pass
 
 
-def _locust_cmd(config: ReplayConfig, run: RunDir) -> list[str]:
+def _master_address(config: ReplayConfig) -> tuple[str, int]:
+    if config.master_bind is not None:
+        return parse_address(config.master_bind, "--master-bind")
+    with socket.socket() as sock:  # local workers only: any free port on loopback
+        sock.bind(("127.0.0.1", 0))
+        return "127.0.0.1", sock.getsockname()[1]
+
+
+def _locust_cmd(config: ReplayConfig, run: RunDir, host: str, port: int) -> list[str]:
     users = str(config.locust_users)
     # spawn users fast (100/s, Locust warns above): the schedule, not a ramp-up, sends
     spawn = str(max(config.locust_users, 100))
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "-u", users, "-r", spawn,
            "--host", config.arms["baseline"], "--csv", str(run.locust_csv_prefix),
-           "--loglevel", "WARNING", "--logfile", str(run.locust_log)]
+           "--loglevel", "WARNING", "--logfile", str(run.locust_log),
+           "--master", "--master-bind-host", host, "--master-bind-port", str(port),
+           "--expect-workers", str(config.workers), "--enable-rebalancing",
+           "--expect-workers-max-wait", str(round(config.worker_wait))]
     if config.web_port:
         cmd += ["--autostart", "--web-host", config.bind_host, "--web-port", str(config.web_port)]
     else:
         cmd += ["--headless", "--only-summary"]
-    if config.processes > 1:
-        cmd += ["--processes", str(config.processes)]
     return cmd
 
 
-def _start_locust(config: ReplayConfig, run: RunDir) -> subprocess.Popen:
+def _start_locust(config: ReplayConfig, run: RunDir, host: str, port: int
+                  ) -> subprocess.Popen:
     plan = WorkerPlan(arms=config.arms, models=config.models, timeout=config.timeout,
                       closed_loop=config.closed_loop, users=config.locust_users,
                       run_dir=str(run.path), top_logprobs=config.logprobs,
-                      tokenizers=tokenizer.for_arms(config.arms, config.models, config.tokenizer))
-    env = {**os.environ, **plan.to_env()}
+                      tokenizers=tokenizer.for_arms(config.arms, config.models, config.tokenizer),
+                      max_clock_skew_s=config.max_clock_skew)
+    return _spawn(_locust_cmd(config, run, host, port), {**os.environ, **plan.to_env()}, run)
+
+
+def _start_local_workers(config: ReplayConfig, run: RunDir, host: str, port: int,
+                         home: Path) -> list[subprocess.Popen]:
+    """`--processes` workers next to the master, each in its own empty directory: they
+    reach the run only through the master, as workers on other hosts do."""
+    procs = []
+    for i in range(config.processes):
+        cwd = home / f"worker-{i}"
+        cwd.mkdir()
+        procs.append(_spawn(worker_command(connect_host(host), port),
+                            worker_env(os.environ, None), run, cwd))
+    return procs
+
+
+def _spawn(cmd: list[str], env: dict[str, str], run: RunDir,
+           cwd: Path | None = None) -> subprocess.Popen:
     log = run.locust_output.open("ab")
     # own session: a Ctrl-C in the terminal reaches only us, and we stop Locust in order;
     # if we die without stopping it, the kernel sends it SIGTERM (Linux)
-    return subprocess.Popen(_locust_cmd(config, run), env=env, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True,
+    return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=cwd,
+                            start_new_session=True,
                             preexec_fn=_die_with_parent if sys.platform == "linux" else None)
 
 
@@ -118,13 +166,21 @@ def _prepare(config: ReplayConfig) -> tuple[RunDir, list[TrafficRecord]]:
     return run, records
 
 
+@dataclasses.dataclass
+class _Outcome:
+    finished: bool = False  # every queued record done (or drained after a stop)
+    stop_reason: str | None = None
+
+
 def _follow(proc: subprocess.Popen, store: ResultStore, tail: StoreTail | None,
-            show: bool, total: int) -> bool:
-    """Wait until every queued record is done (True) or Locust exits first (False); put
-    back the records of a Locust process that died holding them."""
+            show: bool, total: int, should_stop: StopHook | None) -> _Outcome:
+    """Wait until every queued record is done (or, once `should_stop` said so, every record
+    in flight) or Locust exits first; put back the records of a worker that died holding
+    them."""
     columns = (TextColumn("replay"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[rows]} results"), TimeElapsedColumn())
-    released = time.monotonic()
+    released = checked = time.monotonic()
+    outcome = _Outcome()
     with Progress(*columns, disable=not show, transient=False) as bar:
         task = bar.add_task("replay", total=total, rows=0)
         while True:
@@ -133,70 +189,147 @@ def _follow(proc: subprocess.Popen, store: ResultStore, tail: StoreTail | None,
             if time.monotonic() - released > RELEASE_S:
                 store.queue.release_expired()
                 released = time.monotonic()
-            done = store.queue.progress().done
-            bar.update(task, completed=done, rows=store.count())
-            if done >= total:
-                return True
+            if (should_stop is not None and outcome.stop_reason is None
+                    and time.monotonic() - checked > STOP_CHECK_S):
+                checked = time.monotonic()
+                answer = should_stop(store.results())
+                if answer:
+                    store.queue.stop()
+                    outcome.stop_reason = answer if isinstance(answer, str) \
+                        else "should_stop answered True"
+            progress = store.queue.progress()
+            bar.update(task, completed=progress.done, rows=store.count())
+            if progress.done >= total or (outcome.stop_reason and not progress.leased):
+                outcome.finished = True
+                return outcome
             if proc.poll() is not None:
-                return False
+                return outcome
             time.sleep(POLL_S)
 
 
-def run_replay(config: ReplayConfig) -> Path:
+def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Path:
     """Replay traffic to every arm through Locust; returns the run directory.
 
     The manifest ends `complete` when every (request, arm) has a row in the store (ok or
-    an error), `interrupted` after Ctrl-C, a Locust crash, or rows still missing.
+    an error), or when `should_stop` stopped the run and every record handed out is done
+    (`stopped_early`); `interrupted` after Ctrl-C, a Locust crash, or rows still missing.
     """
     console = Console(stderr=True, quiet=not config.progress)
     run, records = _prepare(config)
-    previous_arms = run.read_manifest().arms if config.resume else {}
+    previous = run.read_manifest() if config.resume else None
     manifest = _open_manifest(config, run, len(records))
     run.write_manifest(manifest)
     store = run.open_store()
     notes = list(manifest.notes)
     status = "interrupted"
     server = None
+    outcome = _Outcome(finished=True)
+    resent = total = 0
+    workers: dict = {}
     try:
         # a resume keeps the run's schedule (its traffic.jsonl); --speed still applies
         total = store.queue.fill(pending_items(records, config.arms, store.pairs(ok_only=True),
                                                config.speed if config.resume else 1.0))
-        notes += scrape_arms(_needs_before(config, previous_arms, run), run, "before")
+        notes += scrape_arms(_needs_before(config, previous.arms if previous else {}, run),
+                             run, "before")
         tail = None
         if config.metrics_port:
             server, tail = _serve_metrics(config.metrics_port, config.bind_host, store)
             console.print(f"live metrics: http://{config.bind_host}:{config.metrics_port}/metrics")
-        finished = True
         if total:
-            proc = _start_locust(config, run)
-            if config.web_port:
-                console.print(f"Locust web UI: http://{config.bind_host}:{config.web_port}")
-            console.print(f"Locust: {config.locust_users} users, {config.processes} process(es),"
-                          f" {total} records to send; log in {run.locust_log}")
-            try:
-                finished = _follow(proc, store, tail, config.progress, total)
-            finally:
-                _stop_locust(proc)
-            if not finished:
-                notes.append(f"Locust exited early with code {proc.returncode}; "
-                             f"see {run.locust_output}")
-            resent = store.queue.progress().resent
-            if resent:
-                notes.append(f"{resent} record(s) sent again after their lease ran out "
-                             "(a Locust process stopped while holding them)")
+            outcome, resent, workers = _send(config, run, store, tail, total, should_stop,
+                                             console, notes)
         notes += scrape_arms(config.arms, run, "after")
         missing = pending_items(records, config.arms, store.pairs())
-        status = "complete" if finished and not missing else "interrupted"
+        complete = outcome.finished and (not missing or outcome.stop_reason is not None)
+        status = "complete" if complete else "interrupted"
     finally:
+        if total and not workers:  # interrupted mid-send: what the master wrote so far
+            with contextlib.suppress(RunDirError):
+                workers = run.read_workers() or {}
         if server is not None:
             if status == "complete" and config.metrics_linger_s > 0:
                 tail.poll()  # the last rows, then one scrape interval for Prometheus to see them
                 time.sleep(config.metrics_linger_s)
             server.shutdown()
-        final = dataclasses.replace(manifest, notes=tuple(notes))
+        final = dataclasses.replace(
+            manifest, notes=tuple(notes),
+            resent=(previous.resent if previous else 0) + resent,
+            stopped_early=outcome.stop_reason is not None, stop_reason=outcome.stop_reason,
+            workers=_merge_workers(previous.workers if previous else {}, workers))
         run.write_manifest(final.with_status(status, store.counts_by_arm()))
         store.close()
     return run.path
+
+
+def _send(config: ReplayConfig, run: RunDir, store: ResultStore, tail: StoreTail | None,
+          total: int, should_stop: StopHook | None, console: Console,
+          notes: list[str]) -> tuple[_Outcome, int, dict]:
+    """Run Locust's master and the local workers until the work is done; returns the
+    outcome, the records sent again and what the master recorded about its workers."""
+    host, port = _master_address(config)
+    if run.workers_path.exists():
+        run.workers_path.unlink()  # this invocation's workers only
+    with tempfile.TemporaryDirectory(prefix="layergate-workers-") as home:
+        proc = _start_locust(config, run, host, port)
+        locals_ = _start_local_workers(config, run, host, port, Path(home))
+        if config.web_port:
+            console.print(f"Locust web UI: http://{config.bind_host}:{config.web_port}")
+        if config.expect_workers:
+            console.print(f"Locust master on {host}:{port}: waiting for {config.expect_workers}"
+                          f" worker(s) from other hosts (layergate replay-worker --master "
+                          f"{host}:{port})")
+        console.print(f"Locust: {config.locust_users} users, {config.processes} local "
+                      f"process(es), {config.expect_workers} other worker(s), {total} records "
+                      f"to send; log in {run.locust_log}")
+        try:
+            outcome = _follow(proc, store, tail, config.progress, total, should_stop)
+            if outcome.finished:
+                time.sleep(STATS_SETTLE_S)  # the workers' last stats reach Locust's master
+        finally:
+            _stop_locust(proc)
+            for worker in locals_:
+                _stop_locust(worker, grace_s=10.0)
+    if not outcome.finished:
+        notes.append(f"Locust exited early with code {proc.returncode}; "
+                     f"see {run.locust_output}")
+    if outcome.stop_reason is not None:
+        notes.append(f"stopped early: {outcome.stop_reason}")
+    resent = store.queue.progress().resent
+    if resent:
+        notes.append(f"{resent} record(s) sent again after their lease ran out "
+                     "(a worker stopped while holding them)")
+    workers = run.read_workers() or {}
+    notes += _worker_notes(workers)
+    return outcome, resent, workers
+
+
+def _worker_notes(summary: dict) -> list[str]:
+    notes = []
+    first = summary.get("first_work")
+    for worker in summary.get("workers", []):
+        if worker["late"] and first is not None:
+            notes.append(f"worker {worker['name']} joined {worker['joined'] - first:.1f}s "
+                         "after the first records went out")
+        if worker["lost"] is not None:
+            notes.append(f"worker {worker['name']} was lost mid-run; {worker['released']} "
+                         "of its record(s) went back to the queue")
+    notes += [f"worker refused: {r['reason']}" for r in summary.get("refused", [])]
+    dropped = summary.get("late_results_dropped", 0)
+    if dropped:
+        notes.append(f"{dropped} late result(s) dropped: their records had been "
+                     "done by another worker")
+    return notes
+
+
+def _merge_workers(old: dict, new: dict) -> dict:
+    """Workers across a run and its resumes: their lists appended, dropped results summed."""
+    if not new:
+        return old
+    return {"workers": [*old.get("workers", []), *new.get("workers", [])],
+            "refused": [*old.get("refused", []), *new.get("refused", [])],
+            "late_results_dropped": old.get("late_results_dropped", 0)
+            + new.get("late_results_dropped", 0)}
 
 
 def _serve_metrics(port: int, host: str, store: ResultStore):

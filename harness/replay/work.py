@@ -1,16 +1,17 @@
-"""What a Locust process needs to replay, and nothing more: its plan (handed over by the
-parent in an environment variable) and a `WorkSource` to claim records from and hand
-results to.
+"""What a Locust process needs to replay, and nothing more: its plan and a `WorkSource` to
+claim records from and hand results to.
 
-Today every Locust process claims straight from the run's store (`StoreWork`). A worker
-that owns nothing on disk only needs another `WorkSource` — one that asks a master for work
-over Locust's messages — and a plan without `run_dir`: the user loop does not change.
+The parent hands the plan to Locust's master in an environment variable. The master owns
+the run directory and serves the work over Locust's messages (`master.py`); each worker
+gets the plan without `run_dir` at its welcome and claims through `ChannelWork`
+(`channel_work.py`), owning nothing on disk. A Locust process run alone (no master) claims
+straight from the run's store (`StoreWork`). The user loop is the same for both.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
@@ -35,6 +36,7 @@ class WorkerPlan:
     run_dir: str | None = None  # where StoreWork finds the queue; None on a bare worker
     top_logprobs: int = 0  # logprobs to ask every arm for (0: as the traffic asks)
     tokenizers: dict[str, str] = field(default_factory=dict)  # arm -> tokenizer.json path
+    max_clock_skew_s: float = 30.0  # the master refuses a worker whose clock is further off
 
     @property
     def targets(self) -> dict[str, Target]:
@@ -57,9 +59,13 @@ class WorkSource(Protocol):
     def claim(self) -> WorkItem | None:
         """The next record to send, or None when there is nothing to do right now."""
 
-    def complete(self, item: WorkItem, results: Sequence[ArmResult],
-                 intended_at: float) -> bool:
-        """Hand over the item's results; False when they were dropped (already done)."""
+    def complete(self, item: WorkItem, results: Sequence[ArmResult], intended_at: float,
+                 kept: Callable[[], None]) -> None:
+        """Hand over the item's results; `kept` is called once they are written (never
+        when they are dropped: the record was already done by another claim)."""
+
+    def give_back(self, item: WorkItem) -> None:
+        """An item claimed but not sent (Locust stopped its user): another may send it."""
 
 
 class StoreWork:
@@ -73,6 +79,10 @@ class StoreWork:
         items = self.store.queue.claim(self.owner, self.lease_s)
         return items[0] if items else None
 
-    def complete(self, item: WorkItem, results: Sequence[ArmResult],
-                 intended_at: float) -> bool:
-        return self.store.queue.complete(item, results, self.owner, intended_at)
+    def complete(self, item: WorkItem, results: Sequence[ArmResult], intended_at: float,
+                 kept: Callable[[], None]) -> None:
+        if self.store.queue.complete(item, results, self.owner, intended_at):
+            kept()
+
+    def give_back(self, item: WorkItem) -> None:
+        self.store.queue.release(self.owner, item.seq)

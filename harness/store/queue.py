@@ -9,7 +9,8 @@ is due at `t0 + offset_s`). `complete` writes the record's results and marks it 
 transaction, once: a second completion (a late answer for a record whose lease ran out and
 which was sent again) is dropped, so each (request, arm, repeat) has exactly one result.
 `release_expired` (or `release`, for an owner known to be gone) puts unfinished rows back;
-the next claim sends them again, due at once, and counts the re-send.
+the next claim sends them again, due at once, and counts the re-send. `stop` closes the
+queue early: claims then get nothing, and what is already leased can still complete.
 """
 
 from __future__ import annotations
@@ -71,6 +72,16 @@ class WorkItem:
 
 
 @dataclass(frozen=True)
+class Completion:
+    """The results of one claimed row, as `complete_many` takes them."""
+
+    seq: int
+    request_id: str
+    results: tuple[ArmResult, ...]
+    intended_at: float | None  # wall clock (the queue's) it was meant to be sent
+
+
+@dataclass(frozen=True)
 class QueueProgress:
     total: int  # rows in the queue
     done: int  # completed
@@ -101,11 +112,15 @@ class WorkQueue:
         return len(rows)
 
     def claim(self, owner: str, lease_s: float, limit: int = 1,
-              now: float | None = None) -> list[WorkItem]:
+              now: float | None = None, horizon_s: float | None = None) -> list[WorkItem]:
         """Up to `limit` free rows, in order, leased to `owner` until `lease_s` seconds after
-        they are due; [] when nothing is free (everything is done or leased)."""
+        they are due; with `horizon_s`, only rows due within that many seconds (so a worker
+        does not hoard the future of an open-loop schedule); [] when nothing is free."""
         now = time.time() if now is None else now
+        horizon = float("inf") if horizon_s is None else now + horizon_s
         with write_transaction(self.conn) as conn:  # short: Locust users wait on this lock
+            if conn.execute("SELECT 1 FROM queue_meta WHERE key = 'stopped'").fetchone():
+                return []
             conn.execute("INSERT OR IGNORE INTO queue_meta (key, value) VALUES ('t0', ?)",
                          (now,))
             t0 = conn.execute("SELECT value FROM queue_meta WHERE key = 't0'").fetchone()[0]
@@ -113,9 +128,10 @@ class WorkQueue:
                 "UPDATE work_queue SET owner = :owner, claims = claims + 1, lease_until = "
                 "MAX(:now, CASE WHEN claims = 0 THEN :t0 + offset_s ELSE :now END) + :lease "
                 "WHERE seq IN (SELECT seq FROM work_queue WHERE done = 0 AND owner IS NULL "
+                "AND (claims > 0 OR :t0 + offset_s <= :horizon) "
                 "ORDER BY seq LIMIT :limit) RETURNING seq, record, arms, offset_s, claims",
                 {"owner": owner, "now": now, "t0": t0, "lease": lease_s,
-                 "limit": limit}).fetchall()
+                 "limit": limit, "horizon": horizon}).fetchall()
         return [WorkItem(row["seq"],
                          parse_record(json.loads(row["record"]), Path("work_queue"), row["seq"]),
                          tuple(json.loads(row["arms"])),
@@ -126,18 +142,28 @@ class WorkQueue:
                  intended_at: float | None = None) -> bool:
         """Write `results` and mark `item` done, in one transaction. False (nothing
         written) when it is already done: the late answer of an earlier claim."""
-        strays = {r.request_id for r in results} - {item.record.id}
-        if strays:
-            raise ValueError(f"results for {sorted(strays)} do not belong to work item "
-                             f"{item.seq} ({item.record.id})")
-        rows = [encode_row(result, intended_at, owner) for result in results]
+        return self.complete_many([Completion(item.seq, item.record.id, tuple(results),
+                                              intended_at)], owner)[0]
+
+    def complete_many(self, done: Sequence[Completion], owner: str) -> list[bool]:
+        """`complete` for a batch (e.g. one message from a worker), in one transaction:
+        for each, whether its results were kept (False: it was already done)."""
+        for c in done:
+            strays = {r.request_id for r in c.results} - {c.request_id}
+            if strays:
+                raise ValueError(f"results for {sorted(strays)} do not belong to work item "
+                                 f"{c.seq} ({c.request_id})")
+        rows = [[encode_row(r, c.intended_at, owner) for r in c.results] for c in done]
+        kept = []
         with write_transaction(self.conn) as conn:
-            first = conn.execute("UPDATE work_queue SET done = 1, owner = ? "
-                                 "WHERE seq = ? AND request_id = ? AND done = 0",
-                                 (owner, item.seq, item.record.id)).rowcount
-            if first:
-                insert_rows(conn, rows)
-        return bool(first)
+            for c, encoded in zip(done, rows, strict=True):
+                first = conn.execute("UPDATE work_queue SET done = 1, owner = ? "
+                                     "WHERE seq = ? AND request_id = ? AND done = 0",
+                                     (owner, c.seq, c.request_id)).rowcount
+                if first:
+                    insert_rows(conn, encoded)
+                kept.append(bool(first))
+        return kept
 
     def release_expired(self, now: float | None = None) -> int:
         """Put back every unfinished row whose lease has run out; returns how many."""
@@ -146,11 +172,29 @@ class WorkQueue:
             "UPDATE work_queue SET owner = NULL, lease_until = NULL "
             "WHERE done = 0 AND owner IS NOT NULL AND lease_until < ?", (now,)).rowcount
 
-    def release(self, owner: str) -> int:
-        """Put back every unfinished row leased to `owner` (known to be gone)."""
+    def release(self, owner: str, seq: int | None = None) -> int:
+        """Put back every unfinished row leased to `owner` (known to be gone), or only row
+        `seq` (claimed but not sent)."""
+        only = "" if seq is None else " AND seq = ?"
         return self.conn.execute(
             "UPDATE work_queue SET owner = NULL, lease_until = NULL "
-            "WHERE done = 0 AND owner = ?", (owner,)).rowcount
+            f"WHERE done = 0 AND owner = ?{only}",
+            (owner,) if seq is None else (owner, seq)).rowcount
+
+    def stop(self) -> None:
+        """Hand out nothing more (a run stopped early); `fill` opens the queue again."""
+        self.conn.execute("INSERT OR IGNORE INTO queue_meta (key, value) VALUES ('stopped', ?)",
+                          (time.time(),))
+
+    def stopped(self) -> bool:
+        return self.conn.execute(
+            "SELECT 1 FROM queue_meta WHERE key = 'stopped'").fetchone() is not None
+
+    def holders(self) -> dict[str, int]:
+        """Unfinished rows leased, by owner."""
+        return {row[0]: row[1] for row in self.conn.execute(
+            "SELECT owner, COUNT(*) FROM work_queue WHERE done = 0 AND owner IS NOT NULL "
+            "GROUP BY owner")}
 
     def progress(self) -> QueueProgress:
         row = self.conn.execute(

@@ -1,0 +1,44 @@
+"""`layergate replay-worker`: a Locust worker for a replay whose master runs on another
+host (`layergate replay --expect-workers N --master-bind HOST[:PORT]`). Its options are
+`WorkerConfig`'s fields. It needs no traffic file, no run directory and no torch: the
+master sends it the plan and the records and writes the results."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+
+from exporters.catalogue import ExitCode
+from harness.cli.exits import exit_codes_help
+from harness.cli.options import config_values, field_option
+from harness.replay.workers import WorkerConfig
+
+
+def _option(name: str, *flags: str, **attrs: Any):
+    return field_option(WorkerConfig, name, *flags, **attrs)
+
+
+@click.command(name="replay-worker", epilog=exit_codes_help(
+    ExitCode.PASS, ExitCode.USAGE, PASS="the master ended the run",
+    USAGE="bad options, or the master refused this worker (name taken, clock skew)"))
+@_option("master", required=True, metavar="HOST[:PORT]")
+@_option("name", metavar="NAME")
+@_option("processes")
+@click.pass_context
+def command(ctx: click.Context, **params: Any) -> None:
+    """Join a replay's master and send the records it hands out to the arms it names,
+    measuring each from the master's intended send time (this host's clock offset is
+    measured at the join and corrected). Runs until the master ends the run; a worker
+    that stops mid-run loses nothing: its unfinished records go to other workers."""
+    from harness.replay.config import ConfigError
+    from harness.replay.workers import worker_env
+
+    try:
+        config = WorkerConfig(**config_values(ctx, WorkerConfig))
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+    cmd = config.command()
+    # this process becomes the Locust worker: signals and the exit code are Locust's
+    os.execvpe(cmd[0], cmd, worker_env(os.environ, config.name, config.processes))

@@ -1,0 +1,391 @@
+"""A replay spread over Locust's master/worker channel: the master (`layergate replay
+--expect-workers N --master-bind ...`) owns the run directory; workers (`layergate
+replay-worker --master ...`) run as separate processes, each in its own empty temporary
+directory, against real arms (the echo server of benchmarks/). One host, separate
+processes and directories: no network namespaces here.
+
+Faults: a worker killed mid-run, a worker frozen until its answers come too late, the last
+worker lost, the master killed mid-run and resumed with a fresh worker, a worker that joins
+late, a worker with a skewed clock, a name taken twice; and the `should_stop` hook."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from exporters.traffic import TrafficRecord, read_traffic, write_traffic
+from harness.replay import ReplayConfig, run_replay
+from harness.replay.channel_work import SKEW_ENV
+from harness.rundir import RunDir, load_run
+from harness.scenarios import SCENARIOS_DIR
+from tests.support.processes import free_port, layergate_cmd
+
+pytestmark = pytest.mark.slow
+
+ECHO = Path(__file__).resolve().parents[1] / "benchmarks" / "echo_server.py"
+TOKEN_DELAY_S = 0.05  # 4 tokens: a request takes ~0.2 s, so a worker holds some in flight
+
+
+@pytest.fixture(scope="module")
+def echo() -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(ECHO), "--port", str(port),
+                             "--token-delay", str(TOKEN_DELAY_S)])
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            with contextlib.suppress(httpx.HTTPError):
+                httpx.get(f"{url}/health", timeout=1)
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the echo server did not start")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def traffic(path: Path, n: int, spacing: float) -> Path:
+    source = read_traffic(SCENARIOS_DIR / "traffic" / "eval.jsonl").records
+    return write_traffic(path, [TrafficRecord(f"d-{i:03d}", i * spacing, r.scenario, r.endpoint,
+                                              {**r.body, "max_tokens": 4})
+                                for i, r in enumerate(source[i % len(source)]
+                                                      for i in range(n))])
+
+
+def master_cmd(traffic_path: Path | None, out: Path, arms: str, port: int, workers: int,
+               *extra: str) -> list[str]:
+    source = ["--traffic", str(traffic_path)] if traffic_path else ["--resume"]
+    return layergate_cmd("replay", *source, "--baseline", arms, "--candidate", arms,
+                         "--out", str(out), "--processes", "0", "--expect-workers",
+                         str(workers), "--master-bind", f"127.0.0.1:{port}", "--no-progress",
+                         "--timeout", "20", "--worker-wait", "60", *extra)
+
+
+class Worker:
+    """`layergate replay-worker` in its own empty directory (it becomes the Locust worker:
+    same pid)."""
+
+    def __init__(self, home: Path, port: int, name: str | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        self.home = home
+        home.mkdir()
+        args = ["replay-worker", "--master", f"127.0.0.1:{port}"]
+        if name:
+            args += ["--name", name]
+        self.proc = subprocess.Popen(layergate_cmd(*args), cwd=home, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True,
+                                     env={**os.environ, **(env or {})})
+
+    def open_paths(self) -> list[str]:
+        """Where this process's file descriptors point, and its working directory."""
+        fds = Path(f"/proc/{self.proc.pid}/fd")
+        paths = [os.readlink(f"/proc/{self.proc.pid}/cwd")]
+        for fd in fds.iterdir():
+            with contextlib.suppress(OSError):
+                paths.append(os.readlink(fd))
+        return paths
+
+    def maps(self) -> str:
+        return Path(f"/proc/{self.proc.pid}/maps").read_text()
+
+    def finish(self, timeout: float = 60) -> str:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return self.proc.communicate(timeout=timeout)[0]
+        self.proc.kill()
+        return self.proc.communicate()[0]
+
+
+def wait_for(predicate, timeout: float = 60, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            if predicate():
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def rows(out: Path) -> int:
+    run = RunDir(out)
+    if not run.results_path.exists():
+        return 0
+    with run.open_store(create=False) as store:
+        return store.count()
+
+
+def joined(out: Path) -> set[str]:
+    summary = RunDir(out).read_workers() or {}
+    return {w["name"] for w in summary.get("workers", [])}
+
+
+def pairs(out: Path) -> Counter:
+    return Counter((r.request_id, r.arm) for r in load_run(out).results)
+
+
+def test_workers_in_empty_dirs_give_the_same_results_as_one_process(
+        tmp_path: Path, echo: str) -> None:
+    path = traffic(tmp_path / "t.jsonl", 24, spacing=0.1)
+    single = tmp_path / "single"
+    # closed loop, 2 users a worker: each holds at most a few records, so both send
+    run_replay(ReplayConfig(out=single, arms={"baseline": echo, "candidate": echo},
+                            traffic=path, users=4, progress=False, timeout=20))
+    out, port, metrics_port = tmp_path / "multi", free_port(), free_port()
+    master = subprocess.Popen(master_cmd(path, out, echo, port, 2, "--users", "4",
+                                         "--metrics-port", str(metrics_port),
+                                         "--metrics-linger", "2"),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    workers = [Worker(tmp_path / f"w{i}", port) for i in range(2)]
+    seen: list[str] = []
+    live = ""
+    while master.poll() is None:  # what the workers hold open, while they work
+        for worker in workers:
+            if worker.proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    seen += worker.open_paths()
+                    assert "torch" not in worker.maps(), "a worker loaded torch"
+        with contextlib.suppress(httpx.HTTPError):
+            live = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=1).text
+        time.sleep(0.05)
+    output = master.communicate()[0]
+    assert master.returncode == 0, output
+    for worker in workers:
+        log = worker.finish()
+        assert worker.proc.returncode == 0, log
+        assert not any(worker.home.iterdir()), f"worker wrote into {worker.home}"
+    assert seen, "never saw a worker running"
+    assert not [p for p in seen if p.startswith(str(out))], "a worker opened the run dir"
+
+    run = load_run(out)
+    assert run.manifest.status == "complete" and run.manifest.resent == 0
+    assert Counter((r.request_id, r.arm, r.ok) for r in run.results) == Counter(
+        (r.request_id, r.arm, r.ok) for r in load_run(single).results)
+    assert all(r.ok for r in run.results) and len(run.results) == 48
+    names = {w["name"] for w in run.manifest.workers["workers"]}
+    assert len(names) == 2
+    with RunDir(out).open_store(create=False) as store:
+        assert {row.worker for row in store.rows()} == names, run.manifest.workers
+        lateness = [row.recorded_at - row.intended_at - row.result.e2e_s
+                    for row in store.rows()]
+    assert max(abs(x) for x in lateness) < 0.5, "intended times are not the master's"
+    # the master's live metrics (last scrape, while it lingered) and Locust's stats cover
+    # both workers
+    served = sum(float(line.rpartition(" ")[2]) for line in live.splitlines()
+                 if line.startswith("layergate_replay_requests_total{"))
+    assert served == 48, live
+    with RunDir(out).locust_stats.open() as stats:
+        posts = [row for row in csv.DictReader(stats) if row["Type"] == "POST"]
+    assert sum(int(row["Request Count"]) for row in posts) == 48
+
+
+def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(
+        tmp_path: Path, echo: str) -> None:
+    path = traffic(tmp_path / "t.jsonl", 40, spacing=0.1)
+    out, port = tmp_path / "run", free_port()
+    master = subprocess.Popen(master_cmd(path, out, echo, port, 2), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    workers = {name: Worker(tmp_path / name, port, name=name) for name in ("w1", "w2")}
+    # whichever asks first gets a record: kill a worker while it holds some
+    holding: list[str] = []
+
+    def one_holds_records() -> bool:
+        with RunDir(out).open_store(create=False) as store:
+            holders = store.queue.holders()
+        holding[:] = [name for name, n in holders.items() if n >= 2]
+        return rows(out) >= 10 and bool(holding)
+
+    wait_for(one_holds_records, what="a worker holding records after the first results")
+    victim = holding[0]
+    workers.pop(victim).proc.send_signal(signal.SIGKILL)
+    output = master.communicate(timeout=120)[0]
+    for worker in workers.values():
+        worker.finish()
+    assert master.returncode == 0, output
+    run = load_run(out)
+    assert run.manifest.status == "complete"
+    assert set(pairs(out).values()) == {1} and len(pairs(out)) == 80
+    assert run.manifest.resent > 0, "the victim held records: they should be sent again"
+    victim_info = next(w for w in run.manifest.workers["workers"] if w["name"] == victim)
+    assert victim_info["lost"] is not None and victim_info["released"] > 0
+    assert any(f"{victim} was lost" in n for n in run.manifest.notes)
+    assert any("sent again" in n for n in run.manifest.notes)
+
+
+def test_the_late_results_of_a_worker_presumed_lost_are_dropped(
+        tmp_path: Path, echo: str) -> None:
+    path = traffic(tmp_path / "t.jsonl", 90, spacing=0.1)
+    out, port = tmp_path / "run", free_port()
+    master = subprocess.Popen(master_cmd(path, out, echo, port, 2), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    workers = {name: Worker(tmp_path / name, port, name=name) for name in ("w1", "w2")}
+    holding: list[str] = []
+
+    def one_holds_records() -> bool:
+        with RunDir(out).open_store(create=False) as store:
+            holding[:] = [n for n, k in store.queue.holders().items() if k >= 2]
+        return rows(out) >= 10 and bool(holding)
+
+    wait_for(one_holds_records, what="a worker holding records after the first results")
+    victim = holding[0]
+    workers[victim].proc.send_signal(signal.SIGSTOP)  # frozen: no heartbeat, no results
+
+    def released() -> bool:
+        info = {w["name"]: w for w in (RunDir(out).read_workers() or {})["workers"]}
+        return info[victim]["lost"] is not None and info[victim]["released"] > 0
+
+    wait_for(released, what="the master to give the frozen worker's records to another")
+    time.sleep(1.0)  # the other worker sends them again meanwhile
+    workers[victim].proc.send_signal(signal.SIGCONT)  # its answers now come too late
+    output = master.communicate(timeout=120)[0]
+    for worker in workers.values():
+        worker.finish()
+    assert master.returncode == 0, output
+    run = load_run(out)
+    assert run.manifest.status == "complete"
+    assert set(pairs(out).values()) == {1} and len(pairs(out)) == 180
+    assert run.manifest.resent > 0
+    assert run.manifest.workers["late_results_dropped"] > 0, run.manifest.workers
+    assert any("late result(s) dropped" in n for n in run.manifest.notes)
+
+
+def test_a_worker_that_joins_late_gets_users_and_work(tmp_path: Path, echo: str) -> None:
+    path = traffic(tmp_path / "t.jsonl", 40, spacing=0.1)
+    out, port = tmp_path / "run", free_port()
+    # closed loop, 2 users: once Locust moves one to the late worker, it must send
+    master = subprocess.Popen(master_cmd(path, out, echo, port, 1, "--users", "2"),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    early = Worker(tmp_path / "early", port, name="early")
+    wait_for(lambda: rows(out) >= 6, what="the first results")
+    late = Worker(tmp_path / "late", port, name="late")
+    output = master.communicate(timeout=120)[0]
+    early.finish()
+    late.finish()
+    assert master.returncode == 0, output
+    run = load_run(out)
+    assert run.manifest.status == "complete"
+    assert set(pairs(out).values()) == {1} and len(pairs(out)) == 80
+    info = {w["name"]: w for w in run.manifest.workers["workers"]}
+    assert info["late"]["late"] and not info["early"]["late"]
+    assert any("worker late joined" in n for n in run.manifest.notes), run.manifest.notes
+    # Locust moved users to it (stopping some on the early worker, mid-wait or mid-send):
+    # still one result per pair, above
+    assert info["late"]["records"] > 0
+
+
+def test_the_last_worker_lost_ends_the_run_interrupted(tmp_path: Path, echo: str) -> None:
+    path = traffic(tmp_path / "t.jsonl", 40, spacing=0.1)
+    out, port = tmp_path / "run", free_port()
+    master = subprocess.Popen(master_cmd(path, out, echo, port, 1), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    only = Worker(tmp_path / "only", port, name="only")
+    wait_for(lambda: rows(out) >= 4, what="the first results")
+    only.proc.send_signal(signal.SIGKILL)
+    output = master.communicate(timeout=60)[0]
+    assert master.returncode == 1, output
+    run = load_run(out)
+    assert run.manifest.status == "interrupted"
+    assert set(pairs(out).values()) == {1} and len(pairs(out)) < 80
+    assert any("only was lost" in n for n in run.manifest.notes), run.manifest.notes
+
+
+@pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, "interrupted"),
+                                             (signal.SIGKILL, "running")])
+def test_the_master_killed_mid_run_then_resume_with_a_fresh_worker(
+        tmp_path: Path, echo: str, sig: signal.Signals, status: str) -> None:
+    path = traffic(tmp_path / "t.jsonl", 30, spacing=0.2)
+    out, port = tmp_path / "run", free_port()
+    master = subprocess.Popen(master_cmd(path, out, echo, port, 1), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    first = Worker(tmp_path / "first", port)
+    wait_for(lambda: rows(out) >= 10, what="the first results")
+    master.send_signal(sig)  # SIGKILL: Locust's master goes with it (parent-death signal)
+    output = master.communicate(timeout=60)[0]
+    assert master.returncode == (1 if sig == signal.SIGTERM else -signal.SIGKILL), output
+    first.finish()
+    manifest = RunDir(out).read_manifest()
+    assert manifest.status == status  # a SIGKILL leaves no chance to write `interrupted`
+    before = pairs(out)
+    assert 10 <= sum(before.values()) < 60
+    with RunDir(out).open_store(create=False) as store:
+        kept = {(r.result.request_id, r.result.arm): r.recorded_at for r in store.rows()}
+
+    port = free_port()
+    master = subprocess.Popen(master_cmd(None, out, echo, port, 1), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    fresh = Worker(tmp_path / "fresh", port, name="fresh")
+    output = master.communicate(timeout=120)[0]
+    fresh.finish()
+    assert master.returncode == 0, output
+    run = load_run(out)
+    assert run.manifest.status == "complete"
+    assert set(pairs(out).values()) == {1} and len(pairs(out)) == 60
+    with RunDir(out).open_store(create=False) as store:
+        after = {(r.result.request_id, r.result.arm): r.recorded_at for r in store.rows()}
+    assert all(after[key] == at for key, at in kept.items()), "a done pair was sent again"
+    assert "fresh" in {w["name"] for w in run.manifest.workers["workers"]}
+
+
+def test_clock_skew_is_corrected_or_refused_and_a_taken_name_is_refused(
+        tmp_path: Path, echo: str) -> None:
+    path = traffic(tmp_path / "t.jsonl", 20, spacing=0.15)
+    out, port = tmp_path / "run", free_port()
+    master = subprocess.Popen(master_cmd(path, out, echo, port, 2, "--max-clock-skew", "10"),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # while the master waits for its second worker: the refused ones never get users
+    skewed = Worker(tmp_path / "skewed", port, name="skewed", env={SKEW_ENV: "4"})
+    wait_for(lambda: "skewed" in joined(out), what="the skewed worker to join")
+    twin = Worker(tmp_path / "twin", port, name="skewed")
+    far = Worker(tmp_path / "far", port, name="far", env={SKEW_ENV: "-500"})
+    twin_log, far_log = twin.finish(), far.finish()
+    assert twin.proc.returncode == 2 and "is taken by a connected worker" in twin_log, twin_log
+    assert far.proc.returncode == 2 and "its clock is +50" in far_log, far_log
+    other = Worker(tmp_path / "other", port, name="other")
+    output = master.communicate(timeout=120)[0]
+    skewed.finish()
+    other.finish()
+    assert master.returncode == 0, output
+    run = load_run(out)
+    assert run.manifest.status == "complete" and len(run.results) == 40
+    assert all(r.ok for r in run.results)
+    # measured from the master's intended times: a 4 s skew left uncorrected would show
+    assert max(r.e2e_s for r in run.results) < 3.0  # uncorrected: ~4.2 s
+    info = next(w for w in run.manifest.workers["workers"] if w["name"] == "skewed")
+    assert abs(info["clock_offset_s"] + 4) < 0.5
+    with RunDir(out).open_store(create=False) as store:
+        assert "skewed" in {row.worker for row in store.rows()}
+    refused = [r["reason"] for r in run.manifest.workers["refused"]]
+    assert len(refused) == 2
+    assert sum("worker refused" in n for n in run.manifest.notes) == 2
+
+
+def test_should_stop_ends_the_run_early_and_complete(tmp_path: Path, echo: str) -> None:
+    path = traffic(tmp_path / "t.jsonl", 60, spacing=0.1)
+    out = tmp_path / "run"
+    asked: list[int] = []
+
+    def after_ten(results) -> str | None:
+        asked.append(len(results))
+        return "10 results are enough" if len(results) >= 10 else None
+
+    run_replay(ReplayConfig(out=out, arms={"baseline": echo, "candidate": echo},
+                            traffic=path, progress=False, timeout=20), should_stop=after_ten)
+    run = load_run(out)
+    assert asked and run.manifest.status == "complete"
+    assert run.manifest.stopped_early and run.manifest.stop_reason == "10 results are enough"
+    done = pairs(out)
+    assert set(done.values()) == {1}
+    assert 10 <= sum(done.values()) < 120
+    # drained: every record handed out has every arm's result
+    assert all(done[(rid, "candidate")] == 1 for rid, _ in done)
