@@ -389,3 +389,31 @@ def test_should_stop_ends_the_run_early_and_complete(tmp_path: Path, echo: str) 
     assert 10 <= sum(done.values()) < 120
     # drained: every record handed out has every arm's result
     assert all(done[(rid, "candidate")] == 1 for rid, _ in done)
+
+
+def test_until_decided_stops_once_the_policy_is_decided(tmp_path: Path, echo: str) -> None:
+    """`replay --until-decided POLICY` end to end: identical arms pass an exact-match rule
+    long before the traffic runs out, sending stops, every request sent has every arm's
+    result, and `gate --sequential` on the stored run gives the same verdict."""
+    policy = tmp_path / "match.yaml"
+    policy.write_text("name: match\nmin_samples: 20\nmetrics:\n"
+                      "  exact_match:\n    direction: '>='\n    threshold: 0.5\n")
+    path = traffic(tmp_path / "t.jsonl", 200, spacing=0.05)
+    out = tmp_path / "run"
+    replay = subprocess.run(
+        layergate_cmd("replay", "--traffic", str(path), "--baseline", echo, "--candidate",
+                      echo, "--out", str(out), "--processes", "1", "--no-progress",
+                      "--timeout", "20", "--until-decided", str(policy)),
+        capture_output=True, text=True, timeout=300)
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    manifest = RunDir(out).read_manifest()
+    assert manifest.status == "complete" and manifest.stopped_early
+    assert manifest.stop_reason.startswith("sequential verdict pass after ")
+    done = pairs(out)
+    sent = {rid for rid, _ in done}
+    assert 20 <= len(sent) < 200
+    assert set(done.values()) == {1} and len(done) == 2 * len(sent)
+    gate = subprocess.run(layergate_cmd("gate", str(out), "--sequential", "--policy",
+                                        str(policy)),
+                          capture_output=True, text=True, timeout=120)
+    assert gate.returncode == 0, gate.stdout + gate.stderr

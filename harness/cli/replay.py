@@ -76,6 +76,7 @@ def command(ctx: click.Context, **params: Any) -> None:
     `--resume` sends what is missing.
     """
     from exporters.traffic import TrafficError
+    from harness.gate.sequential import until_decided
     from harness.replay import ConfigError, run_replay
     from harness.rundir import RunDir, RunDirError
     from harness.scenarios import MixError
@@ -87,7 +88,10 @@ def command(ctx: click.Context, **params: Any) -> None:
     models = {arm: params[f"model_{arm}"] for arm in ARMS if params[f"model_{arm}"]}
     try:
         config = ReplayConfig(arms=arms, models=models, **config_values(ctx, ReplayConfig))
-        run_dir = run_replay(config)
+        # judged as results arrive: sending stops once the policy is decided (or the budget)
+        should_stop = (until_decided(config.until_decided, config.budget)
+                       if config.until_decided is not None else None)
+        run_dir = run_replay(config, should_stop)
     except (ConfigError, TrafficError, MixError) as exc:
         raise click.UsageError(str(exc)) from exc
     except RunDirError as exc:  # --resume of a directory that cannot be read

@@ -299,14 +299,18 @@ def _nothing(path) -> np.ndarray:
 
 
 def until_decided(policy_path: str | Path | Policy | None, budget: int | None = None
-                  ) -> Callable[[Source], bool]:
-    """The replay's stop predicate: given the run so far (its directory, or its rows),
-    True once the sequential verdict is decided or the budget is spent. The policy is
-    read once, here, so a bad one is an error before anything is sent."""
+                  ) -> Callable[[Source], str | None]:
+    """The replay's stop predicate: given the run so far (its directory, or its rows), the
+    reason to stop once the sequential verdict is decided or the budget is spent, else None.
+    The policy is read once, here, so a bad one is an error before anything is sent."""
     policy = policy_path if isinstance(policy_path, Policy) else load_policy(policy_path)
 
-    def stop(source: Source) -> bool:
+    def stop(source: Source) -> str | None:
         decision = decide(source, policy, budget)
-        return decision.decided or decision.exhausted
+        if decision.decided:
+            return f"sequential verdict {decision.verdict} after {decision.n} requests"
+        if decision.exhausted:
+            return f"budget of {decision.budget} requests spent: inconclusive"
+        return None
 
     return stop
