@@ -25,6 +25,7 @@ from exporters.sequential.figures import figure_path
 from harness.cli import main
 from harness.gate.send_order import load
 from harness.gate.sequential import decide, until_decided
+from harness.manifest import Manifest
 from harness.rundir import RunDir
 from harness.store.results import StoredResult
 from tests.test_gate_cli import Shape, build_run
@@ -276,7 +277,15 @@ def test_ttft_and_tpot_ratios_are_gated_against_the_noise_floor(runs, tmp_path) 
                                                         "tpot_latency_ratio": verdict}
 
 
-def test_a_saturated_prefix_is_not_decided_on_latency() -> None:
+def policy_file(tmp_path: Path) -> Path:
+    """tests/test_saturation.py's policy as a file."""
+    path = tmp_path / "saturation.yaml"
+    path.write_text("metrics:\n  latency_ratio: {threshold: 0.10, subtract_noise_floor: true}\n"
+                    "  exact_match: {threshold: -0.1, subtract_noise_floor: true}\n")
+    return path
+
+
+def test_a_saturated_prefix_is_not_decided_on_latency(tmp_path) -> None:
     """The candidate 30 % slower fails on latency when the arms are unloaded; when they
     queue (TTFT growing through the run, by the intended send times) its latency stays
     undecided, in the fixed gate's words, and the run is not decided."""
@@ -297,6 +306,17 @@ def test_a_saturated_prefix_is_not_decided_on_latency() -> None:
         assert latency.reason.split(" (was:")[0] == fixed_reason.split(" (was:")[0]
         assert "saturated run (" in latency.reason and "lower the replay rate" in latency.reason
         assert any("lower the replay rate" in r for r in d.reasons)
+        # the command shows each queued arm and what to do
+        run = RunDir(tmp_path / "queued")
+        with run.open_store() as store:
+            for r in stored:
+                store.put(r.result, intended_at=r.intended_at)
+        run.write_manifest(Manifest.new("replay", {}, dict.fromkeys(d.saturated, "http://x"),
+                                        {"path": "traffic.jsonl", "sha256": "0" * 64,
+                                         "count": 120}).with_status("complete", {}))
+        code, out = gate(run.path, "--sequential", "--policy", policy_file(tmp_path))
+        assert code == ExitCode.INCONCLUSIVE, out
+        assert "saturated  ttft_growth (candidate): TTFT grew" in out
 
 
 # --- the command -------------------------------------------------------------------------
