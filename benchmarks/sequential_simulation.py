@@ -5,19 +5,22 @@ comparison, the real fixed gate on the first 48 requests), under the shipped pol
 Each simulated run is a shadow replay of `--budget` requests to baseline (A), baseline2
 (A') and candidate (B), as `ArmResult` rows in send order: outputs of 8 to 32 tokens (a
 32-token cap, as the demo's), per-token latency log-normal per request, A' and B paired
-with A by a per-request log-ratio noise (sd 0.08) and a per-run offset (sd 0.015, one
-process running a percent faster for a whole run, as measured on real engines). The
+with A by a per-request log-ratio noise (sd 0.08) and a per-run offset of B (sd 0.015, one
+process running a percent faster for a whole run, as measured on real engines). Both
+gates judge with the policies' process_spread (0.02), so their timing intervals carry the
+between-process term. The
 scenarios, their parameters from README "How far to trust the verdict":
 
   aa        B = A' = full depth: 2 % of requests diverge (stray batch numerics), half of
             those end elsewhere. A false alarm is a `fail` under no-regression.
   static    10 layers skipped: RER 0.30, 95 % of outputs diverge, termination accuracy 0.85.
-  slow      +20 % time per token, outputs identical: latency_ratio 1.20 against 1.10.
+  slow      +20 % time per token, outputs identical: latency_ratio's excess over the noise
+            floor (B/A - A'/A) 0.20 against no-regression's 0.10.
   faster    a lossless 15 % saving (engine-switches): latency ratio 0.85; passes
             no-regression, and fails default (RER 0.15 < the 0.20 target).
-  at-1.10   latency exactly at no-regression's 1.10 tolerance, no per-run offset: a `fail`
-            is a false alarm (the threshold counts as good); the hardest case for the
-            latency sequence.
+  at-1.10   B/A exactly 1.10 and A'/A 1.0, no per-run offset: the excess exactly at
+            no-regression's 0.10 tolerance. A `fail` is a false alarm (the threshold counts
+            as good); the hardest case for the latency sequence.
   ta-0.925  termination accuracy exactly at no-regression's 0.925: a `fail` is a false alarm.
 
     .venv/bin/python benchmarks/sequential_simulation.py             # the figures below
@@ -124,8 +127,8 @@ def simulate(sc: Scenario, n: int, rng: np.random.Generator) -> list[ArmResult]:
 def fixed_verdict(rows: list[ArmResult], policy) -> str:
     first = {f"r{i:05d}" for i in range(FIXED_N)}
     rows = [r for r in rows if r.request_id in first]
-    figures = compute_figures(rows, config=MetricsConfig(target_rer=policy.target_rer,
-                                                         min_samples=20))
+    figures = compute_figures(rows, config=MetricsConfig(
+        target_rer=policy.target_rer, process_spread=policy.process_spread, min_samples=20))
     manifest = {"id": "sim", "status": "complete", "arms": ARMS}
     return apply_policy(policy, figures, manifest, rows).verdict
 

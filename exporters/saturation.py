@@ -127,3 +127,11 @@ def saturated_arms(figs: list[Figure]) -> dict[str, list[str]]:
     """arm -> its saturation signals, for the arms whose `ttft_growth` says saturated."""
     return {f.arm: list(f.detail.get("signals") or ()) for f in figs
             if f.name == TTFT_GROWTH and f.scenario == OVERALL and f.detail.get("saturated")}
+
+
+def not_comparable(queued: dict[str, list[str]]) -> str:
+    """Why a saturated run's latency verdict is neither pass nor fail (`queued`: as
+    `saturated_arms` gives it, not empty)."""
+    arms = ", ".join(sorted(queued))
+    return (f"saturated run ({arms} queued: {queued[sorted(queued)[0]][0]}): latency is not "
+            f"comparable, so neither pass nor fail; {LOWER_THE_RATE}")

@@ -11,15 +11,27 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from exporters import latency
+from exporters.aligned import align
 from exporters.catalogue import ExitCode
+from exporters.compute import compute_figures
+from exporters.config import MetricsConfig
+from exporters.figures import OVERALL
 from exporters.rer import _rer
 from exporters.sequential import linearised_path, t_mean_path
 from exporters.sequential.betting import bounded_mean_path, rejected
 from exporters.sequential.bound import intersected
+from exporters.sequential.figures import figure_path
 from harness.cli import main
+from harness.gate.send_order import load
 from harness.gate.sequential import decide, until_decided
+from harness.manifest import Manifest
 from harness.rundir import RunDir
+from harness.store.results import StoredResult
 from tests.test_gate_cli import Shape, build_run
+from tests.test_saturation import POLICY as SATURATION_POLICY
+from tests.test_saturation import _gate as fixed_saturation_gate
+from tests.test_saturation import _run as saturation_run
 
 ALPHA = 0.05
 STREAMS = 300
@@ -102,6 +114,24 @@ def test_delta_method_covers_rer_at_the_target() -> None:
         est, low, high = linearised_path(cols, lambda *s: np.log1p(-_rer(*s)), ALPHA, 50)
         paths.append((-np.expm1(high), -np.expm1(low)))
     assert crossing_rate(paths, 0.20, start=20) <= ALPHA + MARGIN
+
+
+def test_the_process_margin_keeps_a_per_run_offset_covered() -> None:
+    """A/A latency with each engine process a little faster or slower for its whole run
+    (log speed factors of SD 0.02, the policies' process_spread) and tight per-request
+    noise: the per-request sequence alone shrinks around the offset and excludes the true
+    ratio 1.0 in most streams; widened by the process margin it keeps within alpha."""
+    rng = np.random.default_rng(9)
+    crossed = {0.0: 0, 0.02: 0}
+    for _ in range(STREAMS):
+        x = rng.normal(0, np.sqrt(2) * 0.02) + rng.normal(0, 0.05, 200)
+        cols = {"lat.candidate.lr_n": np.ones(200), "lat.candidate.logr": x}
+        for tau in crossed:
+            p = figure_path("latency_ratio", "candidate", cols, None, 20, process_spread=tau)
+            low, high = intersected(p.low, p.high, p.look)
+            crossed[tau] += bool(np.any((low > 1) | (high < 1)))
+    assert crossed[0.0] / STREAMS > 0.5
+    assert crossed[0.02] / STREAMS <= ALPHA + MARGIN
 
 
 def test_bad_input_is_named() -> None:
@@ -210,6 +240,83 @@ def test_a_bad_policy_is_an_error_before_anything_is_sent(tmp_path) -> None:
     bad.write_text("metrics: {rer: {threshold: high}}\n")
     with pytest.raises(ValueError, match="metrics.rer.threshold"):
         until_decided(bad)
+
+
+@pytest.mark.parametrize("name", ["latency_ratio", "ttft_latency_ratio", "tpot_latency_ratio"])
+def test_latency_excess_is_the_fixed_gates_widened_by_the_process_term(runs, name) -> None:
+    """B/A - A'/A as the fixed gate computes it (its point estimate over every request),
+    its interval widened by z x SD of the process term; the plain ratio by exp(+-margin)."""
+    got = load(runs["good"])
+    al = align(got.rows)
+    cols = latency.columns(al, MetricsConfig())
+    fixed = next(f for f in compute_figures(got.rows, config=MetricsConfig(n_resamples=100))
+                 if (f.name, f.arm, f.scenario) == (name, "candidate", OVERALL))
+    plain = figure_path(name, "candidate", cols, al, 20, excess=True)
+    wide = figure_path(name, "candidate", cols, al, 20, excess=True, process_spread=0.02)
+    assert plain.estimate[-1] == pytest.approx(fixed.detail["excess"], rel=1e-9)
+    b, a2 = fixed.value, fixed.noise_floor
+    margin = 1.959964 * np.sqrt(2) * 0.02
+    assert wide.high[-1] - plain.high[-1] == pytest.approx(
+        margin * np.sqrt(b * b + a2 * a2 - b * a2), rel=1e-4)
+    assert plain.low[-1] - wide.low[-1] == pytest.approx(wide.high[-1] - plain.high[-1])
+    plain = figure_path(name, "candidate", cols, al, 20)
+    wide = figure_path(name, "candidate", cols, al, 20, process_spread=0.02)
+    assert plain.estimate[-1] == pytest.approx(fixed.value, rel=1e-9)
+    assert wide.high[-1] / plain.high[-1] == pytest.approx(np.exp(margin), rel=1e-4)
+
+
+def test_ttft_and_tpot_ratios_are_gated_against_the_noise_floor(runs, tmp_path) -> None:
+    policy = tmp_path / "ratios.yaml"
+    policy.write_text("metrics:\n" + "".join(
+        f"  {name}: {{direction: '<=', threshold: 0.10, subtract_noise_floor: true}}\n"
+        for name in ("ttft_latency_ratio", "tpot_latency_ratio")))
+    for run, verdict in (("good", "pass"), ("slow", "fail")):
+        d = decide(runs[run], policy)
+        assert (d.verdict, d.decided) == (verdict, True), d.reasons
+        assert {f.name: f.state for f in d.figures} == {"ttft_latency_ratio": verdict,
+                                                        "tpot_latency_ratio": verdict}
+
+
+def policy_file(tmp_path: Path) -> Path:
+    """tests/test_saturation.py's policy as a file."""
+    path = tmp_path / "saturation.yaml"
+    path.write_text("metrics:\n  latency_ratio: {threshold: 0.10, subtract_noise_floor: true}\n"
+                    "  exact_match: {threshold: -0.1, subtract_noise_floor: true}\n")
+    return path
+
+
+def test_a_saturated_prefix_is_not_decided_on_latency(tmp_path) -> None:
+    """The candidate 30 % slower fails on latency when the arms are unloaded; when they
+    queue (TTFT growing through the run, by the intended send times) its latency stays
+    undecided, in the fixed gate's words, and the run is not decided."""
+    for queue_s, verdict in ((0.0, "fail"), (0.5, "inconclusive")):
+        rows, offsets = saturation_run(n=120, queue_s=queue_s, slow=1.3)
+        stored = [StoredResult(r, 1000.0 + offsets[r.request_id], 0.0, "w") for r in rows]
+        d = decide(stored, SATURATION_POLICY)
+        assert d.verdict == verdict, d.reasons
+        latency = next(f for f in d.figures if f.name == "latency_ratio")
+        if verdict == "fail":
+            assert (latency.state, d.saturated) == ("fail", {})
+            continue
+        assert (latency.state, latency.decided_at, d.decided, d.n) == ("undecided", None,
+                                                                       False, 120)
+        assert sorted(d.saturated) == ["baseline", "baseline2", "candidate"]
+        _, fixed = fixed_saturation_gate(rows, offsets)
+        fixed_reason = next(c.reason for c in fixed.overall if c.name == "latency_ratio")
+        assert latency.reason.split(" (was:")[0] == fixed_reason.split(" (was:")[0]
+        assert "saturated run (" in latency.reason and "lower the replay rate" in latency.reason
+        assert any("lower the replay rate" in r for r in d.reasons)
+        # the command shows each queued arm and what to do
+        run = RunDir(tmp_path / "queued")
+        with run.open_store() as store:
+            for r in stored:
+                store.put(r.result, intended_at=r.intended_at)
+        run.write_manifest(Manifest.new("replay", {}, dict.fromkeys(d.saturated, "http://x"),
+                                        {"path": "traffic.jsonl", "sha256": "0" * 64,
+                                         "count": 120}).with_status("complete", {}))
+        code, out = gate(run.path, "--sequential", "--policy", policy_file(tmp_path))
+        assert code == ExitCode.INCONCLUSIVE, out
+        assert "saturated  ttft_growth (candidate): TTFT grew" in out
 
 
 # --- the command -------------------------------------------------------------------------

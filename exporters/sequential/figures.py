@@ -7,13 +7,24 @@ How each figure's interval is built (`METHODS`):
 - `share`: a share of requests (exact match, termination kinds, goodput) is the mean of a
   0/1 value over its valid requests: the betting CS on [0, 1]; its excess over the noise
   floor is the mean of the paired difference B - A' on [-1, 1] (requests valid on both).
-- `log_mean`: latency_ratio = exp(mean log ratio): Lai's t-mixture on the log ratios.
+- `log_mean`: latency_ratio, ttft_latency_ratio, tpot_latency_ratio = exp(mean log
+  ratio): Lai's t-mixture on the per-request log ratios. Their excess over the noise floor
+  is the fixed gate's B/A - A'/A (each a geometric mean over its own paired requests): the
+  normal mixture on its linearisation; a run without baseline2 compares B/A - 1.
 - `linearised`: any other function of sums (RER, first divergence, BLEU, chrF, token KL,
   token efficiency, cache-hit delta): the normal mixture on its delta-method linearisation
   (asymptotic: acted on from the rule's minimum sample count); RER on the log of its
   time-per-token ratio; an excess as the linearised difference B - A'. The cache-hit delta
   |h_B - h_A| / h_A comes from the per-request extension (the counters are only read after
   the run): its signed form is linearised and the interval folded at 0 (no excess).
+
+Timing figures (RER, decode RER, the latency ratios) carry the between-process term as the
+fixed gate does (exporters/process_spread.py): each arm's engine process has a log speed
+factor u ~ N(0, tau^2), tau the policy's `process_spread`. It moves every request of an arm
+together, so no number of requests shrinks it: the interval is widened by a fixed margin,
+z(1 - alpha/2) times the term's SD, added to the CS radius (in log ratio, u_X - u_A: SD
+sqrt(2) tau; for an excess R_B - R_A', SD sqrt(2 (R_B^2 + R_A'^2 - R_B R_A')) tau at the
+point estimates, the two sharing u_A).
 
 Figures not listed (percentiles, jitter, counters, the repeat suite) have no per-request
 path here.
@@ -23,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Literal
 
 import numpy as np
@@ -33,6 +45,7 @@ from exporters.catalogue import (
     BASELINE2,
     BLEU,
     CACHE_HIT_DELTA,
+    CANDIDATE,
     CHRF,
     EXACT_MATCH,
     FIRST_DIVERGENCE,
@@ -46,7 +59,11 @@ from exporters.catalogue import (
     TERMINATION_TRUNCATED,
     TOKEN_EFFICIENCY,
     TOKEN_KL,
+    TPOT_LATENCY_RATIO,
+    TTFT_LATENCY_RATIO,
+    figure_spec,
 )
+from exporters.process_spread import to_ratio
 from exporters.sequential.betting import bounded_mean_path
 from exporters.sequential.normal_mixture import linearised_path
 from exporters.sequential.t_mixture import t_mean_path
@@ -62,7 +79,9 @@ _SHARES = {EXACT_MATCH: ("cons.{}.exact", "cons.{}.n"),
            GOODPUT: ("lat.{}.good", "lat.{}.n")}
 _LINEARISED = (RER, RER_DECODE, FIRST_DIVERGENCE, BLEU, CHRF, TOKEN_KL, TOKEN_EFFICIENCY,
                CACHE_HIT_DELTA)
-METHODS: dict[str, Method] = {**dict.fromkeys(_SHARES, "share"), LATENCY_RATIO: "log_mean",
+_LOG_RATIOS = {LATENCY_RATIO: "", TTFT_LATENCY_RATIO: "ttft_", TPOT_LATENCY_RATIO: "tpot_"}
+METHODS: dict[str, Method] = {**dict.fromkeys(_SHARES, "share"),
+                              **dict.fromkeys(_LOG_RATIOS, "log_mean"),
                               **dict.fromkeys(_LINEARISED, "linearised")}
 
 
@@ -101,6 +120,10 @@ def _linear_parts(name: str, arm: str, cols: dict[str, np.ndarray], al: Aligned
         p = f"chd.{arm}."
         return (np.column_stack([cols[p + c] for c in ("ha", "qa", "hx", "qx")]),
                 lambda ha, qa, hx, qx: (hx / qx) / (ha / qa) - 1, cols[p + "n"])
+    if name in _LOG_RATIOS:  # exp(mean log ratio): the fixed gate's statistic
+        p = f"lat.{arm}.{_LOG_RATIOS[name]}"
+        return (np.c_[cols[p + "logr"], cols[p + "lr_n"]], lambda s, n: np.exp(s / n),
+                cols[p + "lr_n"])
     if name == TOKEN_EFFICIENCY:
         p = f"lat.{arm}."
         return (np.c_[cols[p + "useful"], cols[p + "computed"]], lambda u, c: u / c,
@@ -111,53 +134,40 @@ def _linear_parts(name: str, arm: str, cols: dict[str, np.ndarray], al: Aligned
 
 def figure_path(name: str, arm: str, cols: dict[str, np.ndarray], al: Aligned,
                 min_samples: int, excess: bool = False, alpha: float = 0.05,
-                rows: np.ndarray | None = None) -> FigurePath:
+                rows: np.ndarray | None = None, process_spread: float = 0.0) -> FigurePath:
     """The path of figure `name` of `arm` (its `excess` over the noise floor, baseline2
     against the baseline, when asked) over the requests whose columns `cols` holds, in
-    that order, restricted to `rows` (a scenario) when given. KeyError: a figure with
-    no method here (see `METHODS`) or columns missing for the arm."""
+    that order, restricted to `rows` (a scenario) when given; a timing figure's interval
+    widened by the between-process margin for `process_spread` (tau). KeyError: a figure
+    with no method here (see `METHODS`) or columns missing for the arm."""
     method = METHODS[name]
     n = next(iter(cols.values())).size
     rows = np.ones(n, dtype=bool) if rows is None else rows
     if method == "share":
-        num, cnt = (t.format(arm) for t in _SHARES[name])
-        valid = (cols[cnt] > 0) & rows
-        values = cols[num]
-        lo = 0.0
-        if excess:
-            num2, cnt2 = (t.format(BASELINE2) for t in _SHARES[name])
-            valid &= cols[cnt2] > 0
-            values, lo = values - cols[num2], -1.0
-        x = values[valid]
-        obs_look = np.arange(1, x.size + 1) >= min_samples
-        if x.size:
-            est, low, high = bounded_mean_path(x, lo, 1.0, alpha, looks=obs_look)
-        else:
-            est = low = high = np.empty(0)
-        count = np.cumsum(valid)
-        est, low, high = _spread(valid, (est, low, high), np.nan)
-        return FigurePath(method, est, low, high, count, count >= max(min_samples, 1))
+        return _share_path(name, arm, cols, min_samples, excess, alpha, rows)
+    z = NormalDist().inv_cdf(1 - alpha / 2) if figure_spec(name).timing else 0.0
+    margin = z * np.sqrt(2) * process_spread  # of a log time ratio u_X - u_A
     if method == "log_mean":
-        p = f"lat.{arm}."
-        valid = (cols[p + "lr_n"] > 0) & rows
-        x = cols[p + "logr"][valid]
-        if x.size:
-            mean, low, high = t_mean_path(x, alpha, N_OPT)
-            est, low, high = np.exp(mean), np.exp(low), np.exp(high)
-        else:
-            est = low = high = np.empty(0)
-        count = np.cumsum(valid)
-        est, low, high = _spread(valid, (est, low, high), np.nan)
-        return FigurePath(method, est, low, high, count, count >= max(min_samples, 2))
-    if excess and name == CACHE_HIT_DELTA:
+        kind = _LOG_RATIOS[name]
+        if excess and arm == CANDIDATE and f"lat.{BASELINE2}.{kind}lr_n" not in cols:
+            # no second baseline: the floor of a time ratio is 1 (as the fixed gate)
+            path = _log_mean_path(kind, arm, cols, min_samples, alpha, rows, margin)
+            return FigurePath(method, path.estimate - 1, path.low - 1, path.high - 1,
+                              path.count, path.look)
+        if not excess:
+            return _log_mean_path(kind, arm, cols, min_samples, alpha, rows, margin)
+    elif excess and name == CACHE_HIT_DELTA:
         raise KeyError(f"{name}: no sequential excess over the noise floor")
     x, fn, cnt = _linear_parts(name, arm, cols, al)
     count_col = cnt
+    parts = (fn,)
     if excess:
         x2, fn2, cnt2 = _linear_parts(name, BASELINE2, cols, al)
         m = x.shape[1]
         x = np.c_[x, x2]
         fn = (lambda f1, f2, m: lambda *s: f1(*s[:m]) - f2(*s[m:]))(fn, fn2, m)
+        parts = ((lambda f, m: lambda *s: f(*s[:m]))(parts[0], m),
+                 (lambda f, m: lambda *s: f(*s[m:]))(fn2, m))
         count_col = np.minimum(cnt, cnt2)
     log_rer = name in (RER, RER_DECODE) and not excess
     stat = (lambda *s: np.log1p(-fn(*s))) if log_rer else fn
@@ -165,7 +175,15 @@ def figure_path(name: str, arm: str, cols: dict[str, np.ndarray], al: Aligned,
     if x.shape[0]:
         est, low, high = linearised_path(x, stat, alpha, N_OPT)
         if log_rer:  # RER = 1 - exp(log ratio): decreasing, so the ends swap
-            est, low, high = -np.expm1(est), -np.expm1(high), -np.expm1(low)
+            est, low, high = -np.expm1(est), -np.expm1(high + margin), -np.expm1(low - margin)
+        elif excess and margin:
+            # R_B - R_A' with R the time ratio (1 - RER for a saving), the two sharing u_A
+            means = np.cumsum(x, axis=0) / np.arange(1, x.shape[0] + 1)[:, None]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                r_b, r_a2 = (np.asarray(to_ratio(f(*means.T), figure_spec(name).timing))
+                             for f in parts)
+                wide = margin * np.sqrt(np.maximum(r_b**2 + r_a2**2 - r_b * r_a2, 0.0))
+            low, high = low - wide, high + wide
         if name == CACHE_HIT_DELTA:  # |signed|: an interval across 0 folds to [0, ...]
             low, high = (np.where((low <= 0) & (high >= 0), 0.0,
                                   np.minimum(np.abs(low), np.abs(high))),
@@ -176,4 +194,42 @@ def figure_path(name: str, arm: str, cols: dict[str, np.ndarray], al: Aligned,
     count = np.cumsum(np.where(rows, count_col, 0.0))
     est, low, high = _spread(rows, (est, low, high), np.nan)
     finite = np.isfinite(est) & np.isfinite(low) & np.isfinite(high)
-    return FigurePath(method, est, low, high, count, (count >= max(min_samples, 2)) & finite)
+    return FigurePath(method if not excess or method != "log_mean" else "linearised", est,
+                      low, high, count, (count >= max(min_samples, 2)) & finite)
+
+
+def _share_path(name: str, arm: str, cols: dict[str, np.ndarray], min_samples: int,
+                excess: bool, alpha: float, rows: np.ndarray) -> FigurePath:
+    num, cnt = (t.format(arm) for t in _SHARES[name])
+    valid = (cols[cnt] > 0) & rows
+    values = cols[num]
+    lo = 0.0
+    if excess:
+        num2, cnt2 = (t.format(BASELINE2) for t in _SHARES[name])
+        valid &= cols[cnt2] > 0
+        values, lo = values - cols[num2], -1.0
+    x = values[valid]
+    obs_look = np.arange(1, x.size + 1) >= min_samples
+    if x.size:
+        est, low, high = bounded_mean_path(x, lo, 1.0, alpha, looks=obs_look)
+    else:
+        est = low = high = np.empty(0)
+    count = np.cumsum(valid)
+    est, low, high = _spread(valid, (est, low, high), np.nan)
+    return FigurePath("share", est, low, high, count, count >= max(min_samples, 1))
+
+
+def _log_mean_path(kind: str, arm: str, cols: dict[str, np.ndarray], min_samples: int,
+                   alpha: float, rows: np.ndarray, margin: float) -> FigurePath:
+    """exp(mean log ratio) with the t-mixture on the log ratios, widened by `margin`."""
+    p = f"lat.{arm}.{kind}"
+    valid = (cols[p + "lr_n"] > 0) & rows
+    x = cols[p + "logr"][valid]
+    if x.size:
+        mean, low, high = t_mean_path(x, alpha, N_OPT)
+        est, low, high = np.exp(mean), np.exp(low - margin), np.exp(high + margin)
+    else:
+        est = low = high = np.empty(0)
+    count = np.cumsum(valid)
+    est, low, high = _spread(valid, (est, low, high), np.nan)
+    return FigurePath("log_mean", est, low, high, count, count >= max(min_samples, 2))

@@ -111,6 +111,7 @@ def _sequential(run_dir: Path, policy, budget: int | None, json_path: Path | Non
                 others: tuple[Path | None, ...], err: Console) -> None:
     import json
 
+    from exporters.saturation import LOWER_THE_RATE
     from harness.gate.sequential import decide
     from harness.rundir import RunDirError
 
@@ -139,6 +140,9 @@ def _sequential(run_dir: Path, policy, budget: int | None, json_path: Path | Non
         flag = "" if f.counts else " (not gating)"
         where = "" if f.scenario == "all" else f" [{f.scenario}]"
         click.echo(f"  {f.state:<10} {f.name}{where}{flag}: {f.reason}")
+    for arm, signals in decision.saturated.items():
+        click.echo(f"  saturated  ttft_growth ({arm}): {'; '.join(signals)}; "
+                   f"{LOWER_THE_RATE}")
     for reason in decision.reasons:
         click.echo(f"reason: {reason}")
     raise SystemExit(decision.exit_code)

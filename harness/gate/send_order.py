@@ -5,7 +5,7 @@ order they were meant to be sent, cut at the first request some arm has not answ
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +29,17 @@ class Requests:
     determinism: list[ArmResult] | None
     config: dict[str, Any]
     tokenizer: str | None = None
+    # request id -> the time it was meant to be sent (the saturation check's send times);
+    # empty when the rows do not say
+    sent: dict[str, float] = field(default_factory=dict)
 
 
 def send_order(stored: Sequence[StoredResult] | Sequence[ArmResult],
-                arms: Sequence[str] | None) -> tuple[list[ArmResult], list[str]]:
-    """The rows of the shadow replay and the longest prefix of requests, in the order they
+                arms: Sequence[str] | None
+                ) -> tuple[list[ArmResult], list[str], dict[str, float]]:
+    """The rows of the shadow replay, the longest prefix of requests, in the order they
     were meant to be sent (their earliest intended time; else the order rows came in),
-    that every arm has answered."""
+    that every arm has answered, and those requests' intended times (where stored)."""
     first: dict[str, tuple[float, int]] = {}
     by_request: dict[str, dict[str, ArmResult]] = {}
     for i, row in enumerate(stored):
@@ -52,7 +56,8 @@ def send_order(stored: Sequence[StoredResult] | Sequence[ArmResult],
             break  # still in flight: later requests wait for it
         order.append(rid)
     rows = [r for rid in order for r in by_request[rid].values()]
-    return rows, order
+    sent = {rid: float(first[rid][0]) for rid in order if np.isfinite(first[rid][0])}
+    return rows, order, sent
 
 
 def load(source: Source) -> Requests:
@@ -67,16 +72,19 @@ def load(source: Source) -> Requests:
         if det.path.is_dir() and det.results_path.is_file():
             with det.open_store(create=False) as store:
                 determinism = store.results()
-        rows, order = send_order(stored, list(manifest.arms))
+        rows, order, sent = send_order(stored, list(manifest.arms))
         return Requests(rows, order, manifest.status, determinism, manifest.config,
-                         manifest.config.get("tokenizer"))
+                         manifest.config.get("tokenizer"), sent)
     if isinstance(source, Run):
-        rows, order = send_order(source.results, list(source.manifest.arms))
+        rows, order, _ = send_order(source.results, list(source.manifest.arms))
         determinism = source.determinism.results if source.determinism else None
+        # a loaded run's results carry no intended times: its traffic's offsets, as the
+        # fixed gate's saturation check reads them
+        sent = {t.id: t.offset_s for t in source.traffic.records} if source.traffic else {}
         return Requests(rows, order, source.manifest.status, determinism,
-                         source.manifest.config, source.tokenizer)
-    rows, order = send_order(list(source), None)
-    return Requests(rows, order, None, None, {})
+                         source.manifest.config, source.tokenizer, sent)
+    rows, order, sent = send_order(list(source), None)
+    return Requests(rows, order, None, None, {}, None, sent)
 
 
 def default_budget(config: dict[str, Any]) -> int | None:

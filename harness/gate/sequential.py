@@ -18,6 +18,13 @@ Everything is a function of the send-order prefix, so `until_decided` (the repla
 predicate) stops where `decide` on the stored run finds the decision, and both give the
 same verdict whatever was still in flight when sending stopped.
 
+Timing figures (RER, decode RER, the latency ratios) are widened by the between-process
+margin for the policy's `process_spread`, and latency ratios gated against the noise
+floor compare the fixed gate's excess B/A - A'/A (`exporters.sequential.figures`). When
+the judged prefix is saturated (`exporters.saturation`: an arm queued), its latency
+figures are undecided, with the fixed gate's words, so a saturated run is never decided
+on latency.
+
 Figures with no per-request path (percentiles, jitter) are skipped when
 the rule does not require them and undecided otherwise; the repeat suite's figures are
 judged once, by the fixed gate, from the run's `determinism/` sub-run when it has one.
@@ -26,7 +33,7 @@ judged once, by the fixed gate, from the run's `determinism/` sub-run when it ha
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +49,15 @@ from exporters.catalogue import (
     PASS,
     RESOURCE_DETERMINISM,
     exit_code,
+    judged_on_latency,
 )
 from exporters.config import MetricsConfig
 from exporters.figures import OVERALL
+from exporters.saturation import detect, not_comparable
 from exporters.sequential import intersected
 from exporters.sequential.figures import METHODS, figure_path
 from harness.gate.checks import SKIPPED, judge
+from harness.gate.evaluation import in_flight_limit
 from harness.gate.policy import MetricRule, Policy, load_policy
 from harness.gate.send_order import Requests, Source, default_budget, load
 
@@ -84,6 +94,7 @@ class SequentialDecision:
     budget: int | None
     figures: tuple[FigureState, ...]
     reasons: tuple[str, ...]
+    saturated: dict[str, list[str]] = field(default_factory=dict)  # arm -> its signals, at n
 
     @property
     def exhausted(self) -> bool:
@@ -97,7 +108,7 @@ class SequentialDecision:
     def to_json(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "decided": self.decided, "n": self.n,
                 "available": self.available, "budget": self.budget,
-                "reasons": list(self.reasons),
+                "reasons": list(self.reasons), "saturated": self.saturated,
                 "figures": [vars(f) for f in self.figures]}
 
 
@@ -136,7 +147,7 @@ def decide(source: Source, policy: Policy | str | Path | None = None,
         counts = label == OVERALL or policy.gate_scenarios
         for rule in rules:
             tracks.append(_track(rule, label, counts, mask, cols, al, alpha, available, got,
-                                 config))
+                                 config, policy.process_spread))
     # the fail-closed checks: error rates (per arm, over the judged requests) and status
     errors = {}
     for arm in sorted({r.arm for r in rows}):
@@ -146,21 +157,22 @@ def decide(source: Source, policy: Policy | str | Path | None = None,
     if budget is not None:
         for arm, e in errors.items():
             hopeless |= e > policy.error_limit(arm) * budget
-    any_fail = hopeless.copy()
-    all_pass = np.ones(available, dtype=bool)
-    for rule, _label, counts, passed, failed, _ in tracks:
-        if not (counts and rule.critical):
-            continue
-        if passed is None:  # skipped, or undecided for good
-            all_pass &= failed is None
-            continue
-        any_fail |= failed
-        all_pass &= passed
-    done = any_fail | all_pass
-    decided = bool(done.any())
-    at = int(np.argmax(done)) if decided else available - 1
+    # with the latency figures as judged, and as a saturated prefix leaves them (undecided)
+    any_fail, all_pass = _combined(tracks, hopeless, latency=True)
+    any_fail_q, all_pass_q = _combined(tracks, hopeless, latency=False)
+    queued = _Saturation(order, rows, got)
+    at, decided, sat = available - 1, False, None
+    for k in np.flatnonzero(any_fail | all_pass):
+        sat = queued(int(k))
+        if not sat or any_fail_q[k] or all_pass_q[k]:
+            at, decided = int(k), True
+            break
+    if not decided:
+        sat = queued(at)
+    if sat:
+        any_fail, all_pass = any_fail_q, all_pass_q
     n = at + 1
-    states = tuple(_state(t, at) for t in tracks)
+    states = tuple(_unsaturated(_state(t, at), sat) for t in tracks)
     reasons: list[str] = []
     verdict = FAIL if any_fail[at] else PASS if all_pass[at] else INCONCLUSIVE
     if hopeless[at]:
@@ -183,7 +195,55 @@ def decide(source: Source, policy: Policy | str | Path | None = None,
             "results ran out"
         reasons.append(f"undecided after {n} requests ({end})")
     return SequentialDecision(verdict, decided and verdict != INCONCLUSIVE, n, available,
-                              budget, states, tuple(reasons))
+                              budget, states, tuple(reasons), sat or {})
+
+
+def _combined(tracks: list[tuple], hopeless: np.ndarray, latency: bool
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """(some gating rule failed, every gating rule passed) after each request; `latency`
+    False: the latency rules count as undecided (a saturated prefix)."""
+    any_fail = hopeless.copy()
+    all_pass = np.ones(hopeless.size, dtype=bool)
+    for rule, _label, counts, passed, failed, _ in tracks:
+        if not (counts and rule.critical):
+            continue
+        if passed is None:  # skipped, or undecided for good
+            all_pass &= failed is None
+            continue
+        if not latency and judged_on_latency(rule.name):
+            all_pass[:] = False
+            continue
+        any_fail |= failed
+        all_pass &= passed
+    return any_fail, all_pass
+
+
+class _Saturation:
+    """arm -> saturation signals of the first k + 1 requests in send order (computed only
+    where the decision needs it: at a look that would decide the run, and at the last)."""
+
+    def __init__(self, order: list[str], rows: list, got: Requests) -> None:
+        self.order, self.rows, self.got = order, rows, got
+        self.limit = in_flight_limit(got.config)
+        self.cache: dict[int, dict[str, list[str]]] = {}
+
+    def __call__(self, k: int) -> dict[str, list[str]]:
+        if k not in self.cache:
+            prefix = set(self.order[:k + 1])
+            al = align([r for r in self.rows if r.request_id in prefix])
+            sent = np.array([self.got.sent.get(rid, np.nan) for rid in al.request_ids],
+                            dtype=float) if self.got.sent else None
+            self.cache[k] = {s.arm: list(s.signals) for s in detect(al, sent, self.limit)
+                             if s.saturated}
+        return self.cache[k]
+
+
+def _unsaturated(state: FigureState, queued: dict[str, list[str]] | None) -> FigureState:
+    """A latency figure of a saturated prefix: undecided, in the fixed gate's words."""
+    if not queued or not judged_on_latency(state.name) or state.state == SKIPPED:
+        return state
+    return replace(state, state=UNDECIDED, decided_at=None,
+                   reason=f"{not_comparable(queued)} (was: {state.reason})")
 
 
 def _where(s: FigureState) -> str:
@@ -193,7 +253,7 @@ def _where(s: FigureState) -> str:
 
 def _track(rule: MetricRule, label: str, counts: bool, mask: np.ndarray | None,
            cols: dict[str, np.ndarray], al: Aligned, alpha: float, available: int,
-           got: Requests, config: MetricsConfig) -> tuple:
+           got: Requests, config: MetricsConfig, process_spread: float) -> tuple:
     """(rule, scenario, counts, passed[n], failed[n], detail): the rule's sticky decisions
     after each request; passed None: never decided (failed None: skipped, else undecided)."""
     base = {"threshold": rule.threshold, "direction": rule.direction}
@@ -207,7 +267,7 @@ def _track(rule: MetricRule, label: str, counts: bool, mask: np.ndarray | None,
             {**base, "state": UNDECIDED, "reason": why}
     try:
         path = figure_path(rule.name, rule.arm, cols, al, rule.min_samples,
-                           rule.subtract_noise_floor, alpha, mask)
+                           rule.subtract_noise_floor, alpha, mask, process_spread)
     except KeyError:
         why = "not computable for this run (an arm it compares did not run)"
         if not rule.required:

@@ -22,7 +22,7 @@ from exporters.catalogue import (
 )
 from exporters.figures import OVERALL, Figure
 from exporters.records import ArmResult
-from exporters.saturation import LOWER_THE_RATE, saturated_arms
+from exporters.saturation import LOWER_THE_RATE, not_comparable, saturated_arms
 from harness.gate.checks import INFO, Check, judge
 from harness.gate.policy import Policy
 from harness.gate.recommendation import recommend
@@ -127,11 +127,8 @@ def _unsaturated(check: Check, queued: dict[str, list[str]]) -> Check:
     measured the queue, so it is neither a pass nor a fail."""
     if not queued or not judged_on_latency(check.name) or check.status not in (PASS, FAIL):
         return check
-    arms = ", ".join(sorted(queued))
     return replace(check, status=INCONCLUSIVE,
-                   reason=f"saturated run ({arms} queued: {queued[sorted(queued)[0]][0]}): "
-                          f"latency is not comparable, so neither pass nor fail; "
-                          f"{LOWER_THE_RATE} (was: {check.reason})")
+                   reason=f"{not_comparable(queued)} (was: {check.reason})")
 
 
 def _info(fig: Figure) -> Check:
