@@ -11,6 +11,8 @@ from click.testing import CliRunner
 
 from harness.cli.capture import command as capture
 from harness.cli.replay import command as replay
+from harness.manifest import Manifest
+from harness.rundir import RunDir
 
 ARMS = ["--baseline", "http://127.0.0.1:9", "--candidate", "http://127.0.0.1:9"]
 
@@ -34,7 +36,7 @@ def test_replay_usage_errors(tmp_path: Path, traffic: Path) -> None:
         (["--traffic", str(traffic), "--rate", "1", "--users", "2", *ARMS, *out], "exclude"),
         (["--traffic", str(traffic), *ARMS, "--baseline2", "localhost:1", *out], "--baseline2"),
         (["--traffic", str(traffic), *ARMS, "--rate", "0", *out], "--rate"),
-        ([*ARMS, "--resume", *out], "not a run directory"),
+        ([*ARMS, "--resume", *out], "nothing to start it from"),
     ]
     for args, message in cases:
         result = CliRunner().invoke(replay, args)
@@ -48,6 +50,21 @@ def test_replay_refuses_to_overwrite_a_run(tmp_path: Path) -> None:
     result = CliRunner().invoke(replay, ["--scenario", "saas-mix", *ARMS, "--out",
                                          str(tmp_path / "run")])
     assert result.exit_code == 2 and "--resume" in result.output
+
+
+def test_resume_leaves_a_complete_run_alone(tmp_path: Path, traffic: Path) -> None:
+    """start-or-resume: a second `docker compose up` finds the run complete and sends nothing
+    (the arms here refuse connections: a send would leave error rows and a new resume)."""
+    run = RunDir(tmp_path / "run")
+    manifest = Manifest.new("replay", {}, {"baseline": "http://127.0.0.1:9"}, {})
+    run.write_manifest(manifest.with_status("complete", {"baseline": {"ok": 1, "error": 0}}))
+    before = run.manifest_path.read_text()
+    result = CliRunner().invoke(replay, ["--scenario", "saas-mix", *ARMS, "--resume",
+                                         "--out", str(run.path), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "complete" in result.output
+    assert run.manifest_path.read_text() == before
+    assert not run.results_path.exists()
 
 
 def test_capture_usage_errors(tmp_path: Path) -> None:

@@ -45,7 +45,7 @@ def check_tokenizer(spec: str | None) -> None:
 @dataclass(frozen=True)
 class ReplayConfig:
     out: Path = field(metadata={
-        "help": "Run directory to create (or to fill with --resume)."})
+        "help": "Run directory to create (or to start or fill with --resume)."})
     arms: dict[str, str] = field(metadata={"help": "arm name -> OpenAI-compatible base URL"})
     traffic: Path | None = field(default=None, metadata={
         "help": "JSONL traffic file to replay (docs/FORMATS.md)."})
@@ -64,7 +64,9 @@ class ReplayConfig:
     processes: int = field(default=1, metadata={
         "help": "Locust worker processes (master + N workers when N > 1).", "min": 1})
     resume: bool = field(default=False, metadata={
-        "help": "Fill an interrupted run: send only (request, arm) pairs with no ok result."})
+        "help": "Start or resume: fill an interrupted run (send only the (request, arm) "
+                "pairs with no ok result), leave a complete one alone, start a run where "
+                "--out holds none (then --traffic or --scenario is needed)."})
     timeout: float = field(default=120.0, metadata={
         "help": "Seconds from the intended send until the whole answer must be in (else the "
                 "request counts as an error).", "min": 0, "min_open": True})
