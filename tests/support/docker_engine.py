@@ -106,4 +106,8 @@ def _stop(engine: DockerEngine) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(engine.proc.pid, signal.SIGKILL)
             engine.proc.wait(10)
+    # the daemon leaves its network namespace mounted under its exec root
+    mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+    for mount in sorted((m for m in mounts if m.startswith(str(engine.root))), reverse=True):
+        subprocess.run(["umount", "-l", mount], check=False, capture_output=True)
     shutil.rmtree(engine.root, ignore_errors=True)
