@@ -3,7 +3,8 @@ with a generated override for tests:
 
 - every service on `network_mode: host`, each listening on its own free port on 127.0.0.1
   (the real commands, with `--host 0.0.0.0 --port 8000` etc. rewritten; no traffic leaves
-  loopback), published ports ignored under host networking;
+  loopback); the stack runs from `docker-compose config` of the file and the override with
+  the published ports dropped (meaningless under host networking, refused by compose 1.29);
 - Prometheus mounts a copy of dashboards/prometheus.yml whose targets `service:port` are
   rewritten to those loopback ports (jobs, labels, intervals and the mounted rules.yml are
   the real ones);
@@ -68,6 +69,19 @@ class ComposeStack:
         self.override.write_text(yaml.safe_dump(self._override(base), sort_keys=False))
         (self.workdir / "prometheus.yml").write_text(yaml.safe_dump(self._prometheus_config(),
                                                                     sort_keys=False))
+        self.files = [COMPOSE_FILE, self.override]
+        self.effective = self.workdir / "docker-compose.effective.yml"
+        self.effective.write_text(yaml.safe_dump(self._effective(), sort_keys=False))
+        self.files = [self.effective]
+
+    def _effective(self) -> dict[str, Any]:
+        """`docker-compose config` of the file and the override, without published ports:
+        docker-compose 1.29 refuses `ports` next to `network_mode: host` (where they would
+        be ignored anyway), and an override can only add to a list, never remove from it."""
+        merged = yaml.safe_load(self.compose("config").stdout)
+        for service in merged["services"].values():
+            service.pop("ports", None)
+        return merged
 
     # --- the override -------------------------------------------------------------------
 
@@ -129,8 +143,9 @@ class ComposeStack:
     # --- running ------------------------------------------------------------------------
 
     def compose(self, *args: str, check: bool = True, timeout: float = 1800):
-        cmd = [_tool("docker-compose"), "-f", str(COMPOSE_FILE), "-f", str(self.override),
-               "-p", self.project, "--project-directory", str(ROOT), *args]
+        files = [a for f in self.files for a in ("-f", str(f))]
+        cmd = [_tool("docker-compose"), *files, "-p", self.project,
+               "--project-directory", str(ROOT), *args]
         env_cmd = ["env", *[f"{k}={v}" for k, v in ENVIRONMENT.items()], *cmd]
         return self.engine.run(env_cmd, check=check, timeout=timeout)
 

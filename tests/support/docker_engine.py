@@ -33,6 +33,10 @@ def _tool(*names: str) -> str:
                             "Debian's docker.io and docker-compose packages)")
 
 
+class DockerCommandError(RuntimeError):
+    """A docker / docker-compose command failed; the message holds its output."""
+
+
 @dataclass
 class DockerEngine:
     root: Path  # the temporary directory that holds everything of this daemon
@@ -60,8 +64,9 @@ class DockerEngine:
         done = subprocess.run(list(cmd), env=self.env, input=stdin, capture_output=True,
                               timeout=timeout, **kw)
         if check and done.returncode != 0:
-            raise subprocess.CalledProcessError(done.returncode, list(cmd), done.stdout,
-                                                done.stderr)
+            raise DockerCommandError(f"{' '.join(cmd)}\nexit {done.returncode}\n"
+                                     f"{done.stdout.decode(errors='replace')[-3000:]}\n"
+                                     f"{done.stderr.decode(errors='replace')[-5000:]}")
         return done
 
     def log(self) -> str:
