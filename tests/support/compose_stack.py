@@ -42,7 +42,10 @@ LISTENERS = {"baseline": {"--port": 8000}, "baseline2": {"--port": 8000},
              "exporter": {"--serve": 9103}}
 # the test's settings, through the compose file's own variables
 ENVIRONMENT = {"REPLAY_SCENARIO": "smoke", "ENGINE_THREADS": "1", "REPLAY_PROCESSES": "1",
-               "CANDIDATE_POLICY": "dynamic", "GRAFANA_ADMIN_PASSWORD": "unused-in-tests"}
+               "CANDIDATE_POLICY": "dynamic", "GRAFANA_ADMIN_PASSWORD": "unused-in-tests",
+               # creating a container copies the whole image on vfs: over a minute on a
+               # loaded machine, compose's default API timeout
+               "COMPOSE_HTTP_TIMEOUT": "900"}
 
 
 def free_port() -> int:
