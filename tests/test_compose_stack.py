@@ -96,9 +96,11 @@ def test_gate_service_writes_the_reports_and_passes_its_exit_code(stack: Compose
     run_dir = stack.volume_dir("runs") / RUN
     for name in ("gate.json", "junit.xml", "report.md", "report.html"):
         assert (run_dir / name).stat().st_size > 0, name
-    verdict = json.loads((run_dir / "gate.json").read_text())
+    gate = json.loads((run_dir / "gate.json").read_text())
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert gate["run"]["id"] == manifest["id"] and gate["run"]["status"] == "complete"
     # the container's exit code is the gate's own, whatever the 8 requests decide
-    assert done.returncode == verdict["exit_code"], (done.returncode, verdict)
+    assert done.returncode == gate["run"]["exit_code"], (done.returncode, gate["verdict"])
     assert done.returncode in {ExitCode.PASS, ExitCode.FAIL, ExitCode.INCONCLUSIVE}
     # a verdict is not a crash: the servers still run
     for service in ("baseline", "candidate", "exporter", "prometheus"):
