@@ -57,7 +57,8 @@ def test_resume_leaves_a_complete_run_alone(tmp_path: Path, traffic: Path) -> No
     (the arms here refuse connections: a send would leave error rows and a new resume)."""
     run = RunDir(tmp_path / "run")
     manifest = Manifest.new("replay", {}, {"baseline": "http://127.0.0.1:9"}, {})
-    run.write_manifest(manifest.with_status("complete", {"baseline": {"ok": 1, "error": 0}}))
+    counts = {"baseline": {"ok": 1, "error": 0}, "candidate": {"ok": 1, "error": 0}}
+    run.write_manifest(manifest.with_status("complete", counts))
     before = run.manifest_path.read_text()
     result = CliRunner().invoke(replay, ["--scenario", "saas-mix", *ARMS, "--resume",
                                          "--out", str(run.path), "--no-progress"])

@@ -66,7 +66,8 @@ def command(ctx: click.Context, **params: Any) -> None:
     request; the run goes on. Ctrl-C leaves a consistent run marked `interrupted`;
     `--resume` sends what is missing. `--resume` is start-or-resume, so one command line can
     be run again and again (a container's): it starts the run where --out holds none,
-    finishes an interrupted one, and leaves a complete one alone (exit 0, nothing sent).
+    fills an interrupted one (or the error rows of a complete one), and leaves a complete run
+    without error rows alone (exit 0, nothing sent).
     """
     from exporters.traffic import TrafficError
     from harness.replay import ConfigError, run_replay

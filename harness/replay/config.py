@@ -64,9 +64,10 @@ class ReplayConfig:
     processes: int = field(default=1, metadata={
         "help": "Locust worker processes (master + N workers when N > 1).", "min": 1})
     resume: bool = field(default=False, metadata={
-        "help": "Start or resume: fill an interrupted run (send only the (request, arm) "
-                "pairs with no ok result), leave a complete one alone, start a run where "
-                "--out holds none (then --traffic or --scenario is needed)."})
+        "help": "Start or resume: fill the run in --out (send only the (request, arm) "
+                "pairs with no ok result), leave it alone when complete with no error rows, "
+                "start a run where --out holds none (then --traffic or --scenario is "
+                "needed)."})
     timeout: float = field(default=120.0, metadata={
         "help": "Seconds from the intended send until the whole answer must be in (else the "
                 "request counts as an error).", "min": 0, "min_open": True})

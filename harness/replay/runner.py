@@ -154,7 +154,7 @@ def run_replay(config: ReplayConfig) -> Path:
     """
     console = Console(stderr=True, quiet=not config.progress)
     run = RunDir(config.out)
-    if config.resume and run.exists() and run.read_manifest().status == "complete":
+    if config.resume and run.exists() and _nothing_to_send(run.read_manifest(), config):
         # a restarted replayer (a second `docker compose up`) must not send the run again
         console.print(f"{run.path} holds a complete run: nothing to send")
         return run.path
@@ -207,6 +207,14 @@ def run_replay(config: ReplayConfig) -> Path:
         run.write_manifest(final.with_status(status, store.counts_by_arm()))
         store.close()
     return run.path
+
+
+def _nothing_to_send(manifest: Manifest, config: ReplayConfig) -> bool:
+    """A complete run whose every arm has only ok rows: a resume would send nothing (a
+    complete run with error rows is still filled: a resume turns an error into a result)."""
+    counts = manifest.counts or {}
+    return manifest.status == "complete" and all(
+        arm in counts and counts[arm].get("error", 0) == 0 for arm in config.arms)
 
 
 def _serve_metrics(port: int, host: str, store: ResultStore):
