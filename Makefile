@@ -33,11 +33,18 @@ $(LLAMACPP_STAMP): | system-packages
 	$(LLAMACPP_VENV)/bin/pip install -q 'llama-cpp-python[server]==$(LLAMACPP_VERSION)'
 	touch $(LLAMACPP_STAMP)
 
+# Debian packages the suite runs: Prometheus, Chromium, a C++ compiler (llama.cpp), and for
+# the compose stack test (tests/test_compose_stack.py) docker.io (dockerd and its client:
+# the test starts a daemon of its own, no system daemon is used), docker-compose and
+# debootstrap (the test's base image).
 system-packages:
 	@missing=""; \
 	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	command -v c++ >/dev/null || missing="$$missing g++"; \
+	[ -x /usr/sbin/dockerd ] && [ -x /usr/bin/docker ] || missing="$$missing docker.io"; \
+	command -v docker-compose >/dev/null || missing="$$missing docker-compose"; \
+	[ -x /usr/sbin/debootstrap ] || missing="$$missing debootstrap"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \

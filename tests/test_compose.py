@@ -64,10 +64,14 @@ def test_dockerfile_copies_what_exists() -> None:
     text = (ROOT / "Dockerfile").read_text()
     for line in text.splitlines():
         if line.startswith("COPY "):
-            for src in line.split()[1:-1]:
+            for src in [a for a in line.split()[1:-1] if not a.startswith("--")]:
                 if src != "README.md":  # written by the foundation part
                     assert (ROOT / src).exists(), f"Dockerfile copies missing {src}"
-    assert "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in text
+    # users get python:3.11-slim and the CPU index unless they pass build arguments
+    assert "ARG BASE_IMAGE=python:3.11-slim\nFROM ${BASE_IMAGE}" in text
+    assert "ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu" in text
+    assert 'torch==2.13.0 --index-url "$TORCH_INDEX"' in text
+    assert "ARG PIP_SOURCE=\n" in text and text.count("pip install $PIP_SOURCE") == 3
 
 
 def test_prometheus_targets_are_services_and_ports() -> None:
@@ -117,12 +121,13 @@ def test_command_is_a_real_layergate_command(service: str, tmp_path: Path) -> No
         for mount in mounts:
             if arg.startswith(mount + "/"):
                 local = tmp_path / arg.lstrip("/")
-                local.mkdir(parents=True, exist_ok=True)
+                # a directory, or a file's directory (the gate's reports)
+                (local.parent if local.suffix else local).mkdir(parents=True, exist_ok=True)
                 args[i] = str(local)
         if arg.startswith(WORKDIR + "/"):  # the image's copy of the repository
             args[i] = str(ROOT / arg[len(WORKDIR) + 1:])
     ctx = _resolve(args)
-    assert ctx.command.name in {"serve", "replay", "metrics"}
+    assert ctx.command.name in {"serve", "replay", "metrics", "gate"}
 
 
 def test_candidate_policy_from_the_environment() -> None:
@@ -151,6 +156,28 @@ def test_depends_on_conditions_are_sound() -> None:
     assert SERVICES["replayer"]["depends_on"]["candidate"]["condition"] == "service_healthy"
     assert SERVICES["exporter"]["depends_on"]["replayer"]["condition"] == \
         "service_completed_successfully"
+
+
+def test_replay_is_start_or_resume_and_one_shot() -> None:
+    """Every `up` runs the same replay command: --resume starts, finishes or leaves alone
+    the one run of the volume (tests/test_compose_stack.py runs it twice)."""
+    replayer = SERVICES["replayer"]
+    assert "--resume" in replayer["command"] and "/runs/compose" in replayer["command"]
+    assert replayer["restart"] == "no"
+    assert SERVICES["exporter"]["restart"] == "unless-stopped"
+    for engine in ("baseline", "baseline2", "candidate"):
+        assert SERVICES[engine]["restart"] == "unless-stopped"
+
+
+def test_gate_service_writes_every_report_into_the_runs_volume() -> None:
+    gate = SERVICES["gate"]
+    assert gate["profiles"] == ["gate"] and gate["restart"] == "no"
+    assert "runs:/runs" in gate["volumes"] and "depends_on" not in gate
+    args = _command("gate")
+    assert args[:3] == ["layergate", "gate", "/runs/compose"]
+    for option, name in (("--json", "gate.json"), ("--junit", "junit.xml"),
+                         ("--markdown", "report.md"), ("--html", "report.html")):
+        assert args[args.index(option) + 1] == f"/runs/compose/{name}"
 
 
 def test_grafana_anonymous_viewer_admin_password_from_env() -> None:

@@ -12,6 +12,8 @@ from click.testing import CliRunner
 from harness.cli.capture import command as capture
 from harness.cli.replay import command as replay
 from harness.cli.replay_worker import command as replay_worker
+from harness.manifest import Manifest
+from harness.rundir import RunDir
 
 ARMS = ["--baseline", "http://127.0.0.1:9", "--candidate", "http://127.0.0.1:9"]
 
@@ -35,7 +37,6 @@ def test_replay_usage_errors(tmp_path: Path, traffic: Path) -> None:
         (["--traffic", str(traffic), "--rate", "1", "--users", "2", *ARMS, *out], "exclude"),
         (["--traffic", str(traffic), *ARMS, "--baseline2", "localhost:1", *out], "--baseline2"),
         (["--traffic", str(traffic), *ARMS, "--rate", "0", *out], "--rate"),
-        ([*ARMS, "--resume", *out], "not a run directory"),
         (["--traffic", str(traffic), *ARMS, "--budget", "10", *out], "--until-decided"),
         (["--traffic", str(traffic), *ARMS, "--until-decided", str(traffic), *out],
          "--until-decided: "),
@@ -45,6 +46,7 @@ def test_replay_usage_errors(tmp_path: Path, traffic: Path) -> None:
          "needs --master-bind"),
         (["--traffic", str(traffic), *ARMS, "--expect-workers", "1", "--master-bind",
           "0.0.0.0:99999", *out], "--master-bind must be HOST[:PORT]"),
+        ([*ARMS, "--resume", *out], "nothing to start it from"),
     ]
     for args, message in cases:
         result = CliRunner().invoke(replay, args)
@@ -66,6 +68,20 @@ def test_replay_worker_usage_errors() -> None:
                           (["--master", "h:1", "--processes", "0"], "--processes")]:
         result = CliRunner().invoke(replay_worker, args)
         assert result.exit_code == 2 and message in result.output, result.output
+def test_resume_leaves_a_complete_run_alone(tmp_path: Path, traffic: Path) -> None:
+    """start-or-resume: a second `docker compose up` finds the run complete and sends nothing
+    (the arms here refuse connections: a send would leave error rows and a new resume)."""
+    run = RunDir(tmp_path / "run")
+    manifest = Manifest.new("replay", {}, {"baseline": "http://127.0.0.1:9"}, {})
+    counts = {"baseline": {"ok": 1, "error": 0}, "candidate": {"ok": 1, "error": 0}}
+    run.write_manifest(manifest.with_status("complete", counts))
+    before = run.manifest_path.read_text()
+    result = CliRunner().invoke(replay, ["--scenario", "saas-mix", *ARMS, "--resume",
+                                         "--out", str(run.path), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "complete" in result.output
+    assert run.manifest_path.read_text() == before
+    assert not run.results_path.exists()
 
 
 def test_capture_usage_errors(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ TRAFFIC = {
     "long-context.jsonl": "lc",
     "calibration.jsonl": "cal",
 }
-MIXES = ("saas-mix", "chat-multiturn", "long-context")
+MIXES = ("saas-mix", "chat-multiturn", "long-context", "smoke")
 ENDPOINTS = {"/v1/chat/completions", "/v1/completions"}
 ROLES = {"system", "user", "assistant"}
 MAX_TOKENS = {"short": 32, "medium": 48, "long": 64}

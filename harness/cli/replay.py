@@ -73,7 +73,10 @@ def command(ctx: click.Context, **params: Any) -> None:
     Latencies count from the intended send time (open loop, no coordinated omission).
     An arm that fails (timeout, HTTP error, refused connection) gets an error row per
     request; the run goes on. Ctrl-C leaves a consistent run marked `interrupted`;
-    `--resume` sends what is missing.
+    `--resume` sends what is missing. `--resume` is start-or-resume, so one command line can
+    be run again and again (a container's): it starts the run where --out holds none,
+    fills an interrupted one (or the error rows of a complete one), and leaves a complete run
+    without error rows alone (exit 0, nothing sent).
     """
     from exporters.traffic import TrafficError
     from harness.gate.sequential import until_decided

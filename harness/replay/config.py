@@ -46,7 +46,7 @@ def check_tokenizer(spec: str | None) -> None:
 @dataclass(frozen=True)
 class ReplayConfig:
     out: Path = field(metadata={
-        "help": "Run directory to create (or to fill with --resume)."})
+        "help": "Run directory to create (or to start or fill with --resume)."})
     arms: dict[str, str] = field(metadata={"help": "arm name -> OpenAI-compatible base URL"})
     traffic: Path | None = field(default=None, metadata={
         "help": "JSONL traffic file to replay (docs/FORMATS.md)."})
@@ -80,7 +80,10 @@ class ReplayConfig:
                 "smaller offset is measured at its join and corrected.", "min": 0,
         "min_open": True})
     resume: bool = field(default=False, metadata={
-        "help": "Fill an interrupted run: send only (request, arm) pairs with no ok result."})
+        "help": "Start or resume: fill the run in --out (send only the (request, arm) "
+                "pairs with no ok result), leave it alone when complete with no error rows, "
+                "start a run where --out holds none (then --traffic or --scenario is "
+                "needed)."})
     timeout: float = field(default=120.0, metadata={
         "help": "Seconds from the intended send until the whole answer must be in (else the "
                 "request counts as an error).", "min": 0, "min_open": True})

@@ -139,9 +139,9 @@ def _stop_locust(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
             proc.wait(10)
 
 
-def _open_manifest(config: ReplayConfig, run: RunDir, count: int) -> Manifest:
+def _open_manifest(config: ReplayConfig, run: RunDir, count: int, resuming: bool) -> Manifest:
     traffic = run.traffic_summary(count, str(config.traffic or config.scenario or ""))
-    if config.resume:
+    if resuming:
         # keep the original config; each resume appends its own (arms may have moved)
         old = run.read_manifest()
         resumes = [*old.config.get("resumes", []), {**config.to_json(), "at": now_iso()}]
@@ -152,18 +152,22 @@ def _open_manifest(config: ReplayConfig, run: RunDir, count: int) -> Manifest:
     return Manifest.new("replay", config.to_json(), config.arms, traffic)
 
 
-def _prepare(config: ReplayConfig) -> tuple[RunDir, list[TrafficRecord]]:
+def _prepare(config: ReplayConfig) -> tuple[RunDir, list[TrafficRecord], bool]:
+    """The run directory, its records, and whether this resumes a run. `--resume` is
+    start-or-resume: a directory without a manifest starts a fresh run (a first
+    `docker compose up` on an empty volume), one with a manifest is filled."""
     run = RunDir(config.out)
-    if config.resume and not run.exists():
-        raise ConfigError(f"--resume: {run.path} is not a run directory (no manifest.json)")
     if run.exists() and not config.resume:
         raise ConfigError(f"{run.path} already holds a run: pass --resume to fill it, "
                           "or choose another --out")
-    if config.resume:
-        return run, list(run.read_traffic().records)
+    if run.exists():
+        return run, list(run.read_traffic().records), True
+    if config.traffic is None and config.scenario is None:
+        raise ConfigError(f"--resume: {run.path} is not a run directory (no manifest.json) "
+                          "and there is nothing to start it from: give --traffic or --scenario")
     records = load_records(config)
     run.write_traffic(records)
-    return run, records
+    return run, records, False
 
 
 @dataclasses.dataclass
@@ -215,9 +219,14 @@ def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Pat
     (`stopped_early`); `interrupted` after Ctrl-C, a Locust crash, or rows still missing.
     """
     console = Console(stderr=True, quiet=not config.progress)
-    run, records = _prepare(config)
-    previous = run.read_manifest() if config.resume else None
-    manifest = _open_manifest(config, run, len(records))
+    run = RunDir(config.out)
+    if config.resume and run.exists() and _nothing_to_send(run.read_manifest(), config):
+        # a restarted replayer (a second `docker compose up`) must not send the run again
+        console.print(f"{run.path} holds a complete run: nothing to send")
+        return run.path
+    run, records, resuming = _prepare(config)
+    previous = run.read_manifest() if resuming else None
+    manifest = _open_manifest(config, run, len(records), resuming)
     run.write_manifest(manifest)
     store = run.open_store()
     notes = list(manifest.notes)
@@ -229,9 +238,9 @@ def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Pat
     try:
         # a resume keeps the run's schedule (its traffic.jsonl); --speed still applies
         total = store.queue.fill(pending_items(records, config.arms, store.pairs(ok_only=True),
-                                               config.speed if config.resume else 1.0))
-        notes += scrape_arms(_needs_before(config, previous.arms if previous else {}, run),
-                             run, "before")
+                                               config.speed if resuming else 1.0))
+        before = _needs_before(config, previous.arms if previous else {}, run)
+        notes += scrape_arms(before, run, "before")
         tail = None
         if config.metrics_port:
             server, tail = _serve_metrics(config.metrics_port, config.bind_host, store)
@@ -330,6 +339,14 @@ def _merge_workers(old: dict, new: dict) -> dict:
             "refused": [*old.get("refused", []), *new.get("refused", [])],
             "late_results_dropped": old.get("late_results_dropped", 0)
             + new.get("late_results_dropped", 0)}
+
+
+def _nothing_to_send(manifest: Manifest, config: ReplayConfig) -> bool:
+    """A complete run whose every arm has only ok rows: a resume would send nothing (a
+    complete run with error rows is still filled: a resume turns an error into a result)."""
+    counts = manifest.counts or {}
+    return manifest.status == "complete" and all(
+        arm in counts and counts[arm].get("error", 0) == 0 for arm in config.arms)
 
 
 def _serve_metrics(port: int, host: str, store: ResultStore):
