@@ -190,32 +190,45 @@ def test_workers_in_empty_dirs_give_the_same_results_as_one_process(
     assert sum(int(row["Request Count"]) for row in posts) == 48
 
 
-def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(
-        tmp_path: Path, echo: str) -> None:
-    path = traffic(tmp_path / "t.jsonl", 40, spacing=0.1)
-    out, port = tmp_path / "run", free_port()
+def two_workers_one_holding(tmp_path: Path, out: Path, echo: str, n: int
+                            ) -> tuple[subprocess.Popen, dict[str, Worker], str]:
+    """A master with two workers on n records, once the first results are in and one
+    worker holds at least two records (whichever asks first gets them): that one's name."""
+    path = traffic(tmp_path / "t.jsonl", n, spacing=0.1)
+    port = free_port()
     master = subprocess.Popen(master_cmd(path, out, echo, port, 2), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
     workers = {name: Worker(tmp_path / name, port, name=name) for name in ("w1", "w2")}
-    # whichever asks first gets a record: kill a worker while it holds some
     holding: list[str] = []
 
     def one_holds_records() -> bool:
         with RunDir(out).open_store(create=False) as store:
-            holders = store.queue.holders()
-        holding[:] = [name for name, n in holders.items() if n >= 2]
+            holding[:] = [name for name, k in store.queue.holders().items() if k >= 2]
         return rows(out) >= 10 and bool(holding)
 
     wait_for(one_holds_records, what="a worker holding records after the first results")
-    victim = holding[0]
-    workers.pop(victim).proc.send_signal(signal.SIGKILL)
+    return master, workers, holding[0]
+
+
+def completed(master: subprocess.Popen, workers: dict[str, Worker], out: Path, n_pairs: int):
+    """The master's run once it and the workers are done: complete, and every one of the
+    n_pairs (request, arm) pairs has exactly one result."""
     output = master.communicate(timeout=120)[0]
     for worker in workers.values():
         worker.finish()
     assert master.returncode == 0, output
     run = load_run(out)
     assert run.manifest.status == "complete"
-    assert set(pairs(out).values()) == {1} and len(pairs(out)) == 80
+    assert set(pairs(out).values()) == {1} and len(pairs(out)) == n_pairs
+    return run
+
+
+def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(
+        tmp_path: Path, echo: str) -> None:
+    out = tmp_path / "run"
+    master, workers, victim = two_workers_one_holding(tmp_path, out, echo, 40)
+    workers.pop(victim).proc.send_signal(signal.SIGKILL)
+    run = completed(master, workers, out, 80)
     assert run.manifest.resent > 0, "the victim held records: they should be sent again"
     victim_info = next(w for w in run.manifest.workers["workers"] if w["name"] == victim)
     assert victim_info["lost"] is not None and victim_info["released"] > 0
@@ -225,20 +238,8 @@ def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(
 
 def test_the_late_results_of_a_worker_presumed_lost_are_dropped(
         tmp_path: Path, echo: str) -> None:
-    path = traffic(tmp_path / "t.jsonl", 90, spacing=0.1)
-    out, port = tmp_path / "run", free_port()
-    master = subprocess.Popen(master_cmd(path, out, echo, port, 2), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-    workers = {name: Worker(tmp_path / name, port, name=name) for name in ("w1", "w2")}
-    holding: list[str] = []
-
-    def one_holds_records() -> bool:
-        with RunDir(out).open_store(create=False) as store:
-            holding[:] = [n for n, k in store.queue.holders().items() if k >= 2]
-        return rows(out) >= 10 and bool(holding)
-
-    wait_for(one_holds_records, what="a worker holding records after the first results")
-    victim = holding[0]
+    out = tmp_path / "run"
+    master, workers, victim = two_workers_one_holding(tmp_path, out, echo, 90)
     workers[victim].proc.send_signal(signal.SIGSTOP)  # frozen: no heartbeat, no results
 
     def released() -> bool:
@@ -248,13 +249,7 @@ def test_the_late_results_of_a_worker_presumed_lost_are_dropped(
     wait_for(released, what="the master to give the frozen worker's records to another")
     time.sleep(1.0)  # the other worker sends them again meanwhile
     workers[victim].proc.send_signal(signal.SIGCONT)  # its answers now come too late
-    output = master.communicate(timeout=120)[0]
-    for worker in workers.values():
-        worker.finish()
-    assert master.returncode == 0, output
-    run = load_run(out)
-    assert run.manifest.status == "complete"
-    assert set(pairs(out).values()) == {1} and len(pairs(out)) == 180
+    run = completed(master, workers, out, 180)
     assert run.manifest.resent > 0
     assert run.manifest.workers["late_results_dropped"] > 0, run.manifest.workers
     assert any("late result(s) dropped" in n for n in run.manifest.notes)
@@ -269,13 +264,7 @@ def test_a_worker_that_joins_late_gets_users_and_work(tmp_path: Path, echo: str)
     early = Worker(tmp_path / "early", port, name="early")
     wait_for(lambda: rows(out) >= 6, what="the first results")
     late = Worker(tmp_path / "late", port, name="late")
-    output = master.communicate(timeout=120)[0]
-    early.finish()
-    late.finish()
-    assert master.returncode == 0, output
-    run = load_run(out)
-    assert run.manifest.status == "complete"
-    assert set(pairs(out).values()) == {1} and len(pairs(out)) == 80
+    run = completed(master, {"early": early, "late": late}, out, 80)
     info = {w["name"]: w for w in run.manifest.workers["workers"]}
     assert info["late"]["late"] and not info["early"]["late"]
     assert any("worker late joined" in n for n in run.manifest.notes), run.manifest.notes
@@ -352,12 +341,7 @@ def test_clock_skew_is_corrected_or_refused_and_a_taken_name_is_refused(
     assert twin.proc.returncode == 2 and "is taken by a connected worker" in twin_log, twin_log
     assert far.proc.returncode == 2 and "its clock is +50" in far_log, far_log
     other = Worker(tmp_path / "other", port, name="other")
-    output = master.communicate(timeout=120)[0]
-    skewed.finish()
-    other.finish()
-    assert master.returncode == 0, output
-    run = load_run(out)
-    assert run.manifest.status == "complete" and len(run.results) == 40
+    run = completed(master, {"skewed": skewed, "other": other}, out, 40)
     assert all(r.ok for r in run.results)
     # measured from the master's intended times: a 4 s skew left uncorrected would show
     assert max(r.e2e_s for r in run.results) < 3.0  # uncorrected: ~4.2 s

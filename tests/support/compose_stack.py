@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import copy
 import json
-import socket
 import time
 import urllib.error
 import urllib.parse
@@ -29,6 +28,7 @@ from typing import Any
 import yaml
 
 from tests.support.docker_engine import DockerEngine, _tool
+from tests.support.processes import free_port
 from tests.support.stack_images import BASE_IMAGE, PROMETHEUS_IMAGE, ROOT
 
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -46,12 +46,6 @@ ENVIRONMENT = {"REPLAY_SCENARIO": "smoke", "ENGINE_THREADS": "1", "REPLAY_PROCES
                # creating a container copies the whole image on vfs: over a minute on a
                # loaded machine, compose's default API timeout
                "COMPOSE_HTTP_TIMEOUT": "900"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
