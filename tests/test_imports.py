@@ -62,3 +62,54 @@ def test_layers_import_only_downwards(package: str, forbidden: set[str]) -> None
     wrong = {path: sorted(names & forbidden)
              for path, names in _imported_packages(package).items() if names & forbidden}
     assert not wrong, f"{package} imports {forbidden}: {wrong}"
+
+
+def _norm(name: str) -> str:
+    return name.lower().replace("_", "-")
+
+
+def _installed_with_layergate() -> set[str]:
+    """The distributions `pip install layergate` brings: pyproject's core dependencies and,
+    installed, what they require in turn (an import of httpx's httpcore is safe; one of a
+    package only the test extras bring is not)."""
+    import re
+    import tomllib
+    from importlib.metadata import PackageNotFoundError, requires
+
+    def name(requirement: str) -> str:
+        return _norm(re.split(r"[<>=!~\[; (]", requirement.strip(), maxsplit=1)[0])
+
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml")
+                            .read_text())["project"]
+    todo = [name(dep) for dep in project["dependencies"]]
+    seen: set[str] = set()
+    while todo:
+        dist = todo.pop()
+        if dist in seen:
+            continue
+        seen.add(dist)
+        try:
+            reqs = requires(dist) or []
+        except PackageNotFoundError:
+            continue
+        todo += [name(r) for r in reqs if "extra ==" not in r]
+    return seen
+
+
+def test_harness_and_exporters_import_only_what_layergate_installs() -> None:
+    """The replayer's and the exporter's machines (and the Docker image) install the core
+    dependencies only: a third-party import that the test extras happen to satisfy would
+    crash there, not here (scipy once did, in the stack's exporter)."""
+    from importlib.metadata import packages_distributions
+
+    owners = packages_distributions()
+    installed = _installed_with_layergate()
+    ours = {"harness", "exporters", "reference_engine"}
+    wrong = {}
+    for package in ("harness", "exporters"):
+        for path, names in _imported_packages(package).items():
+            third = {n for n in names - ours - set(sys.stdlib_module_names) if n in owners}
+            missing = {n for n in third if not {_norm(d) for d in owners[n]} & installed}
+            if missing:
+                wrong[path] = sorted(missing)
+    assert not wrong, f"imports outside what pyproject's core dependencies install: {wrong}"
