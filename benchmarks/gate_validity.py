@@ -63,7 +63,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere: tests.support is the launcher
 
-from harness.gate import GateResult, evaluate  # noqa: E402
+from harness.gate import GateResult, evaluate_run  # noqa: E402
 from harness.gate.evaluation import metrics_config, run_figures  # noqa: E402
 from harness.gate.policy import default_policy_dir, load_policy  # noqa: E402
 from harness.gate.sequential import decide  # noqa: E402
@@ -160,8 +160,10 @@ def replay_and_judge(experiment: str, repeat: int, arms: dict[str, str], order: 
 
 def judge(experiment: str, repeat: int, run_dir: Path) -> Outcome:
     """The run under each shipped policy: verdicts, failing checks, key figures."""
+    run = load_run(run_dir)
+    policies = {name: load_policy(default_policy_dir() / f"{name}.yaml") for name in POLICIES}
     results: dict[str, GateResult] = {
-        policy: evaluate(run_dir, default_policy_dir() / f"{policy}.yaml") for policy in POLICIES}
+        name: evaluate_run(run, policy) for name, policy in policies.items()}
     outcome = Outcome(experiment, repeat, str(run_dir),
                       {p: r.verdict for p, r in results.items()},
                       {p: _gating(r, "fail") for p, r in results.items()},
@@ -177,15 +179,14 @@ def judge(experiment: str, repeat: int, run_dir: Path) -> Outcome:
             outcome.figures[name] = [c.compared if c.compared is not None else c.value,
                                      c.compared_low, c.compared_high]
             outcome.statuses[name] = c.status
-    run = load_run(run_dir)
-    per_request = replace(metrics_config(load_policy(default_policy_dir() / "default.yaml"), run),
+    per_request = replace(metrics_config(policies["default"], run),
                           process_spread=0.0, confidence=PLAIN_CONFIDENCE)
     for f in run_figures(run, per_request):
         if f.scenario == "all" and f.name in TIMING and f.arm in ("baseline2", "candidate"):
             outcome.plain.setdefault(f.arm, {})[f.name] = [f.value, f.ci_low, f.ci_high, f.n]
-    for policy in POLICIES:
-        d = decide(run, default_policy_dir() / f"{policy}.yaml")
-        outcome.sequential[policy] = [d.verdict, d.decided, d.n]
+    for name, policy in policies.items():
+        d = decide(run, policy)
+        outcome.sequential[name] = [d.verdict, d.decided, d.n]
     for c in results["tight"].overall:  # the tight policy's own checks
         if c.name in ("rer", "latency_ratio"):
             outcome.statuses[f"tight:{c.name}"] = c.status
