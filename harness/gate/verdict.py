@@ -27,6 +27,7 @@ from harness.gate.checks import INFO, Check, judge
 from harness.gate.policy import Policy
 from harness.gate.recommendation import recommend
 from harness.gate.result import GateResult
+from harness.gate.schedule import schedule_check
 
 
 def apply_policy(policy: Policy, figures: Sequence[Figure], manifest: dict[str, Any],
@@ -64,7 +65,7 @@ def _words(check: Check) -> str:
 
 def _run_checks(policy: Policy, manifest: dict[str, Any],
                 results: Sequence[ArmResult]) -> list[Check]:
-    checks = []
+    checks = [schedule_check(policy, results)]
     if policy.require_complete:
         checks.append(_complete_check("run_complete", manifest))
     arms = list(manifest.get("arms") or {}) or sorted({r.arm for r in results})

@@ -39,6 +39,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from exporters import tokenizer
 from exporters.records import ArmResult
+from exporters.schedule_lag import schedule_lag
 from exporters.traffic import TrafficRecord
 from harness.manifest import Manifest, now_iso
 from harness.replay.channel import parse_address
@@ -265,7 +266,8 @@ def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Pat
             manifest, notes=tuple(notes),
             resent=(previous.resent if previous else 0) + resent,
             stopped_early=outcome.stop_reason is not None, stop_reason=outcome.stop_reason,
-            workers=_merge_workers(previous.workers if previous else {}, workers))
+            workers=_merge_workers(previous.workers if previous else {}, workers),
+            schedule=_schedule(store))
         run.write_manifest(final.with_status(status, store.counts_by_arm()))
         store.close()
     return run.path
@@ -339,6 +341,12 @@ def _merge_workers(old: dict, new: dict) -> dict:
             "refused": [*old.get("refused", []), *new.get("refused", [])],
             "late_results_dropped": old.get("late_results_dropped", 0)
             + new.get("late_results_dropped", 0)}
+
+
+def _schedule(store: ResultStore) -> dict:
+    """The run's schedule fidelity (all its sends, resumes included) for the manifest."""
+    lag = schedule_lag(store.send_lags())
+    return lag.to_json() if lag is not None else {}
 
 
 def _nothing_to_send(manifest: Manifest, config: ReplayConfig) -> bool:

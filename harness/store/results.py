@@ -72,6 +72,15 @@ class ResultStore:
                                  "ORDER BY rowid", (rowid,)).fetchall()
         return [(r["_rowid"], decode(r)) for r in rows]
 
+    def send_lags(self) -> list[float]:
+        """Every row's send lag (`ArmResult.send_lag_s`), where recorded."""
+        try:
+            rows = self.conn.execute("SELECT send_lag_s FROM results "
+                                     "WHERE send_lag_s IS NOT NULL").fetchall()
+        except sqlite3.OperationalError:  # a store older than the column, opened read-only
+            return []
+        return [r[0] for r in rows]
+
     def count(self) -> int:
         return self.conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
 
