@@ -40,6 +40,6 @@ def check_format(path: Path, declared: formats.TraceFormat) -> None:
         raise TraceError(path, 1, "(format)", "this is already layergate's traffic format: "
                                               "replay it with `replay --traffic`")
     if other is not None:
-        raise TraceError(path, 1, "(format)", f"this looks like a {other} trace "
+        raise TraceError(path, 1, "(format)", f"this looks like {other} "
                          f"({formats.get(other).summary}), not {declared.name} "
                          f"({declared.summary}): pass --format {other}")

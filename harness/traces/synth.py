@@ -18,6 +18,7 @@ repeats a sibling's).
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -50,7 +51,8 @@ def unit(seed: int, key: int) -> float:
     return float(mix(seed, np.array([key], dtype=np.uint64))[0] >> np.uint64(11)) / (1 << 53)
 
 
-def one_token_words(path: str) -> list[str]:
+@functools.lru_cache(maxsize=4)
+def one_token_words(path: str) -> tuple[str, ...]:
     """The vocabulary's ` word` tokens that encode back to themselves alone, shortest first."""
     tok = tokenizer.load(path)
     found = []
@@ -60,7 +62,20 @@ def one_token_words(path: str) -> list[str]:
             found.append((i, text))
     encoded = tok.encode_batch([w for _, w in found], add_special_tokens=False)
     words = [(len(w), i, w) for (i, w), e in zip(found, encoded, strict=True) if e.ids == [i]]
-    return [w for _, _, w in sorted(words)]
+    return tuple(w for _, _, w in sorted(words))
+
+
+@functools.lru_cache(maxsize=2)
+def _cyclic_text(path: str, seed: int) -> tuple[str, np.ndarray]:
+    """The seeded text, twice over (a window may run past its end), and where each word
+    ends in it."""
+    body = one_token_words(path)[:BODY_WORDS]
+    picks = np.random.default_rng(seed).integers(0, len(body), WINDOW)
+    lengths = np.array([len(w) for w in body], dtype=np.int64)[picks]
+    text = "".join(body[i] for i in picks)
+    ends = np.zeros(2 * WINDOW + 1, dtype=np.int64)
+    np.cumsum(np.concatenate([lengths, lengths]), out=ends[1:])
+    return text + text, ends
 
 
 class PromptSynth:
@@ -70,15 +85,8 @@ class PromptSynth:
             raise SynthError(f"{tokenizer_path}: only {len(words)} words of one token "
                              f"(' word') in its vocabulary; {MIN_WORDS} are needed to make "
                              "prompts of exact length")
-        self.seed, self.path = seed, tokenizer_path
-        self.leads = words
-        body = words[:BODY_WORDS]
-        picks = np.random.default_rng(seed).integers(0, len(body), WINDOW)
-        lengths = np.array([len(w) for w in body], dtype=np.int64)[picks]
-        text = "".join(body[i] for i in picks)
-        self._text = text + text  # a window may run past the end: the text is cyclic
-        self._ends = np.zeros(2 * WINDOW + 1, dtype=np.int64)
-        np.cumsum(np.concatenate([lengths, lengths]), out=self._ends[1:])
+        self.seed, self.path, self.leads = seed, tokenizer_path, words
+        self._text, self._ends = _cyclic_text(tokenizer_path, seed)
         self._lead: dict[int, int] = {}
         self._children: dict[int, int] = {}
         self.shared_leads = 0
