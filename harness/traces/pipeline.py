@@ -40,8 +40,6 @@ from harness.traces.sniff import check_format
 from harness.traces.source import TraceError
 from harness.traces.synth import PromptSynth, unit
 
-_HOLE = "\x00"  # where the prompt goes: one slice spliced in, never escaped (synth.py)
-_HOLE_JSON = json.dumps(_HOLE)
 _SAMPLE_STREAM = 0x5A17  # sampling draws apart from the prompt text's
 
 
@@ -84,6 +82,7 @@ class _Lines:
                                                                       synth, tally)
         self.t0: float | None = None  # trace time of the first row
         self.first: float | None = None  # of the first row written, from t0
+        self.label = json.dumps(config.label, ensure_ascii=False)
 
     def lines(self, rows: Iterable[Any]) -> Iterator[str]:
         config, tally = self.config, self.tally
@@ -167,13 +166,12 @@ class _Lines:
         synth = self.synth
         text = (synth.blocks(row.hash_ids, n, config.block_size) if row.hash_ids is not None
                 else synth.prompt(row.line, n))
-        body: dict[str, Any] = {"prompt": _HOLE, "max_tokens": out, "temperature": 0}
-        if config.ignore_eos:
-            body |= {"ignore_eos": True, "min_tokens": out}
-        head = json.dumps({"id": rid, "offset_s": offset, "scenario": config.label,
-                           "endpoint": COMPLETIONS, "body": body}, ensure_ascii=False,
-                          separators=(",", ":"))
-        return head.replace(_HOLE_JSON, f'"{text}"', 1)
+        # the line dumps_record would write, formatted directly: the text needs no escaping
+        # (synth.py) and the other values are numbers or checked names
+        eos = f',"ignore_eos":true,"min_tokens":{out}' if config.ignore_eos else ""
+        return (f'{{"id":"{rid}","offset_s":{offset!r},"scenario":{self.label},'
+                f'"endpoint":"{COMPLETIONS}","body":{{"prompt":"{text}","max_tokens":{out},'
+                f'"temperature":0{eos}}}}}')
 
     def _request(self, row: RequestRow, offset: float) -> str | None:
         config, tally = self.config, self.tally

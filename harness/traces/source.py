@@ -117,6 +117,10 @@ def csv_rows(path: Path, columns: tuple[str, ...]) -> Iterator[Row]:
 
 def whole(value: Any, path: Path, line: int, field: str, low: int = 0) -> int:
     """An integer >= `low`, from a JSON number or a CSV cell ('12', '12.0')."""
+    if type(value) is int and value >= low:  # the common cases first: a trace has millions
+        return value
+    if isinstance(value, str) and value.isdigit() and int(value) >= low:
+        return int(value)
     number = value
     if isinstance(value, str):
         try:

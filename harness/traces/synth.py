@@ -20,16 +20,18 @@ from __future__ import annotations
 
 import functools
 import re
+from array import array
 
 import numpy as np
 
 from exporters import tokenizer
 
 WINDOW = 1 << 20  # words in the seeded text prompts are cut from
-BODY_WORDS = 8192  # the shortest words make the text
+BODY_WORDS = 1024  # the shortest words make the text (3.6 bytes a token for SmolLM2)
 MIN_WORDS = 256
 _WORD = re.compile(r" [a-z]+")
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_GOLDEN = 0x9E3779B97F4A7C15
+_M = (1 << 64) - 1
 ROOT = -1  # the parent of a prompt's first block
 
 
@@ -37,18 +39,18 @@ class SynthError(ValueError):
     """The tokenizer cannot make exact-length prompts (too few stable one-token words)."""
 
 
-def mix(seed: int, keys: np.ndarray) -> np.ndarray:
-    """splitmix64 of (seed, key): well-spread uint64s, the same on every platform."""
-    with np.errstate(over="ignore"):
-        z = keys.astype(np.uint64) + np.uint64(seed % (1 << 64)) * _GOLDEN + _GOLDEN
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return z ^ (z >> np.uint64(31))
+def mix(seed: int, key: int) -> int:
+    """splitmix64 of (seed, key): a well-spread 64-bit number, the same on every platform
+    (plain integers: for one key this is far cheaper than numpy)."""
+    z = (key + (seed % _M + 1) * _GOLDEN) & _M
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M
+    return z ^ (z >> 31)
 
 
 def unit(seed: int, key: int) -> float:
     """A number in [0, 1) for (seed, key), e.g. to sample rows."""
-    return float(mix(seed, np.array([key], dtype=np.uint64))[0] >> np.uint64(11)) / (1 << 53)
+    return (mix(seed, key) >> 11) / (1 << 53)
 
 
 @functools.lru_cache(maxsize=4)
@@ -66,7 +68,7 @@ def one_token_words(path: str) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=2)
-def _cyclic_text(path: str, seed: int) -> tuple[str, np.ndarray]:
+def _cyclic_text(path: str, seed: int) -> tuple[str, array]:
     """The seeded text, twice over (a window may run past its end), and where each word
     ends in it."""
     body = one_token_words(path)[:BODY_WORDS]
@@ -75,7 +77,7 @@ def _cyclic_text(path: str, seed: int) -> tuple[str, np.ndarray]:
     text = "".join(body[i] for i in picks)
     ends = np.zeros(2 * WINDOW + 1, dtype=np.int64)
     np.cumsum(np.concatenate([lengths, lengths]), out=ends[1:])
-    return text + text, ends
+    return text + text, array("q", ends.tobytes())  # plain ints when indexed: fast slicing
 
 
 class PromptSynth:
@@ -103,6 +105,8 @@ class PromptSynth:
 
     def window(self, start: int, n: int) -> str:
         """n words of the cyclic text from word `start`."""
+        if n <= WINDOW:  # nearly always: one slice
+            return self._text[self._ends[start]:self._ends[start + n]]
         parts = []
         while n > 0:
             take = min(n, WINDOW)
@@ -112,13 +116,11 @@ class PromptSynth:
 
     def prompt(self, key: int, n: int) -> str:
         """n tokens keyed by `key` (e.g. the row's line): unrelated keys share no block."""
-        start = int(mix(self.seed, np.array([key], dtype=np.uint64))[0] % np.uint64(WINDOW))
-        return self.window(start, n)
+        return self.window(mix(self.seed, key) % WINDOW, n)
 
     def blocks(self, hash_ids: list[int], n: int, block_size: int) -> str:
         """n tokens made of the blocks of `hash_ids`, block_size tokens each (the last one
         cut to what n leaves)."""
-        starts = mix(self.seed, np.array(hash_ids, dtype=np.uint64)) % np.uint64(WINDOW)
         parts = []
         parent = ROOT
         for i, h in enumerate(hash_ids):
@@ -126,7 +128,7 @@ class PromptSynth:
             if take <= 0:
                 break
             parts.append(self.leads[self._lead_of(h, parent)])
-            parts.append(self.window(int(starts[i]), take - 1))
+            parts.append(self.window(mix(self.seed, h) % WINDOW, take - 1))
             parent = h
         return "".join(parts)
 
