@@ -33,8 +33,11 @@ def _arm_options(fn: Callable) -> Callable:
 
 
 @click.command(name="replay", epilog=exit_codes_help(
-    ExitCode.PASS, ExitCode.FAIL, ExitCode.USAGE, PASS="complete",
-    FAIL="interrupted (finish it with --resume)"))
+    ExitCode.PASS, ExitCode.FAIL, ExitCode.USAGE, ExitCode.INFRASTRUCTURE, PASS="complete",
+    FAIL="interrupted (finish it with --resume)",
+    INFRASTRUCTURE="an arm is not there (nothing sent) or went down (interrupted: finish it "
+                   "with --resume), too few workers joined, or the run directory is "
+                   "unreadable"))
 @_replay_option("traffic", type=click.Path(dir_okay=False, path_type=Path))
 @_replay_option("scenario", metavar="NAME")
 @_arm_options
@@ -47,8 +50,12 @@ def _arm_options(fn: Callable) -> Callable:
 @_replay_option("expect_workers", metavar="N")
 @_replay_option("master_bind", metavar="HOST[:PORT]")
 @_replay_option("worker_wait", metavar="S")
+@_replay_option("worker_token_file", metavar="FILE",
+                type=click.Path(dir_okay=False, path_type=Path))
 @_replay_option("max_clock_skew", metavar="S")
 @_replay_option("max_in_flight")
+@_replay_option("preflight_timeout", metavar="S")
+@_replay_option("breaker", metavar="K")
 @_replay_option("resume")
 @_replay_option("timeout")
 @_replay_option("metrics_port")
@@ -80,7 +87,7 @@ def command(ctx: click.Context, **params: Any) -> None:
     """
     from exporters.traffic import TrafficError
     from harness.gate.sequential import until_decided
-    from harness.replay import ConfigError, run_replay
+    from harness.replay import ConfigError, ReplayError, run_replay
     from harness.rundir import RunDir, RunDirError
     from harness.scenarios import MixError
 
@@ -97,7 +104,7 @@ def command(ctx: click.Context, **params: Any) -> None:
         run_dir = run_replay(config, should_stop)
     except (ConfigError, TrafficError, MixError) as exc:
         raise click.UsageError(str(exc)) from exc
-    except RunDirError as exc:  # --resume of a directory that cannot be read
+    except (RunDirError, ReplayError) as exc:  # an unreadable --resume, an arm not there
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(ExitCode.INFRASTRUCTURE) from None
     except KeyboardInterrupt:
