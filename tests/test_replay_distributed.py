@@ -79,6 +79,9 @@ def test_workers_in_empty_dirs_give_the_same_results_as_one_process(
     assert all(r.ok for r in run.results) and len(run.results) == 48
     names = {w["name"] for w in run.manifest.workers["workers"]}
     assert len(names) == 2
+    # sent away as the run ended: stopped, not lost
+    assert all(w["stopped"] and not w["lost"] for w in run.manifest.workers["workers"])
+    assert not any("lost" in n for n in run.manifest.notes), run.manifest.notes
     with RunDir(out).open_store(create=False) as store:
         assert {row.worker for row in store.rows()} == names, run.manifest.workers
         lateness = [row.recorded_at - row.intended_at - row.result.e2e_s
@@ -240,7 +243,9 @@ def test_clock_skew_is_corrected_or_refused_and_a_taken_name_is_refused(
     info = next(w for w in run.manifest.workers["workers"] if w["name"] == "skewed")
     assert abs(info["clock_offset_s"] + 4) < 0.5
     with RunDir(out).open_store(create=False) as store:
-        assert "skewed" in {row.worker for row in store.rows()}
+        # the run started only once both accepted workers were in: both sent
+        assert {row.worker for row in store.rows()} == {"skewed", "other"}
+    assert all(w["records"] > 0 for w in run.manifest.workers["workers"])
     refused = [r["reason"] for r in run.manifest.workers["refused"]]
     assert len(refused) == 2
     assert sum("worker refused" in n for n in run.manifest.notes) == 2
@@ -260,6 +265,8 @@ def test_should_stop_ends_the_run_early_and_complete(tmp_path: Path, echo: str) 
     run = load_run(out)
     assert asked and run.manifest.status == "complete"
     assert run.manifest.stopped_early and run.manifest.stop_reason == "10 results are enough"
+    # the local worker was sent away by the early stop, not lost
+    assert not any("lost" in n for n in run.manifest.notes), run.manifest.notes
     done = pairs(out)
     assert set(done.values()) == {1}
     assert 10 <= sum(done.values()) < 120
