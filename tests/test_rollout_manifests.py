@@ -94,3 +94,23 @@ def test_flagger_webhooks_are_answered_by_the_watch() -> None:
         assert _port(hook["url"]) == _watch_args()["serve_port"]
         code = board.flagger(hook["type"], Payload()).code  # every type has an answer
         assert code in (200, 403)
+
+
+def test_the_watch_keeps_one_pod_and_its_state_on_a_volume() -> None:
+    docs = _docs("watch.yaml")
+    spec = docs["Deployment"]["spec"]
+    assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
+    pod = spec["template"]["spec"]
+    mount = pod["containers"][0]["volumeMounts"][0]
+    assert str(_watch_args()["state"]).startswith(mount["mountPath"] + "/")
+    claim = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert claim["persistentVolumeClaim"]["claimName"] \
+        == docs["PersistentVolumeClaim"]["metadata"]["name"]
+
+
+def test_flagger_confirm_hooks_are_muted_and_every_hook_retries() -> None:
+    hooks = _docs("flagger.yaml")["Canary"]["spec"]["analysis"]["webhooks"]
+    for hook in hooks:
+        assert isinstance(hook["retries"], int) and hook["retries"] >= 3, hook["name"]
+        # CanaryWebhook.muteAlert is a boolean; a "wait" from a confirm hook is no alert
+        assert hook.get("muteAlert", False) is hook["type"].startswith("confirm-")

@@ -104,12 +104,15 @@ class Board:
             return Snapshot(self._status, tuple(self._transitions), self.alpha)
 
     def stage_verdict(self, stage: float | None) -> str:
+        """What Argo is told of stage S: `pass` once passed; `fail` from the rolled-back
+        stage on (an inconclusive one too under `inconclusive: rollback`)."""
         s = self.snapshot().status
         if stage is None or s.verdict == "no_data":
             return s.verdict
         if stage in s.history:
             return "pass"
-        if s.verdict == "fail":
+        if s.verdict == "fail" or (s.verdict == "inconclusive"
+                                   and self.inconclusive == "rollback"):
             return "fail" if stage >= s.stage else "pass"
         return s.verdict if stage == s.stage else "pending"
 

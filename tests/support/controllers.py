@@ -3,7 +3,8 @@ code) closely enough to drive `layergate watch` as they would:
 
 - `FakeFlagger`: one analysis tick of fluxcd/flagger `pkg/controller/scheduler.go`
   (`advanceCanary` and `runCanary` for the canary strategy, no mirroring), with webhooks
-  called as `scheduler_hooks.go` and `webhook.go` do (any status above 202 is "no");
+  called as `scheduler_hooks.go` and `webhook.go` do (any status above 202 is "no"; a
+  webhook's `retries` retry no answer and 5xx, with go-retryablehttp's backoff);
 - `AnalysisRun`: one metric of an Argo Rollouts AnalysisRun with a `web` provider, as
   argoproj/argo-rollouts `metricproviders/webmetric/webmetric.go` measures (a non-2xx
   answer is an Error; jsonPath on the JSON body), `utils/evaluate/evaluate.go` judges
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -38,6 +40,8 @@ class FakeFlagger:
     steps: list[tuple[int, int]] = field(default_factory=list)  # (from, to) weights set
     calls: list[tuple[str, int | None]] = field(default_factory=list)
     rolled_back_by: str | None = None
+    retries: int = 0  # the webhook's `retries`: no answer (or a 5xx) is tried again
+    sleep: Callable[[float], None] = time.sleep
 
     @property
     def done(self) -> bool:
@@ -52,10 +56,16 @@ class FakeFlagger:
     def _hook(self, hook: str, phase: str = "Progressing") -> bool:
         payload = {"name": self.name, "namespace": self.namespace, "phase": phase,
                    "checksum": self.checksum, "metadata": {}}
-        try:
-            code: int | None = self.call(hook, payload)
-        except OSError:  # no answer (a watch restarting): an error, like a 5xx
-            code = None
+        code: int | None = None
+        for attempt in range(self.retries + 1):  # go-retryablehttp: waits 1 s, 2 s, 4 s...
+            if attempt:
+                self.sleep(min(2.0 ** (attempt - 1), 30.0))
+            try:
+                code = self.call(hook, payload)
+            except OSError:  # no answer (a watch restarting): an error, retried
+                code = None
+            if code is not None and code < 500:
+                break
         self.calls.append((hook, code))
         return code is not None and code <= 202
 
