@@ -250,8 +250,11 @@ def _hook_error(t: Transition, result: HookResult | None) -> str | None:
 def describe(s: WatchStatus) -> str:
     """One line per window, for the terminal."""
     head = f"stage {s.stage:g} % window {s.windows}: {s.state}"
-    if s.state == "no_data":
-        return f"{head} ({s.missing} in a row): {s.no_data_reason}"
+    if s.no_data_reason is not None:  # the last window had no data
+        count = f"{s.missing} in a row" if s.missing else \
+            f"the candidate has not served yet, {s.waiting} windows"
+        line = f"{head} ({count}): {s.no_data_reason}"
+        return line + ("\n  " + "\n  ".join(s.reasons) if s.verdict != "pending" else "")
     parts = []
     for f in s.figures:
         c = f.check
