@@ -48,9 +48,7 @@ class Board:
     def __init__(self, new_machine: Callable[[], StageMachine], journal: Journal | None = None,
                  say: Callable[[str], None] | None = None) -> None:
         self._new_machine = new_machine
-        self.journal = journal or Journal(None, {"revision": None, "epoch": 0, "inputs": [],
-                                                 "hooks": {}, "grants": [], "answers": [],
-                                                 "events": []})
+        self.journal = journal or Journal.open(None, {}, 0.0)  # kept in memory only
         self.say = say or (lambda _msg: None)
         self._lock = threading.RLock()
         self._reading: WeightReading | None = None
@@ -78,10 +76,13 @@ class Board:
             self._transitions.append(t)
         return status, t
 
-    def observe(self, got: Window | Missing, reading: WeightReading | None = None
-                ) -> tuple[WatchStatus, Transition | None]:
-        """One window: step, record it and save the journal before anyone acts on it."""
+    def observe(self, got: Window | Missing, reading: WeightReading | None = None,
+                epoch: int | None = None) -> tuple[WatchStatus, Transition | None]:
+        """One window: step, record it and save the journal before anyone acts on it. A
+        window read for an earlier revision (`epoch`) is dropped."""
         with self._lock:
+            if epoch is not None and epoch != self.epoch:
+                return self._status, None
             entry = window_entry(got) if isinstance(got, Window) else {
                 "end": got.end, "no_data": got.reason, "candidate": got.candidate}
             if reading is not None:
@@ -90,8 +91,7 @@ class Board:
                 self._reading = reading
             self.journal.record_input(entry)
             out = self._step(entry)
-            self.journal.data["stage"], self.journal.data["verdict"] = \
-                out[0].stage, out[0].verdict
+            self.journal.note(stage=out[0].stage, verdict=out[0].verdict)
             self.journal.save()
             return out
 

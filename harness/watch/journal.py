@@ -6,7 +6,8 @@ renamed over it) after every window and every controller answer:
 - `identity`: what makes it this rollout (the selectors, engine, stages, window settings
   and policy); a file written for another rollout is refused, each difference named;
 - `origin`: the end of the watch's first window, so a restarted watch keeps the window grid
-  and reads the windows it missed from Prometheus;
+  and reads the windows it missed from Prometheus (none after a new revision: its windows
+  start when it is next watched);
 - `revision`, `epoch`: the controller's revision (Flagger's `checksum`) and how many
   revisions this file has seen; a new one empties `inputs` and starts the stages over;
 - `inputs`: this revision's windows in order, each arm's increases or why there were none.
@@ -63,7 +64,11 @@ class Journal:
                  "answers": [], "events": []}
         if path is None or not path.exists() or path.stat().st_size == 0:
             journal = cls(path, fresh)
-            journal.save()
+            try:
+                journal.save()
+            except OSError as exc:
+                raise ValueError(f"--state {path}: cannot write it: "
+                                 f"{exc.strerror or exc}") from exc
             return journal
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -114,8 +119,14 @@ class Journal:
                 return False
             self.data["epoch"] += 1
             self.data["inputs"] = []
+            self.data["origin"] = None  # its windows start when it is watched
             self._event("reset", checksum=checksum, previous=old)
             return True
+
+    def note(self, **values: Any) -> None:
+        """Top-level values shown for a reader of the file (the stage, the verdict)."""
+        with self._lock:
+            self.data.update(values)
 
     def hook(self, key: str, state: str, **detail: Any) -> None:
         with self._lock:

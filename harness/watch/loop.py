@@ -190,7 +190,10 @@ def _loop(prepared: Prepared, source: PrometheusSource, board: Board, hooks: Hoo
     window = config.window_s
     # resume on the grid after the last window recorded; missed windows are read late
     # from Prometheus, at their own end, so they hold what a timely read would have
-    end = journal.inputs[-1]["end"] + window if journal.inputs else journal.data["origin"]
+    if journal.inputs:
+        end = journal.inputs[-1]["end"] + window
+    else:
+        end = journal.data["origin"] or first_window_end(time.time(), window)
     epoch = board.epoch
     while not stop.is_set():
         if stop.wait(max(0.0, end + config.lag_s - time.time())):
@@ -205,7 +208,8 @@ def _loop(prepared: Prepared, source: PrometheusSource, board: Board, hooks: Hoo
             end += window  # keep serving the verdict until a new revision
             continue
         got = source.window(end, window)
-        status, transition = board.observe(*_observation(source, config, got, end, window))
+        status, transition = board.observe(*_observation(source, config, got, end, window),
+                                           epoch=epoch)
         say(describe(status))
         if on_window is not None:
             on_window(board)
