@@ -34,7 +34,7 @@ from harness.stack.prometheus_config import ScrapeTargets
 from tests.support.controllers import FakeFlagger
 from tests.support.processes import free_port, layergate_cmd
 from tests.support.vllm_exporter import FakeVllm
-from tests.test_watch_prometheus import CANARY, POLICY, SCRAPE_S, STABLE
+from tests.test_watch_prometheus import CANARY, POLICY, SCRAPE_S, STABLE, _jobs
 
 STAGES = "5,10,25,50,100"
 MIN_WINDOWS = 8
@@ -82,10 +82,8 @@ def stack(tmp_path_factory, prometheus_bin) -> Iterator[Stack]:
     weight = FlaggerWeight()
     with FakeVllm("llama-stable", rate=100, seed=11) as stable, \
             FakeVllm("llama-canary", rate=100, seed=12) as canary:
-        jobs = tuple({"job_name": name, "static_configs": [{"targets": [target]}]}
-                     for name, target in (("vllm-stable", stable.target),
-                                          ("vllm-canary", canary.target),
-                                          ("flagger", f"127.0.0.1:{weight.port}")))
+        jobs = (*_jobs(stable, canary), {"job_name": "flagger", "static_configs": [
+            {"targets": [f"127.0.0.1:{weight.port}"]}]})
         try:
             prom = start_prometheus(procs, ScrapeTargets(engines={}, scrape_interval_s=SCRAPE_S,
                                                          extra_jobs=jobs), work / "prom")
