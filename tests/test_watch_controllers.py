@@ -158,6 +158,9 @@ def test_no_data_before_the_candidate_first_served_does_not_end_the_watch() -> N
 
 def test_a_lost_grant_is_granted_again_and_never_twice_from_a_stale_reading() -> None:
     board = _board()
+    assert not board.flagger("confirm-traffic-increase", Payload(), now=5).grant  # no weight
+    board.observe(Missing(6, "the candidate served 0 requests", True),
+                  WeightReading(0, 1, "controller"))
     assert board.flagger("confirm-traffic-increase", Payload(), now=10).grant
     # the 200 was lost: Flagger is still at 0 and asks again; no reading since: wait
     assert board.flagger("confirm-traffic-increase", Payload(), now=20).code == 403

@@ -196,8 +196,11 @@ def flagger(board: Board, hook: str, now: float = 0.0) -> int:
 def test_flagger_and_argo_answers_follow_the_stages() -> None:
     rng = np.random.default_rng(9)
     board = Board(machine)
-    assert flagger(board, "confirm-traffic-increase", 1) == 200  # onto stage 5
-    assert flagger(board, "confirm-traffic-increase", 2) == 403  # no newer weight seen
+    assert flagger(board, "confirm-traffic-increase", 1) == 403  # no weight seen yet
+    board.observe(Missing(60, "the candidate served 0 requests", True),
+                  WeightReading(0, 1, "observed"))
+    assert flagger(board, "confirm-traffic-increase", 2) == 200  # onto stage 5
+    assert flagger(board, "confirm-traffic-increase", 3) == 403  # no newer weight seen
     assert flagger(board, "rollout") == 200
     assert flagger(board, "rollback") == 403
     k = 10

@@ -13,9 +13,10 @@ weight `confirm-promotion` (a "no" waits). So:
   stage under `inconclusive: rollback`). A short data gap or a restarting watch is no
   failed check;
 - `confirm-traffic-increase`: 200 when the watch has decided the stage at or beyond the
-  weight Flagger is at (or Flagger is still at 0 %); the weight comes from a reading newer
-  than the last grant, so a lost answer or a failed route change is granted again and a
-  step is never granted twice from a stale reading;
+  weight Flagger is at (or Flagger is still at 0 %); the weight comes from a reading (one
+  per window) newer than the last grant, so a lost answer or a failed route change is
+  granted again, a step is never granted twice from a stale reading, and there is no free
+  step before the first reading;
 - `confirm-promotion`: 200 once every stage passed;
 - `rollback`: 200 when the watch wants a rollback.
 """
@@ -103,9 +104,10 @@ def answer(hook: str, status: WatchStatus, plan: StagePlan, reading: WeightReadi
         raise KeyError(hook)
     if status.verdict not in ("pending", "pass"):
         return Answer(HALT, _why(status))
-    if reading is None or (last_grant_at is not None and reading.as_of <= last_grant_at):
-        if last_grant_at is None:
-            return Answer(GO, "no canary weight seen yet: the first step", grant=True)
+    if reading is None:  # never a free step: a restarted watch would hand out one more
+        return Answer(HALT, "no reading of the canary weight yet (one comes with each "
+                      "window)")
+    if last_grant_at is not None and reading.as_of <= last_grant_at:
         return Answer(HALT, "waiting for a reading of the canary weight taken after the "
                       "last step was granted")
     at = at_stage(plan, reading.weight)
