@@ -139,7 +139,8 @@ class Board:
             got = answer(hook, self._status, self.plan, self._reading,
                          None if last is None else last["at"], self.inconclusive)
             if got.grant:
-                self.journal.grant(self._reading.weight if self._reading else 0.0, now)
+                self.journal.grant(self._reading.weight if self._reading else 0.0, now,
+                                   self._status.history)
             self.journal.answer(controller="flagger", hook=hook, code=got.code,
                                 message=got.message, name=payload.name,
                                 namespace=payload.namespace, phase=payload.phase,

@@ -51,8 +51,9 @@ class WatchConfig:
         "help": "A hook still running after this has failed."})
     serve_port: int | None = field(default=None, metadata={
         "help": "Also answer on this port: /metrics, /status (Argo Rollouts web metric) and "
-                "/flagger/<hook> (Flagger webhooks); keeps serving the verdict until "
-                "stopped.", "min": 0, "max": 65535})
+                "/flagger/<hook> (Flagger webhooks, POST); keeps serving the verdict, and "
+                "starts over when Flagger names a new revision, until stopped.",
+        "min": 0, "max": 65535})
     host: str = field(default="127.0.0.1", metadata={"help": "Address --serve binds."})
     controller_weight: str | None = field(default=None, metadata={
         "help": "PromQL giving the canary weight the controller set, e.g. Flagger's "

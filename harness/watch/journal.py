@@ -133,9 +133,11 @@ class Journal:
             self.data["hooks"][self._hook_key(key)] = {"state": state, "at": time.time(),
                                                        **detail}
 
-    def grant(self, weight: float, at: float) -> None:
+    def grant(self, weight: float, at: float, passed: tuple[float, ...]) -> None:
+        """A step granted from `weight` at `at`, with the stages passed by then."""
         with self._lock:
-            self.data["grants"].append({"epoch": self.epoch, "weight": weight, "at": at})
+            self.data["grants"].append({"epoch": self.epoch, "weight": weight, "at": at,
+                                        "passed": list(passed)})
 
     def answer(self, **entry: Any) -> None:
         with self._lock:
