@@ -127,7 +127,7 @@ def test_command_is_a_real_layergate_command(service: str, tmp_path: Path) -> No
         if arg.startswith(WORKDIR + "/"):  # the image's copy of the repository
             args[i] = str(ROOT / arg[len(WORKDIR) + 1:])
     ctx = _resolve(args)
-    assert ctx.command.name in {"serve", "replay", "metrics", "gate"}
+    assert ctx.command.name in {"serve", "replay", "metrics", "gate", "watch"}
 
 
 def test_candidate_policy_from_the_environment() -> None:
@@ -187,3 +187,14 @@ def test_grafana_anonymous_viewer_admin_password_from_env() -> None:
     assert env["GF_SECURITY_ADMIN_PASSWORD"].startswith("${GRAFANA_ADMIN_PASSWORD")
     assert "./dashboards/provisioning:/etc/grafana/provisioning:ro" in \
         SERVICES["grafana"]["volumes"]
+
+
+def test_watch_service_keeps_its_state_on_a_volume_under_a_profile() -> None:
+    from harness.cli.watch import command as watch
+
+    service = SERVICES["watch"]
+    assert service["profiles"] == ["watch"] and "watch-state:/state" in service["volumes"]
+    args = _command("watch")
+    params = watch.make_context("watch", args[2:]).params  # parses with the real CLI
+    assert str(params["state"]).startswith("/state/") and params["serve_port"] == 9105
+    assert "watch-state" in COMPOSE["volumes"]

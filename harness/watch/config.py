@@ -51,6 +51,20 @@ class WatchConfig:
         "help": "A hook still running after this has failed."})
     serve_port: int | None = field(default=None, metadata={
         "help": "Also answer on this port: /metrics, /status (Argo Rollouts web metric) and "
-                "/flagger/<hook> (Flagger webhooks); keeps serving the verdict until "
-                "stopped.", "min": 0, "max": 65535})
+                "/flagger/<hook> (Flagger webhooks, POST); keeps serving the verdict, and "
+                "starts over when Flagger names a new revision, until stopped.",
+        "min": 0, "max": 65535})
     host: str = field(default="127.0.0.1", metadata={"help": "Address --serve binds."})
+    controller_weight: str | None = field(default=None, metadata={
+        "help": "PromQL giving the canary weight the controller set, e.g. Flagger's "
+                "'flagger_canary_weight{workload=\"llm\",namespace=\"llm\"}'. "
+                "confirm-traffic-increase grants a step only from a weight the watch has "
+                "decided. Default: the candidate's observed share of the requests."})
+    state: Path | None = field(default=None, metadata={
+        "help": "State file: every window, the stage, the revision, each hook run and each "
+                "controller answer, rewritten atomically after each; a watch restarted "
+                "with it resumes where it was. Refused if written for another rollout."})
+    on_unfinished_hook: str = field(default="fail", metadata={
+        "help": "A hook the state file shows started but never finished (the watch died "
+                "while it ran): run it again, or fail (exit 4) for a person to check.",
+        "choices": ("fail", "rerun")})
