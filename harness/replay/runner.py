@@ -184,9 +184,9 @@ def _open_manifest(config: ReplayConfig, run: RunDir, count: int, resuming: bool
 
 
 def _prepare(config: ReplayConfig) -> tuple[RunDir, list[TrafficRecord], bool]:
-    """The run directory (not yet written), its records, and whether this resumes a run. `--resume` is
-    start-or-resume: a directory without a manifest starts a fresh run (a first
-    `docker compose up` on an empty volume), one with a manifest is filled."""
+    """The run directory (not yet written), its records, and whether this resumes a run.
+    `--resume` is start-or-resume: a directory without a manifest starts a fresh run (a
+    first `docker compose up` on an empty volume), one with a manifest is filled."""
     run = RunDir(config.out)
     if run.exists() and not config.resume:
         raise ConfigError(f"{run.path} already holds a run: pass --resume to fill it, "
