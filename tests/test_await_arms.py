@@ -4,14 +4,14 @@ request (401) is, and a port nobody listens on never is."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from exporters.catalogue import ExitCode
 from harness.stack import await_arms
+from tests.support.http_server import serving
 from tests.support.processes import free_port
 
 
@@ -27,14 +27,8 @@ def _server(statuses: list[int]) -> Iterator[str]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as url:
+        yield url.rstrip("/")
 
 
 @pytest.fixture()

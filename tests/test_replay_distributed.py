@@ -15,7 +15,6 @@ import csv
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -29,32 +28,18 @@ from harness.replay import ReplayConfig, run_replay
 from harness.replay.channel_work import SKEW_ENV
 from harness.rundir import RunDir, load_run
 from harness.scenarios import SCENARIOS_DIR
+from tests.support.echo import echo_server
 from tests.support.processes import free_port, layergate_cmd
 
 pytestmark = pytest.mark.slow
 
-ECHO = Path(__file__).resolve().parents[1] / "benchmarks" / "echo_server.py"
 TOKEN_DELAY_S = 0.05  # 4 tokens: a request takes ~0.2 s, so a worker holds some in flight
 
 
 @pytest.fixture(scope="module")
 def echo() -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, str(ECHO), "--port", str(port),
-                             "--token-delay", str(TOKEN_DELAY_S)])
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(100):
-            with contextlib.suppress(httpx.HTTPError):
-                httpx.get(f"{url}/health", timeout=1)
-                break
-            time.sleep(0.1)
-        else:
-            raise AssertionError("the echo server did not start")
+    with echo_server("--token-delay", str(TOKEN_DELAY_S)) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def traffic(path: Path, n: int, spacing: float) -> Path:

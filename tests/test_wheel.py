@@ -17,18 +17,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 
 from exporters.bundled import MIXES, POLICIES, names
 from exporters.catalogue import ExitCode
-from tests.support.processes import free_port
+from tests.support.echo import echo_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[1]
-ECHO = ROOT / "benchmarks" / "echo_server.py"
 # what a copy of the checkout leaves behind: history, environments, build and run outputs
 IGNORE = shutil.ignore_patterns(".git", ".venv*", "runs", "build", "dist", "*.egg-info",
                                 "__pycache__", ".pytest_cache", ".ruff_cache", ".hypothesis")
@@ -152,24 +150,10 @@ def test_policies_and_scenarios_list_the_bundled_names(installed: Installed,
 
 @pytest.fixture(scope="module")
 def echo(installed: Installed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    cwd = tmp_path_factory.mktemp("echo")
-    proc = subprocess.Popen([installed.python, str(ECHO), "--port", str(port)], cwd=cwd,
-                            env=installed.env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(200):
-            try:
-                httpx.get(f"{url}/health", timeout=1)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        else:
-            raise AssertionError("the echo server did not start")
+    """The echo server, run by the fresh venv's interpreter from an empty directory."""
+    with echo_server(python=installed.python, cwd=tmp_path_factory.mktemp("echo"),
+                     env=installed.env) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 @pytest.fixture(scope="module")

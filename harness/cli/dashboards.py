@@ -8,6 +8,7 @@ import click
 
 from exporters.catalogue import ExitCode
 from harness.cli.exits import InfrastructureError, exit_codes_help
+from harness.cli.written import write_or_refuse
 
 
 @click.group(name="dashboards")
@@ -28,14 +29,9 @@ def export(directory: Path, force: bool) -> None:
     Prometheus's config and recording rules (prometheus.yml, rules.yml), and the rollout
     manifests, as docker-compose.yml mounts them.
     """
-    from harness.starter import StarterExistsError, dashboard_files, write_files
+    from harness.starter import dashboard_files
 
-    try:
-        written = write_files(directory, dashboard_files(), force)
-    except StarterExistsError as exc:
-        raise click.UsageError(str(exc)) from exc
-    except OSError as exc:
-        raise click.BadParameter(f"cannot write: {exc}", param_hint="DIRECTORY") from exc
+    written = write_or_refuse(directory, dashboard_files(), force)
     click.echo(f"wrote {len(written)} files into {directory / 'dashboards'}")
 
 

@@ -8,6 +8,7 @@ import click
 
 from exporters.catalogue import ExitCode
 from harness.cli.exits import exit_codes_help
+from harness.cli.written import write_or_refuse
 
 
 @click.command("init", epilog=exit_codes_help(ExitCode.PASS, ExitCode.USAGE, PASS="written",
@@ -31,14 +32,9 @@ def command(directory: Path, force: bool) -> None:
 
     Nothing is overwritten unless --force is given.
     """
-    from harness.starter import StarterExistsError, starter_files, write_files
+    from harness.starter import starter_files
 
-    try:
-        written = write_files(directory, starter_files(), force)
-    except StarterExistsError as exc:
-        raise click.UsageError(str(exc)) from exc
-    except OSError as exc:
-        raise click.BadParameter(f"cannot write: {exc}", param_hint="DIRECTORY") from exc
+    written = write_or_refuse(directory, starter_files(), force)
     click.echo(f"wrote {len(written)} files into {directory}")
     click.echo("next: edit .env (your servers' URLs) and dashboards/prometheus.yml (their "
                "targets), put your traffic in traffic.jsonl, then\n"
