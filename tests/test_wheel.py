@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -223,6 +224,7 @@ def test_init_writes_a_starter_that_checks_out(installed: Installed, replayed: P
     assert "layergate replay" in steps and "layergate gate" in steps
     assert "upload-artifact" in steps and "--junit" in steps and "--markdown" in steps
     gitlab = yaml.safe_load((stack / ".gitlab-ci.yml").read_text())
+    assert any("layergate gate" in line for line in gitlab["layergate-gate"]["script"])
     assert gitlab["layergate-gate"]["artifacts"]["reports"]["junit"] == "reports/junit.xml"
     # the policy to edit loads, stands alone, and gates
     gated = installed.layergate("gate", str(replayed), "--policy", "policy.yaml", "--json",
@@ -241,3 +243,22 @@ def test_init_writes_a_starter_that_checks_out(installed: Installed, replayed: P
     assert (stack / "policy.yaml").read_text() == "# mine\n"
     forced = installed.layergate("init", "stack", "--force", cwd=empty)
     assert forced.returncode == 0 and (stack / "policy.yaml").read_text() != "# mine\n"
+
+
+def test_the_starter_s_ci_workflow_replays_and_gates(installed: Installed, echo: str,
+                                                     empty: Path) -> None:
+    """The workflow's own Replay and Gate steps, run by bash in the starter with the echo
+    server as the three arms (the repository variables), leave the reports to upload."""
+    assert installed.layergate("init", "stack", cwd=empty).returncode == 0
+    stack = empty / "stack"
+    workflow = yaml.safe_load((stack / ".github" / "workflows" / "layergate.yml").read_text())
+    steps = {s.get("name"): s for s in workflow["jobs"]["gate"]["steps"]}
+    env = {**installed.env, "PATH": f"{installed.venv / 'bin'}:{installed.env['PATH']}"}
+    for name, codes in (("Replay", {ExitCode.PASS}),
+                        ("Gate", {ExitCode.PASS, ExitCode.FAIL, ExitCode.INCONCLUSIVE})):
+        script = re.sub(r"\$\{\{ vars\.\w+_URL \}\}", echo, steps[name]["run"])
+        done = _run(["bash", "-c", script], stack, env)
+        assert done.returncode in codes, f"{name}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+    uploaded = steps["Upload the reports"]["with"]["path"]
+    for report in ("gate.json", "junit.xml", "report.md", "report.html"):
+        assert (stack / uploaded / report).stat().st_size > 0, report
