@@ -202,6 +202,7 @@ def test_the_arms_are_variables_and_the_replay_waits_for_them() -> None:
     replay = SERVICES["replayer"]["command"]
     for flag, url in ARM_URLS.items():
         assert replay[replay.index(flag) + 1] == url
+    assert SERVICES["arms"]["build"] == "." and "profiles" not in SERVICES["arms"]  # builds
     arms = SERVICES["arms"]["command"]
     assert arms[:3] == ["python", "-m", "harness.stack.await_arms"]
     assert arms[-3:] == list(ARM_URLS.values())
