@@ -94,6 +94,7 @@ def command(ctx: click.Context, **params: Any) -> None:
     # a SIGTERM (e.g. from a scheduler) ends the run like Ctrl-C: marked interrupted
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)
+    _traffic_replaces_environment_mix(ctx)
     arms = {arm: params[arm] for arm in ARMS if params[arm]}
     models = {arm: params[f"model_{arm}"] for arm in ARMS if params[f"model_{arm}"]}
     try:
@@ -117,6 +118,16 @@ def command(ctx: click.Context, **params: Any) -> None:
         click.echo(f"note: {note}", err=True)
     if manifest.status != "complete":
         raise SystemExit(ExitCode.FAIL)
+
+
+def _traffic_replaces_environment_mix(ctx: click.Context) -> None:
+    """A mix from the environment (LAYERGATE_REPLAY_SCENARIO: a container's default, as in
+    docker-compose.yml) yields to a traffic file given any way: "exactly one" stays the
+    rule for what is typed."""
+    environment = click.core.ParameterSource.ENVIRONMENT
+    if ctx.params.get("traffic") is not None and \
+            ctx.get_parameter_source("scenario") is environment:
+        ctx.params["scenario"] = None
 
 
 def _interrupt(signum: int, frame: object) -> None:

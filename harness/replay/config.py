@@ -51,7 +51,8 @@ class ReplayConfig:
     traffic: Path | None = field(default=None, metadata={
         "help": "JSONL traffic file to replay (docs/FORMATS.md)."})
     scenario: str | None = field(default=None, metadata={
-        "help": "A mix from scenarios/mixes (e.g. saas-mix) or a mix YAML path."})
+        "help": "A bundled mix by name (e.g. saas-mix; `layergate scenarios` lists them) or "
+                "a mix YAML path."})
     rate: float | None = field(default=None, metadata={
         "help": "Open loop: Poisson arrivals at R requests/s instead of the recorded times.",
         "min": 0, "min_open": True})
@@ -124,9 +125,10 @@ class ReplayConfig:
     logprobs: int = logprobs_field()
     tokenizer: str | None = tokenizer_field()
     until_decided: Path | None = field(default=None, metadata={
-        "help": "Gate policy YAML: judge it as results arrive, with anytime-valid intervals, "
-                "and stop sending once every gating figure is decided (or at --budget: "
-                "inconclusive). `layergate gate --sequential` on the run gives the verdict."})
+        "help": "Gate policy (a bundled name or a YAML file): judge it as results arrive, "
+                "with anytime-valid intervals, and stop sending once every gating figure is "
+                "decided (or at --budget: inconclusive). `layergate gate --sequential` on "
+                "the run gives the verdict."})
     budget: int | None = field(default=None, metadata={
         "help": "With --until-decided: send at most N requests before the verdict is "
                 "inconclusive. Default: every record (--requests, the traffic).", "min": 1})

@@ -17,13 +17,13 @@ class WatchConfig:
                 "'job=\"vllm-stable\",namespace=\"prod\"'."})
     candidate: str = field(metadata={"help": "Label matchers picking the canary's series."})
     policy: Path | None = field(default=None, metadata={
-        "help": "Watch policy YAML (live figures, thresholds, alpha). Default: "
-                "scenarios/watch/no-regression.yaml."})
+        "help": "Watch policy (live figures, thresholds, alpha): a bundled name "
+                "(`layergate policies`) or a YAML file. Default: no-regression."})
     engine: str = field(default="layergate", metadata={
         "help": "Whose metric names to read: a key of the mapping file (layergate, "
                 "layergate-replay, vllm, tgi)."})
     metric_names: Path | None = field(default=None, metadata={
-        "help": "Mapping file of engine -> role -> metric name. Default: "
+        "help": "Mapping file of engine -> role -> metric name. Default: the bundled "
                 "scenarios/watch/metric-names.yaml."})
     stages: tuple[float, ...] = field(default=(1, 5, 25, 50, 100), metadata={
         "help": "Percent of traffic on the candidate at each stage; every stage below 100 "

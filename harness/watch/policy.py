@@ -22,10 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from exporters import bundled
 from exporters.canary import FIGURES
 from exporters.catalogue import FIGURES as CATALOGUE
 from harness.gate.policy import MetricRule
 from harness.gate.validate import (
+    PolicyError,
     Where,
     check_keys,
     did_you_mean,
@@ -56,14 +58,16 @@ class WatchPolicy:
 
 
 def default_watch_policy() -> Path:
-    import harness
-
-    return Path(harness.__file__).resolve().parents[1] / "scenarios" / "watch" \
-        / "no-regression.yaml"
+    return bundled.named(bundled.WATCH_POLICIES, "no-regression")
 
 
 def load_watch_policy(path: str | Path | None = None) -> WatchPolicy:
-    path = Path(path) if path is not None else default_watch_policy()
+    """A watch policy file, a bundled name (`no-regression`), or None for that default."""
+    try:
+        path = bundled.resolve(bundled.WATCH_POLICIES,
+                               path if path is not None else "no-regression")
+    except bundled.BundledNameError as exc:
+        raise PolicyError(str(exc)) from exc
     return parse_watch_policy(read_yaml(path), path)
 
 

@@ -19,14 +19,15 @@ import pytest
 from exporters.traffic import TrafficRecord, read_traffic, write_traffic
 from harness.rundir import RunDir, load_run
 from harness.scenarios import SCENARIOS_DIR
-from tests.support.processes import free_port, layergate_cmd
+from tests.support.echo import ECHO, echo_server
+from tests.support.processes import layergate_cmd
 
-ECHO = Path(__file__).resolve().parents[2] / "benchmarks" / "echo_server.py"
 TOKEN_DELAY_S = 0.05  # 4 tokens: a request takes ~0.2 s, so a worker holds some in flight
 
 
-def start_echo(port: int, token_delay: float = 0.05) -> subprocess.Popen:
-    """The echo server on `port`, once it answers."""
+def start_echo(port: int, token_delay: float = TOKEN_DELAY_S) -> subprocess.Popen:
+    """The echo server on a given `port` (one a test stops and starts again), once it
+    answers."""
     proc = subprocess.Popen([sys.executable, str(ECHO), "--port", str(port),
                              "--token-delay", str(token_delay)])
     for _ in range(100):
@@ -40,22 +41,8 @@ def start_echo(port: int, token_delay: float = 0.05) -> subprocess.Popen:
 
 @pytest.fixture(scope="module")
 def echo() -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, str(ECHO), "--port", str(port),
-                             "--token-delay", str(TOKEN_DELAY_S)])
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(100):
-            with contextlib.suppress(httpx.HTTPError):
-                httpx.get(f"{url}/health", timeout=1)
-                break
-            time.sleep(0.1)
-        else:
-            raise AssertionError("the echo server did not start")
+    with echo_server("--token-delay", str(TOKEN_DELAY_S)) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def traffic(path: Path, n: int, spacing: float) -> Path:
