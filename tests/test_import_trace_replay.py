@@ -44,7 +44,7 @@ def tiny_engine(tmp_path_factory) -> Iterator[EngineProcess]:
 
 @pytest.fixture(scope="module")
 def echo() -> Iterator[str]:
-    with echo_server(TOKEN_DELAY_S) as url:
+    with echo_server("--token-delay", str(TOKEN_DELAY_S)) as url:
         yield url
 
 

@@ -21,6 +21,9 @@ COMMANDS: dict[str, str] = {
     "watch": "watch",
     "dashboards": "dashboards",
     "demo": "demo",
+    "policies": "policies",
+    "scenarios": "scenarios",
+    "init": "init",
 }
 
 

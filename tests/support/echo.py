@@ -1,5 +1,5 @@
-"""The echo server of benchmarks/ (an OpenAI-compatible server with no model) on a free
-127.0.0.1 port, for replay tests that need real arms but no engine."""
+"""benchmarks/echo_server.py as an arm for tests: an OpenAI-compatible server with no model,
+on 127.0.0.1, started by any interpreter that has uvicorn (the suite's, or a fresh venv's)."""
 
 from __future__ import annotations
 
@@ -18,21 +18,20 @@ ECHO = Path(__file__).resolve().parents[2] / "benchmarks" / "echo_server.py"
 
 
 @contextlib.contextmanager
-def echo_server(token_delay_s: float = 0.0) -> Iterator[str]:
-    """Its base URL once it answers; `token_delay_s` between streamed tokens."""
+def echo_server(*args: str, python: str = sys.executable, cwd: Path | None = None,
+                env: dict[str, str] | None = None) -> Iterator[str]:
+    """The server's base URL once it answers; `args` go to echo_server.py."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, str(ECHO), "--port", str(port),
-                             "--token-delay", str(token_delay_s)])
+    proc = subprocess.Popen([python, str(ECHO), "--port", str(port), *args], cwd=cwd, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        for _ in range(200):
             with contextlib.suppress(httpx.HTTPError):
                 httpx.get(f"{url}/health", timeout=1)
                 break
             time.sleep(0.1)
         else:
-            raise AssertionError(f"the echo server did not start on {url}")
+            raise AssertionError("the echo server did not start")
         yield url
     finally:
         proc.terminate()
