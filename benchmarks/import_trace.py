@@ -48,13 +48,13 @@ def write_trace(path: Path, fmt: str, rows: int, median_input: int, seed: int = 
                           for t, n, o in zip(at, inputs, outputs, strict=True))
         else:
             sessions = rng.integers(0, 1000, rows)
-            shared = rng.integers(0, 3, rows)
+            shared = rng.integers(0, 3, rows)  # leading blocks shared with the session
             fresh = 1_000_000
             for t, n, o, s, k in zip(at, inputs, outputs, sessions, shared, strict=True):
                 blocks = -(-int(n) // 512)
                 ids = [int(s) * 4 + i for i in range(min(int(k), blocks))]
                 ids += range(fresh, fresh + blocks - len(ids))
-                fresh += blocks - len(ids) + len(ids) * 0
+                fresh += blocks - len(ids)
                 fh.write(json.dumps({"timestamp": int(t * 1000), "input_length": int(n),
                                      "output_length": int(o), "hash_ids": ids}) + "\n")
 
