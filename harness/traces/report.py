@@ -61,9 +61,9 @@ class ImportReport:
     def lines(self) -> list[str]:
         """The summary the command prints."""
         t = self.tally
-        out = [f"{t.written} requests written from {t.rows} rows "
-               f"({t.input_tokens} prompt tokens, {t.output_tokens} output tokens, "
-               f"schedule {t.span_s:.1f} s)"]
+        tokens = f"{t.input_tokens} prompt tokens, " if t.input_tokens else ""
+        out = [f"{t.written} requests written from {t.rows} rows ({tokens}"
+               f"{t.output_tokens} output tokens asked, schedule {t.span_s:.1f} s)"]
         if t.bad:
             out.append(f"{t.bad} malformed rows skipped (--skip-bad), first: {t.errors[0]}")
         out += [f"{n} rows left out: {why.replace('_', ' ')}" for why, n in t.left_out.items()]
