@@ -20,6 +20,7 @@ from exporters import (
 from exporters.aligned import align
 from exporters.bootstrap import resample_sums
 from exporters.catalogue import RER
+from exporters.columns import ResultColumns
 from exporters.config import MetricsConfig
 from exporters.figures import Figure
 from exporters.records import ArmResult, MetricsScrape
@@ -27,7 +28,8 @@ from exporters.records import ArmResult, MetricsScrape
 _SUM_CALCULATORS = (rer, termination, consistency, latency)
 
 
-def compute_figures(results: Iterable[ArmResult], scrapes: Sequence[MetricsScrape] = (),
+def compute_figures(results: Iterable[ArmResult] | ResultColumns,
+                    scrapes: Sequence[MetricsScrape] = (),
                     determinism: Iterable[ArmResult] | None = None,
                     config: MetricsConfig | None = None,
                     offsets: Mapping[str, float] | None = None,
@@ -37,17 +39,19 @@ def compute_figures(results: Iterable[ArmResult], scrapes: Sequence[MetricsScrap
     suite (`determinism`: the rows of the run's determinism sub-run, or, when None, the rows
     of `results` that belong to repeated prompts). `offsets` (request id -> intended send
     time, from the run's traffic) and `max_in_flight` (an open-loop replay's limit) feed the
-    saturation check."""
+    saturation check. `results` as columns (a run's store read as `harness.store` reads it)
+    hold the shadow replay's rows only; the repeat suite's come in `determinism`."""
     config = config if config is not None else MetricsConfig()
-    results = list(results)
-    # prompts sent more than once belong to a repeat suite, not to the shadow replay
-    repeated = {(r.arm, r.request_id, r.concurrency) for r in results if r.repeat > 0}
-    if repeated:
-        replay = [r for r in results if (r.arm, r.request_id, r.concurrency) not in repeated]
-        if determinism is None:
-            determinism = [r for r in results
-                           if (r.arm, r.request_id, r.concurrency) in repeated]
-        results = replay
+    if not isinstance(results, ResultColumns):
+        results = list(results)
+        # prompts sent more than once belong to a repeat suite, not to the shadow replay
+        repeated = {(r.arm, r.request_id, r.concurrency) for r in results if r.repeat > 0}
+        if repeated:
+            replay = [r for r in results if (r.arm, r.request_id, r.concurrency) not in repeated]
+            if determinism is None:
+                determinism = [r for r in results
+                               if (r.arm, r.request_id, r.concurrency) in repeated]
+            results = replay
     al = align(results)
     columns = {}
     for calc in (*_SUM_CALCULATORS, cache_hit):

@@ -14,8 +14,6 @@ ttft_latency_ratio and tpot_latency_ratio the same of TTFT_X / TTFT_A and TPOT_X
 
 from __future__ import annotations
 
-from itertools import chain
-
 import numpy as np
 
 from exporters.aligned import Aligned, ArmColumns, compared_arms, lacking
@@ -51,10 +49,8 @@ def tpot(x: ArmColumns) -> np.ndarray:
 
 def _itl(x: ArmColumns) -> tuple[np.ndarray, np.ndarray]:
     """All inter-token gaps of ok requests, and the row each came from."""
-    gaps = [r.itl_s if r is not None and r.ok else () for r in x.rows]
-    lengths = np.fromiter(map(len, gaps), dtype=np.int64, count=len(gaps))
-    values = np.fromiter(chain.from_iterable(gaps), dtype=float, count=int(lengths.sum()))
-    return values, np.repeat(np.arange(len(gaps)), lengths)
+    ok = x.ok[x.itl_row]
+    return x.itl[ok], x.itl_row[ok]
 
 
 def columns(al: Aligned, config: MetricsConfig) -> dict[str, np.ndarray]:

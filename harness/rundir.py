@@ -10,14 +10,17 @@ creates nothing.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from exporters import tokenizer
+from exporters.answers import Tally
+from exporters.columns import ResultColumns, concat, from_results
 from exporters.recorded import recorded_results
 from exporters.records import ArmResult, MetricsScrape
 from exporters.traffic import (
@@ -46,11 +49,33 @@ class RunDirError(RuntimeError):
     with ExitCode.INFRASTRUCTURE)."""
 
 
+class StoredResults(Sequence[ArmResult]):
+    """Every result of a run's store as records, read on first use: figures read the store
+    as columns and never need this; reports that show single requests do."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @functools.cached_property
+    def _rows(self) -> list[ArmResult]:
+        with ResultStore(self.path, create=False) as store:
+            return store.results()
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self._rows[i]
+
+    def __iter__(self) -> Iterator[ArmResult]:
+        return iter(self._rows)
+
+
 @dataclass(frozen=True)
 class Run:
     path: Path
     manifest: Manifest
-    results: list[ArmResult]
+    results: Sequence[ArmResult]  # read from the store on first use (StoredResults)
     scrapes: list[MetricsScrape]
     traffic: TrafficFile | None
     determinism: Run | None = None
@@ -69,21 +94,47 @@ class Run:
         found = tokenizer.for_arms(self.manifest.arms, config.get("models") or {}, None)
         return next(iter(found.values()), None)
 
-    def results_with_recorded(self) -> list[ArmResult]:
-        """`results` plus a row on arm `recorded` for each replayed request whose traffic line
-        carries a recorded response: the rows both `metrics` and `gate` compute figures from.
-        A malformed recorded response raises RunDirError."""
+    def _store(self) -> ResultStore:
+        try:
+            return ResultStore(self.path / RESULTS, create=False)
+        except StoreError as exc:
+            raise RunDirError(str(exc)) from exc
+
+    @functools.cached_property
+    def tallies(self) -> list[Tally]:
+        """Every answer counted by arm, scenario, ok, token source and quirks."""
+        with self._store() as store:
+            return store.tallies()
+
+    @property
+    def result_count(self) -> int:
+        return sum(t.count for t in self.tallies)
+
+    def repeated(self) -> list[ArmResult]:
+        """The rows of prompts the run itself sent more than once (a repeat suite)."""
+        with self._store() as store:
+            return store.repeated()
+
+    def columns_with_recorded(self) -> ResultColumns:
+        """The shadow replay's rows as columns, plus a row on arm `recorded` for each
+        replayed request whose traffic line carries a recorded response: the rows both
+        `metrics` and `gate` compute figures from. A malformed recorded response raises
+        RunDirError."""
+        with self._store() as store:
+            replay = store.columns()
         if self.traffic is None:
-            return list(self.results)
+            return replay
         try:
             recorded = recorded_results((t.id, t.scenario, t.response)
-                                        for t in self.traffic.records)
+                                        for t in self.traffic.records if t.response)
         except ValueError as exc:
             raise RunDirError(f"{self.path / TRAFFIC}: {exc}") from exc
+        if not recorded:
+            return replay
         # a request the run never replayed would only add an empty row, and with it perhaps
         # a scenario whose every figure is not computable
-        replayed = {r.request_id for r in self.results}
-        return [*self.results, *(r for r in recorded if r.request_id in replayed)]
+        replayed = set(replay.request_id.tolist())
+        return concat([replay, from_results(r for r in recorded if r.request_id in replayed)])
 
 
 class RunDir:
@@ -233,8 +284,8 @@ class RunDir:
         if not self.path.is_dir():
             raise RunDirError(f"{self.path}: no such run directory")
         manifest = self.read_manifest()
-        with self.open_store(create=False) as store:
-            results = store.results()
+        self.open_store(create=False).close()  # a readable store, or RunDirError now
+        results = StoredResults(self.results_path)
         traffic = self.read_traffic() if self.traffic_path.is_file() else None
         determinism = self.determinism.load() if self.determinism.path.is_dir() else None
         return Run(self.path, manifest, results, self.read_scrapes(), traffic, determinism)

@@ -45,7 +45,7 @@ def to_dict(result: GateResult) -> dict[str, Any]:
             "arms": result.manifest.get("arms") or {a: None for a in result.arms},
             "requests": result.request_counts(),
             # per arm: where token counts came from, and the servers' quirks
-            "answers": answer_summary(result.results),
+            "answers": answer_summary(result.tallies),
             "policy": {"name": result.policy.name,
                        "path": str(result.policy.path) if result.policy.path else None,
                        "target_rer": result.policy.target_rer},
