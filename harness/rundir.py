@@ -24,9 +24,11 @@ from exporters.columns import ResultColumns, concat, from_results
 from exporters.recorded import recorded_results
 from exporters.records import ArmResult, MetricsScrape
 from exporters.traffic import (
+    Schedule,
     TrafficError,
     TrafficFile,
     TrafficRecord,
+    read_schedule,
     read_traffic,
     traffic_sha256,
     write_traffic,
@@ -77,8 +79,24 @@ class Run:
     manifest: Manifest
     results: Sequence[ArmResult]  # read from the store on first use (StoredResults)
     scrapes: list[MetricsScrape]
-    traffic: TrafficFile | None
     determinism: Run | None = None
+
+    @functools.cached_property
+    def traffic(self) -> TrafficFile | None:
+        """The run's traffic, every record validated (read on first use); None without."""
+        run = RunDir(self.path)
+        return run.read_traffic() if run.traffic_path.is_file() else None
+
+    @functools.cached_property
+    def schedule(self) -> Schedule | None:
+        """What figures need of the traffic (offsets, recorded responses), read lean."""
+        path = self.path / TRAFFIC
+        if not path.is_file():
+            return None
+        try:
+            return read_schedule(path)
+        except TrafficError as exc:
+            raise RunDirError(f"run traffic is invalid: {exc}") from exc
 
     @property
     def complete(self) -> bool:
@@ -122,11 +140,10 @@ class Run:
         RunDirError."""
         with self._store() as store:
             replay = store.columns()
-        if self.traffic is None:
+        if self.schedule is None:
             return replay
         try:
-            recorded = recorded_results((t.id, t.scenario, t.response)
-                                        for t in self.traffic.records if t.response)
+            recorded = recorded_results(self.schedule.recorded)
         except ValueError as exc:
             raise RunDirError(f"{self.path / TRAFFIC}: {exc}") from exc
         if not recorded:
@@ -286,9 +303,8 @@ class RunDir:
         manifest = self.read_manifest()
         self.open_store(create=False).close()  # a readable store, or RunDirError now
         results = StoredResults(self.results_path)
-        traffic = self.read_traffic() if self.traffic_path.is_file() else None
         determinism = self.determinism.load() if self.determinism.path.is_dir() else None
-        return Run(self.path, manifest, results, self.read_scrapes(), traffic, determinism)
+        return Run(self.path, manifest, results, self.read_scrapes(), determinism)
 
 
 def load_run(path: str | Path) -> Run:

@@ -60,7 +60,7 @@ def run_figures(run: Run, config: MetricsConfig) -> list:
     # beside (a recording from another server scored even an A/A run 0.9 on 20 saas-mix
     # requests). So the gate sees the same figures as `layergate metrics`.
     results = run.columns_with_recorded()
-    offsets = {t.id: t.offset_s for t in run.traffic.records} if run.traffic else None
+    offsets = run.schedule.offsets if run.schedule else None
     try:
         figures = compute_figures(results, run.scrapes, determinism=determinism,
                                   config=config, offsets=offsets,

@@ -21,116 +21,123 @@ from harness.store.rows import decode
 from harness.store.sqlite import connect
 
 CHUNK = 50_000  # rows converted at once: bounds the Python objects alive to a few MB
-_ITL_PARSED_AT_ONCE = 1 << 24  # characters of gap JSON parsed by one numpy call
 
 
 def _present(conn: sqlite3.Connection) -> set[str]:
     return {row[1] for row in conn.execute("PRAGMA table_info(results)")}
 
 
-def _selects(have: set[str]) -> list[str]:
-    def col(name: str, default: str = "NULL") -> str:
-        return f'"{name}"' if name in have else default
+def _num(expr: str) -> str:
+    return f"iif({expr} IS NULL, 'nan', printf('%!.17g', {expr}))"  # 17 digits: exact
 
-    # a JSON number, else NULL (as exporters.columns.number: a bool is no number)
-    ext = [f"CASE WHEN json_valid(extension) AND json_type(extension, '$.{key}') IN "
-           f"('integer', 'real') THEN json_extract(extension, '$.{key}') END"
-           for key in EXT_KEYS]
-    return ["rowid", "request_id", "arm", "scenario", "ok", "e2e_s", "ttft_s",
-            "output_tokens", "NULLIF(prompt_tokens, 0)", "finish_reason = 'length'",
-            f"{col('tokens_from')} IS NOT 'characters'",
-            "extension IS NOT NULL AND extension NOT IN ('{}', 'null')",
-            f"{col('top_logprobs')} IS NOT NULL AND {col('top_logprobs')} NOT IN ('[]', 'null')",
-            "json_valid(extension)", "extension", *ext,
-            col("token_ids"), "output_text", "itl_s"]
+
+def _selects(have: set[str], strict_json: bool) -> list[str]:
+    """The row as few values as possible: each value costs the sqlite3 module far more
+    than the text it carries, so the numbers come packed in one text, parsed in bulk."""
+    def col(name: str) -> str:
+        return f'"{name}"' if name in have else "NULL"
+
+    flags = ["finish_reason = 'length'", f"{col('tokens_from')} IS NOT 'characters'",
+             "extension IS NOT NULL AND extension NOT IN ('{}', 'null')",
+             f"{col('top_logprobs')} IS NOT NULL AND {col('top_logprobs')} NOT IN ('[]', 'null')",
+             f"{col('token_ids')} IS NOT NULL"]
+    numbers = ["ok", *(_num(c) for c in ("e2e_s", "ttft_s", "output_tokens",
+                                        "NULLIF(prompt_tokens, 0)")),
+               *(f"({f})" for f in flags)]
+    paths = ", ".join(f"'$.{key}'" for key in EXT_KEYS)
+    ext = f"json_extract(extension, {paths})"
+    if not strict_json:  # a NaN that json.dumps wrote: SQLite's parser refuses it
+        ext = f"iif(json_valid(extension), {ext}, '[x]')"  # x: read by Python
+    return ["rowid", "request_id", "arm", "scenario", " || ',' || ".join(numbers),
+            ext, col("token_ids"), "output_text", "itl_s"]
 
 
 REPLAY = ("repeat = 0 AND (arm, request_id, concurrency) NOT IN "
           "(SELECT arm, request_id, concurrency FROM results WHERE repeat > 0)")
 
 
-def _chunks(conn: sqlite3.Connection, where: str) -> Iterator[list[tuple]]:
+def _chunks(conn: sqlite3.Connection, where: str, strict_json: bool) -> Iterator[list[tuple]]:
     cur = conn.cursor()
     cur.row_factory = None  # plain tuples: a Row per value would double the cost
-    cur.execute(f"SELECT {', '.join(_selects(_present(conn)))} FROM results "
+    cur.execute(f"SELECT {', '.join(_selects(_present(conn), strict_json))} FROM results "
                 f"WHERE {where} ORDER BY rowid")
     while rows := cur.fetchmany(CHUNK):
         yield rows
+
+
+def _floats(texts: list[str]) -> np.ndarray:
+    """Comma-separated numbers ('nan' for none), all in one numpy parse."""
+    joined = ",".join(t for t in texts if t)
+    return np.fromstring(joined, sep=",") if joined else np.zeros(0)
 
 
 def _gaps(texts: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
     """Parse JSON lists of floats (or NULL) in bulk; (values, count per row)."""
     inner = [t[1:-1].strip() if t else "" for t in texts]
     lengths = np.array([s.count(",") + 1 if s else 0 for s in inner], dtype=np.int64)
-    parts, batch, size = [], [], 0
-    for s in inner:
-        if s:
-            batch.append(s)
-            size += len(s)
-        if size > _ITL_PARSED_AT_ONCE:
-            parts.append(np.array(",".join(batch).split(","), dtype=float))
-            batch, size = [], 0
-    if batch:
-        parts.append(np.array(",".join(batch).split(","), dtype=float))
-    values = np.concatenate(parts) if parts else np.zeros(0)
+    values = _floats(inner)
     if values.size != lengths.sum():
         raise ValueError("malformed itl_s in the store")
     return values, lengths
+
+
+def _extension(conn: sqlite3.Connection, found: tuple, rowids: tuple) -> np.ndarray:
+    """The extension's numbers from SQLite's extracts ('[0.3,19,null,...]'); a row whose
+    values are not all numbers or null is read by Python's parser instead."""
+    inner = ["null," * (len(EXT_KEYS) - 1) + "null" if t is None else t[1:-1] for t in found]
+    simple = [not any(c in t for c in 'tf"{[x') for t in inner]  # true, false, text, nested
+    out = np.full((len(inner), len(EXT_KEYS)), np.nan)
+    rows = np.flatnonzero(simple)
+    if rows.size:
+        out[rows] = _floats([inner[i].replace("null", "nan") for i in rows]
+                            ).reshape(rows.size, len(EXT_KEYS))
+    for i in np.flatnonzero(~np.array(simple, dtype=bool)):
+        out[i] = _lenient_ext(conn.execute("SELECT extension FROM results WHERE rowid = ?",
+                                           (rowids[i],)).fetchone()[0])
+    return out
 
 
 def read_columns(path: Path, where: str = REPLAY) -> ResultColumns:
     """The rows `where` selects (default: the shadow replay's, those of no repeat suite),
     in write order, as columns; their outputs are read from `path` when asked for."""
     with contextlib.closing(connect(path)) as conn:
-        return _read(conn, path, where)
+        try:
+            return _read(conn, path, where, strict_json=True)
+        except sqlite3.OperationalError as exc:
+            if "JSON" not in str(exc):
+                raise
+            return _read(conn, path, where, strict_json=False)
 
 
-def _read(conn: sqlite3.Connection, path: Path, where: str) -> ResultColumns:
-    cols: dict[str, list] = {k: [] for k in (
-        "rowid", "request_id", "arm", "scenario", "ok", "e2e", "ttft", "output_tokens",
-        "prompt_tokens", "length_stop", "tokens_counted", "has_extension", "has_top_logprobs",
-        "ext", "has_ids", "ids_len", "ids_key", "text_key", "itl", "itl_len")}
-    for rows in _chunks(conn, where):
-        (rowid, rid, arm, scen, ok, e2e, ttft, out_tok, prompt, length, counted, has_ext,
-         has_top, valid_ext, ext_json, *rest) = zip(*rows, strict=True)
-        ext_values, (ids, texts, itl) = rest[:len(EXT_KEYS)], rest[len(EXT_KEYS):]
-        for key, values in (("rowid", rowid), ("ok", ok), ("length_stop", length),
-                            ("tokens_counted", counted), ("has_extension", has_ext),
-                            ("has_top_logprobs", has_top)):
-            cols[key].append(np.array(values, dtype=np.int64))
-        for key, values in (("request_id", rid), ("arm", arm), ("scenario", scen)):
-            cols[key].append(np.array(values, dtype=object))
-        for key, values in (("e2e", e2e), ("ttft", ttft), ("output_tokens", out_tok),
-                            ("prompt_tokens", prompt)):
-            cols[key].append(_floats(values))
-        ext = np.stack([_floats(v) for v in ext_values], axis=1) if rows else np.zeros((0, 5))
-        for i in np.flatnonzero(~np.array(valid_ext, dtype=bool)):
-            ext[i] = _lenient_ext(ext_json[i])
-        cols["ext"].append(ext)
-        cols["has_ids"].append(np.array([t is not None for t in ids], dtype=bool))
-        cols["ids_len"].append(np.array([t.count(",") + 1 if t and t != "[]" else 0
-                                         for t in ids], dtype=np.int64))
-        cols["ids_key"].append(np.array([0 if t is None else hash(t) for t in ids],
-                                        dtype=np.int64))
-        cols["text_key"].append(np.array([hash(t or "") for t in texts], dtype=np.int64))
-        values, lengths = _gaps(list(itl))
-        cols["itl"].append(values)
-        cols["itl_len"].append(lengths)
-    if not cols["rowid"]:
+def _read(conn: sqlite3.Connection, path: Path, where: str, strict_json: bool
+          ) -> ResultColumns:
+    parts: dict[str, list] = {}
+
+    def add(**arrays: np.ndarray) -> None:
+        for key, value in arrays.items():
+            parts.setdefault(key, []).append(value)
+
+    for rows in _chunks(conn, where, strict_json):
+        rowid, rid, arm, scen, packed, ext, ids, texts, itl = zip(*rows, strict=True)
+        nums = _floats(list(packed)).reshape(len(rows), 10)
+        flags = nums[:, 5:].astype(bool)
+        gaps, lengths = _gaps(list(itl))
+        add(rowid=np.array(rowid, dtype=np.int64), request_id=np.array(rid, dtype=object),
+            arm=np.array(arm, dtype=object), scenario=np.array(scen, dtype=object),
+            ok=nums[:, 0].astype(bool), e2e=nums[:, 1], ttft=nums[:, 2],
+            output_tokens=nums[:, 3], prompt_tokens=nums[:, 4], length_stop=flags[:, 0],
+            tokens_counted=flags[:, 1], has_extension=flags[:, 2],
+            has_top_logprobs=flags[:, 3], has_ids=flags[:, 4], ext=_extension(conn, ext, rowid),
+            ids_len=np.array([t.count(",") + 1 if t and t != "[]" else 0 for t in ids],
+                             dtype=np.int64),
+            ids_key=np.array([0 if t is None else hash(t) for t in ids], dtype=np.int64),
+            text_key=np.array([hash(t or "") for t in texts], dtype=np.int64),
+            itl=gaps, itl_len=lengths)
+    if not parts:
         return _empty()
-    arrays = {k: np.concatenate(v) for k, v in cols.items()}
-    for key in ("ok", "length_stop", "tokens_counted", "has_extension", "has_top_logprobs"):
-        arrays[key] = arrays[key].astype(bool)
+    arrays = {k: np.concatenate(v) for k, v in parts.items()}
     rowids = arrays.pop("rowid")
     return ResultColumns(**arrays, outputs=lambda idx: outputs(path, rowids[idx]))
-
-
-def _floats(values: tuple) -> np.ndarray:
-    """Numbers and NULLs as floats (NULL: NaN); anything else as `number` reads it."""
-    try:
-        return np.array(values, dtype=float)
-    except (TypeError, ValueError):  # a string where a number belongs
-        return np.array([number(v) for v in values], dtype=float)
 
 
 def _lenient_ext(text: str | None) -> list[float]:
@@ -148,6 +155,11 @@ def _empty() -> ResultColumns:
     return from_results(())
 
 
+# what `outputs` reads of a row: the rest takes its default (decode leaves out what is absent)
+_OUTPUT = ("request_id, arm, scenario, ok, output_text, token_ids, top_logprobs, "
+           "NULL AS itl_s, NULL AS extension")
+
+
 def outputs(path: Path, rowids: np.ndarray) -> list[ArmResult]:
     """The rows `rowids` as records, in that order (read in chunks of CHUNK)."""
     with contextlib.closing(connect(path)) as conn:
@@ -161,7 +173,7 @@ def _outputs(conn: sqlite3.Connection, wanted: list[int]) -> list[ArmResult]:
         conn.execute("CREATE TEMP TABLE IF NOT EXISTS wanted_rows (id INTEGER PRIMARY KEY)")
         conn.execute("DELETE FROM wanted_rows")
         conn.executemany("INSERT INTO wanted_rows VALUES (?)", ((r,) for r in part))
-        for row in conn.execute("SELECT results.rowid AS _rowid, results.* FROM results "
+        for row in conn.execute(f"SELECT results.rowid AS _rowid, {_OUTPUT} FROM results "
                                 "JOIN wanted_rows ON results.rowid = wanted_rows.id"):
             found[row["_rowid"]] = decode(row)
     return [found[r] for r in wanted]
