@@ -14,9 +14,12 @@ queued record is done. Locust's own stats go to `locust_stats.csv` and its log t
 back in the queue and sent again.
 
 `should_stop` (optional): a predicate the run asks every STOP_CHECK_S with the results so
-far. Once it answers yes (True, or the reason as a string) the queue hands out nothing
-more, the records in flight finish, and the run ends `complete` with `stopped_early` and
-the reason in its manifest (e.g. a sequential test that has decided).
+far (read incrementally: each check reads only the rows written since the last; a check
+with none skips the question). Once it answers yes (True, or the reason as a string) the
+queue hands out nothing more, the records in flight finish, and the run ends `complete`
+with `stopped_early` and the reason in its manifest (e.g. a sequential test that has
+decided). A run of more than BIG_RUN records notes its footprint: the peak memory of
+Locust's master and the size of the store.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -50,10 +54,12 @@ from harness.replay.work import WorkerPlan
 from harness.replay.workers import LOCUSTFILE, connect_host, worker_command, worker_env
 from harness.rundir import RunDir, RunDirError
 from harness.store import ResultStore
+from harness.store.tail import ResultTail
 
 POLL_S = 0.25
 RELEASE_S = 5.0  # how often expired leases go back to the queue (a write: not every poll)
 STOP_CHECK_S = 2.0  # how often `should_stop` is asked
+BIG_RUN = 100_000  # records: a run this big notes its memory and store size
 STATS_SETTLE_S = 1.0  # > the ack round trip + a worker's STATS_S (channel_work.py)
 
 # the results so far -> falsy to go on, True or the reason (a string) to stop early
@@ -185,6 +191,7 @@ def _follow(proc: subprocess.Popen, store: ResultStore, tail: StoreTail | None,
                TextColumn("{task.fields[rows]} results"), TimeElapsedColumn())
     released = checked = time.monotonic()
     outcome = _Outcome()
+    results = ResultTail(store) if should_stop is not None else None
     with Progress(*columns, disable=not show, transient=False) as bar:
         task = bar.add_task("replay", total=total, rows=0)
         while True:
@@ -193,10 +200,11 @@ def _follow(proc: subprocess.Popen, store: ResultStore, tail: StoreTail | None,
             if time.monotonic() - released > RELEASE_S:
                 store.queue.release_expired()
                 released = time.monotonic()
-            if (should_stop is not None and outcome.stop_reason is None
+            if (results is not None and outcome.stop_reason is None
                     and time.monotonic() - checked > STOP_CHECK_S):
                 checked = time.monotonic()
-                answer = should_stop(store.results())
+                # only new rows are read; with none, the answer cannot have changed
+                answer = should_stop(results.results) if results.poll() else None
                 if answer:
                     store.queue.stop()
                     outcome.stop_reason = answer if isinstance(answer, str) \
@@ -295,6 +303,9 @@ def _send(config: ReplayConfig, run: RunDir, store: ResultStore, tail: StoreTail
             outcome = _follow(proc, store, tail, config.progress, total, should_stop)
             if outcome.finished:
                 time.sleep(STATS_SETTLE_S)  # the workers' last stats reach Locust's master
+            if total > BIG_RUN:
+                notes.append(_footprint(proc.pid, run))
+                console.print(notes[-1])
         finally:
             _stop_locust(proc)
             for worker in locals_:
@@ -311,6 +322,22 @@ def _send(config: ReplayConfig, run: RunDir, store: ResultStore, tail: StoreTail
     workers = run.read_workers() or {}
     notes += _worker_notes(workers)
     return outcome, resent, workers
+
+
+def _footprint(master_pid: int, run: RunDir) -> str:
+    """The big run's cost in memory and disk: the peak resident memory of Locust's master
+    (it holds the schedule and writes the store) and of this process, and the store's size."""
+    try:
+        status = Path(f"/proc/{master_pid}/status").read_text()
+        peak = next(int(line.split()[1]) // 1024 for line in status.splitlines()
+                    if line.startswith("VmHWM:"))
+        master = f"{peak} MiB"
+    except (OSError, StopIteration, ValueError):
+        master = "unknown (no /proc)"
+    mine = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    size = sum(p.stat().st_size for p in run.path.glob(f"{run.results_path.name}*")) / 2**20
+    return (f"footprint: replay master peak memory {master}, this process {mine} MiB; "
+            f"store {size:.0f} MiB ({run.results_path.name} with its WAL)")
 
 
 def _worker_notes(summary: dict) -> list[str]:
