@@ -62,8 +62,14 @@ def compare(a: ArmResult, x: ArmResult, cut: Cut | None = None) -> tuple[bool, i
     return False, next((i for i in range(n) if sa[i] != sx[i]), n)
 
 
+SAMPLE_RULE = ("above text_sample pairs, a sample without replacement of round(text_sample x "
+               "share) pairs per scenario, drawn by numpy's default_rng(seed + 1) among the "
+               "requests the baseline answered, in (scenario, request id) order")
+
+
 def text_sample(al: Aligned, eligible: np.ndarray, size: int, seed: int) -> np.ndarray:
-    """Row indices: all eligible rows, or a seeded sample proportional per scenario."""
+    """Row indices: all eligible rows, or a seeded sample proportional per scenario
+    (SAMPLE_RULE)."""
     rows = np.flatnonzero(eligible)
     if rows.size <= size:
         return rows
@@ -169,8 +175,11 @@ def figures(table: SumTable, al: Aligned, config: MetricsConfig) -> list[Figure]
                     return {"unit": unit}
                 if name not in (BLEU, CHRF):
                     return {}
-                return {"pairs": int(table.sums(f"cons.{arm}.n", s)[0]),
-                        "sample_limit": config.text_sample}
+                pairs = int(table.sums(f"cons.{arm}.n", s)[0])
+                sampled = int(table.sums(f"cons.{arm}.text_n", s)[0])
+                return {"pairs": pairs, "sample_limit": config.text_sample,
+                        "sampled": sampled, "sample_seed": config.seed + 1,
+                        "sample_rule": SAMPLE_RULE if sampled < pairs else None}
             out += estimate(table, stat, al.scenario_names, config, name, arm,
                             noise=floor[name] if floor else None, detail=detail)
     return out
