@@ -91,10 +91,13 @@ def _resample_unique(columns: Mapping[str, np.ndarray], strata: np.ndarray, n_st
     names = tuple(columns)
     n = len(strata)
     dense, sparse = _split(columns, n)
-    xd = np.column_stack([columns[c] for c in dense]) if dense else np.zeros((n, 0))
-    xs = np.column_stack([columns[c] for c in sparse]) if sparse else np.zeros((n, 0))
-    xd32, xs32 = xd.astype(np.float32), xs.astype(np.float32)
-    sparse_rows = np.flatnonzero(np.any(xs != 0, axis=1)) if sparse else np.zeros(0, int)
+    # the sparse columns only on the rows where one of them is not zero; the dense ones as
+    # float32 one stratum at a time: a million rows never become a float64 matrix
+    sparse_rows = np.unique(np.concatenate([np.flatnonzero(columns[c]) for c in sparse])) \
+        if sparse else np.zeros(0, dtype=np.int64)
+    xs = np.column_stack([columns[c][sparse_rows] for c in sparse]) if sparse \
+        else np.zeros((0, 0))
+    xs32 = xs.astype(np.float32)
     bounds = np.searchsorted(strata, np.arange(n_strata + 1))
     point = np.zeros((n_strata, len(names)))
     boot = np.zeros((n_strata, n_resamples, len(names)))
@@ -103,18 +106,23 @@ def _resample_unique(columns: Mapping[str, np.ndarray], strata: np.ndarray, n_st
     for s in range(n_strata):
         lo, hi = int(bounds[s]), int(bounds[s + 1])
         ns = hi - lo
-        rows = sparse_rows[(sparse_rows >= lo) & (sparse_rows < hi)]
-        point[s, order] = np.concatenate([xd[lo:hi].sum(axis=0), xs[rows].sum(axis=0)])
+        mine = (sparse_rows >= lo) & (sparse_rows < hi)
+        # sample sums in float64, each column summed on its own
+        point[s, order] = np.concatenate([[columns[c][lo:hi].sum() for c in dense],
+                                          xs[mine].sum(axis=0)])
         if ns == 0:
             continue
+        xd32 = np.empty((ns, len(dense)), dtype=np.float32)
+        for j, c in enumerate(dense):
+            xd32[:, j] = columns[c][lo:hi]
+        rows = sparse_rows[mine] - lo
         chunk = max(1, min(n_resamples, _CELLS_PER_CHUNK // ns))
         for start in range(0, n_resamples, chunk):
             b = min(chunk, n_resamples - start)
             draws = rng.integers(0, ns, size=(b, ns)) + np.arange(b)[:, None] * ns
             counts = np.bincount(draws.ravel(), minlength=b * ns).reshape(b, ns)
             counts = counts.astype(np.float32)
-            out = np.concatenate([counts @ xd32[lo:hi], counts[:, rows - lo] @ xs32[rows]],
-                                 axis=1)
+            out = np.concatenate([counts @ xd32, counts[:, rows] @ xs32[mine]], axis=1)
             boot[s, start:start + b][:, order] = out
     return SumTable(names, point, boot)
 

@@ -53,6 +53,7 @@ def compute_figures(results: Iterable[ArmResult] | ResultColumns,
                                if (r.arm, r.request_id, r.concurrency) in repeated]
             results = replay
     al = align(results)
+    del results  # the aligned arms hold what is needed: at a million rows, memory counts
     columns = {}
     for calc in (*_SUM_CALCULATORS, cache_hit):
         columns |= calc.columns(al, config)

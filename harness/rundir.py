@@ -72,6 +72,11 @@ class StoredResults(Sequence[ArmResult]):
     def __iter__(self) -> Iterator[ArmResult]:
         return iter(self._rows)
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
 
 @dataclass(frozen=True)
 class Run:

@@ -79,6 +79,8 @@ def varied_rows() -> list[ArmResult]:
             cand |= dict(tokens_from="characters", output_tokens=7, quirks=("no_usage",))
         if i == 10:
             cand |= dict(finish_reason="length", output_tokens=8, prompt_tokens=0)
+        if i == 11:  # no finish reason, no usage, no extension, no gaps
+            cand |= dict(finish_reason=None, tokens_from=None, extension={}, itl_s=())
         rows.append(_row(rid, "candidate", **cand))
         if i != 12:  # a request baseline2 never answered
             rows.append(_row(rid, "baseline2", e2e_s=0.52 + i / 100, scenario="chat"))

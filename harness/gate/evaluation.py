@@ -59,10 +59,9 @@ def run_figures(run: Run, config: MetricsConfig) -> list:
     # policy gates; termination_accuracy is judged against the baseline the candidate ran
     # beside (a recording from another server scored even an A/A run 0.9 on 20 saas-mix
     # requests). So the gate sees the same figures as `layergate metrics`.
-    results = run.columns_with_recorded()
     offsets = run.schedule.offsets if run.schedule else None
     try:
-        figures = compute_figures(results, run.scrapes, determinism=determinism,
+        figures = compute_figures(run.columns_with_recorded(), run.scrapes, determinism=determinism,
                                   config=config, offsets=offsets,
                                   max_in_flight=in_flight_limit(run.manifest.config))
     except ValueError as exc:  # two rows for one (request, arm), a malformed response...

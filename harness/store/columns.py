@@ -43,7 +43,7 @@ def _selects(have: set[str], strict_json: bool) -> list[str]:
              f"{col('token_ids')} IS NOT NULL"]
     numbers = ["ok", *(_num(c) for c in ("e2e_s", "ttft_s", "output_tokens",
                                         "NULLIF(prompt_tokens, 0)")),
-               *(f"({f})" for f in flags)]
+               *(f"ifnull({f}, 0)" for f in flags)]  # a NULL would void the whole text
     paths = ", ".join(f"'$.{key}'" for key in EXT_KEYS)
     ext = f"json_extract(extension, {paths})"
     if not strict_json:  # a NaN that json.dumps wrote: SQLite's parser refuses it
@@ -81,6 +81,11 @@ def _gaps(texts: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
     return values, lengths
 
 
+def _shared(values: tuple, names: dict[str, str]) -> np.ndarray:
+    """Few distinct strings as an object array of shared strings (not one per row)."""
+    return np.array([names.setdefault(v, v) for v in values], dtype=object)
+
+
 def _extension(conn: sqlite3.Connection, found: tuple, rowids: tuple) -> np.ndarray:
     """The extension's numbers from SQLite's extracts ('[0.3,19,null,...]'); a row whose
     values are not all numbers or null is read by Python's parser instead."""
@@ -112,6 +117,7 @@ def read_columns(path: Path, where: str = REPLAY) -> ResultColumns:
 def _read(conn: sqlite3.Connection, path: Path, where: str, strict_json: bool
           ) -> ResultColumns:
     parts: dict[str, list] = {}
+    names: dict[str, str] = {}  # one string object per arm and scenario name
 
     def add(**arrays: np.ndarray) -> None:
         for key, value in arrays.items():
@@ -122,8 +128,8 @@ def _read(conn: sqlite3.Connection, path: Path, where: str, strict_json: bool
         nums = _floats(list(packed)).reshape(len(rows), 10)
         flags = nums[:, 5:].astype(bool)
         gaps, lengths = _gaps(list(itl))
-        add(rowid=np.array(rowid, dtype=np.int64), request_id=np.array(rid, dtype=object),
-            arm=np.array(arm, dtype=object), scenario=np.array(scen, dtype=object),
+        add(rowid=np.array(rowid, dtype=np.int64), request_id=np.array(rid, dtype=str),
+            arm=_shared(arm, names), scenario=_shared(scen, names),
             ok=nums[:, 0].astype(bool), e2e=nums[:, 1], ttft=nums[:, 2],
             output_tokens=nums[:, 3], prompt_tokens=nums[:, 4], length_stop=flags[:, 0],
             tokens_counted=flags[:, 1], has_extension=flags[:, 2],
