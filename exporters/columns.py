@@ -4,13 +4,14 @@ need them. `exporters.aligned` lays these out per arm.
 
 Built from records here (`from_results`) or read from a run's store
 (`harness.store.columns`), with the same values either way, so a million results need no
-million records. A digest is Python's `hash` of the stored text (of the token ids: their
-JSON, as the store writes it): equal outputs have equal digests; unequal ones collide with
-probability 2^-64 per pair, far below any figure's resolution.
+million records. A digest is 8 bytes of BLAKE2b of the text (of the token ids: their JSON,
+as the store writes it), the same in every process: equal outputs have equal digests;
+unequal ones collide with probability 2^-64 per pair, far below any figure's resolution.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -62,9 +63,14 @@ def number(value: object) -> float:
         else np.nan
 
 
+def digest(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little",
+                          signed=True)
+
+
 def ids_digest(token_ids: Sequence[int] | None) -> int:
     """The digest of token ids, equal to the one of their stored JSON."""
-    return 0 if token_ids is None else hash(json.dumps(list(token_ids)))
+    return 0 if token_ids is None else digest(json.dumps(list(token_ids)))
 
 
 def from_results(results: Iterable[ArmResult]) -> ResultColumns:
@@ -89,7 +95,7 @@ def from_results(results: Iterable[ArmResult]) -> ResultColumns:
         has_ids=np.array([r.token_ids is not None for r in rows], dtype=bool),
         ids_len=np.array([len(r.token_ids or ()) for r in rows], dtype=np.int64),
         ids_key=np.array([ids_digest(r.token_ids) for r in rows], dtype=np.int64),
-        text_key=np.array([hash(r.output_text) for r in rows], dtype=np.int64),
+        text_key=np.array([digest(r.output_text) for r in rows], dtype=np.int64),
         itl=np.fromiter((g for gs in gaps for g in gs), dtype=float),
         itl_len=np.array([len(g) for g in gaps], dtype=np.int64),
         outputs=lambda idx: [rows[i] for i in idx],

@@ -6,6 +6,8 @@ sample is reported."""
 from __future__ import annotations
 
 import math
+import sqlite3
+from contextlib import closing
 from dataclasses import asdict
 from pathlib import Path
 
@@ -104,11 +106,17 @@ def _write(path: Path, rows: list[ArmResult], responses: dict[str, dict]) -> Run
     return run
 
 
-def test_store_columns_give_the_figures_of_the_records(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stored", ["binary", "columns"])
+def test_store_columns_give_the_figures_of_the_records(tmp_path: Path, stored: str) -> None:
+    """`binary`: rows as this version writes them; `columns`: rows without the binary
+    summary (an earlier version's), read from their columns."""
     rows = varied_rows()
     recorded = {"choices": [{"text": "a b c d", "finish_reason": "stop"}],
                 "usage": {"completion_tokens": 4}}
     run = _write(tmp_path / "run", rows, {"r1": recorded, "r2": recorded})
+    if stored == "columns":
+        with closing(sqlite3.connect(run.results_path)) as conn, conn:
+            conn.execute("UPDATE results SET summary = NULL WHERE rowid % 2 = 0")
     loaded = load_run(run.path)
     got = run_figures(loaded, CFG)
     offsets = {f"r{i}": i * 0.1 for i in range(31)} | {"r99": 3.0}

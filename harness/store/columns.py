@@ -1,8 +1,13 @@
 """Table `results` read as columns (`exporters.columns.ResultColumns`), for figures over a
 million results: numbers straight into numpy arrays, each output by its digest, and the
 outputs themselves (text, token ids, top logprobs) read back only for the rows a calculator
-asks for. The extension's numbers come from SQLite's JSON functions where the stored JSON
-is strict, from Python's parser where it is not (a NaN that `json.dumps` wrote).
+asks for.
+
+Rows written by this version carry their numbers and gaps in binary (`summary.py`): read
+with one `numpy.frombuffer` per chunk. Older rows are read from their columns: the numbers
+packed into one text by SQLite and parsed in bulk, the extension's numbers from SQLite's
+JSON functions where the stored JSON is strict, from Python's parser where it is not (a NaN
+that `json.dumps` wrote).
 """
 
 from __future__ import annotations
@@ -15,10 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
-from exporters.columns import EXT_KEYS, ResultColumns, number
+from exporters.columns import EXT_KEYS, ResultColumns, digest, number
 from exporters.records import ArmResult
 from harness.store.rows import decode
 from harness.store.sqlite import connect
+from harness.store.summary import LAYOUT
 
 CHUNK = 50_000  # rows converted at once: bounds the Python objects alive to a few MB
 
@@ -106,12 +112,53 @@ def read_columns(path: Path, where: str = REPLAY) -> ResultColumns:
     """The rows `where` selects (default: the shadow replay's, those of no repeat suite),
     in write order, as columns; their outputs are read from `path` when asked for."""
     with contextlib.closing(connect(path)) as conn:
+        if {"summary", "itl_f64"} <= _present(conn):
+            found = _read_binary(conn, path, where)
+            if found is not None:
+                return found
         try:
             return _read(conn, path, where, strict_json=True)
         except sqlite3.OperationalError as exc:
             if "JSON" not in str(exc):
                 raise
             return _read(conn, path, where, strict_json=False)
+
+
+_FLAGS = ("ok", "length_stop", "tokens_counted", "has_extension", "has_top_logprobs", "has_ids")
+
+
+def _read_binary(conn: sqlite3.Connection, path: Path, where: str) -> ResultColumns | None:
+    """From each row's `summary` and `itl_f64` (summary.py); None when a row lacks them (a
+    store resumed from an earlier version's run)."""
+    cur = conn.cursor()
+    cur.row_factory = None
+    cur.execute(f"SELECT rowid, request_id, arm, scenario, summary, itl_f64 FROM results "
+                f"WHERE {where} ORDER BY rowid")
+    parts: dict[str, list] = {}
+    names: dict[str, str] = {}
+    while rows := cur.fetchmany(CHUNK):
+        rowid, rid, arm, scen, summaries, gaps = zip(*rows, strict=True)
+        if None in summaries or None in gaps:
+            return None
+        rec = np.frombuffer(b"".join(summaries), dtype=LAYOUT)
+        arrays = {name: rec[name] for name in LAYOUT.names}
+        arrays |= {flag: arrays[flag].astype(bool) for flag in _FLAGS}
+        arrays |= dict(rowid=np.array(rowid, dtype=np.int64),
+                       request_id=np.array(rid, dtype=str), arm=_shared(arm, names),
+                       scenario=_shared(scen, names),
+                       itl=np.frombuffer(b"".join(gaps), dtype="<f8"),
+                       itl_len=np.array([len(g) for g in gaps], dtype=np.int64) // 8)
+        for key, value in arrays.items():
+            parts.setdefault(key, []).append(value)
+    return _columns(parts, path)
+
+
+def _columns(parts: dict[str, list], path: Path) -> ResultColumns:
+    if not parts:
+        return _empty()
+    arrays = {k: np.concatenate(v) for k, v in parts.items()}
+    rowids = arrays.pop("rowid")
+    return ResultColumns(**arrays, outputs=lambda idx: outputs(path, rowids[idx]))
 
 
 def _read(conn: sqlite3.Connection, path: Path, where: str, strict_json: bool
@@ -136,14 +183,10 @@ def _read(conn: sqlite3.Connection, path: Path, where: str, strict_json: bool
             has_top_logprobs=flags[:, 3], has_ids=flags[:, 4], ext=_extension(conn, ext, rowid),
             ids_len=np.array([t.count(",") + 1 if t and t != "[]" else 0 for t in ids],
                              dtype=np.int64),
-            ids_key=np.array([0 if t is None else hash(t) for t in ids], dtype=np.int64),
-            text_key=np.array([hash(t or "") for t in texts], dtype=np.int64),
+            ids_key=np.array([0 if t is None else digest(t) for t in ids], dtype=np.int64),
+            text_key=np.array([digest(t or "") for t in texts], dtype=np.int64),
             itl=gaps, itl_len=lengths)
-    if not parts:
-        return _empty()
-    arrays = {k: np.concatenate(v) for k, v in parts.items()}
-    rowids = arrays.pop("rowid")
-    return ResultColumns(**arrays, outputs=lambda idx: outputs(path, rowids[idx]))
+    return _columns(parts, path)
 
 
 def _lenient_ext(text: str | None) -> list[float]:
