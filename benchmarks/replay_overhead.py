@@ -3,7 +3,8 @@ sustained paired request rate `run_replay` reaches with 1, 2 and 4 Locust worker
 the latency it adds per request (p50 and p99) compared with calling the server directly, and
 the CPU time the replayer spends per arm-request (Locust's master and its workers, from the
 kernel's accounting of those processes, the arms excluded; and this process, which follows
-the store) — side by side, in one run. One level of users (--flood-users, a closed loop with
+the store), at the margin: a full and a short replay, the difference over the arm-requests
+between them — side by side, in one run. One level of users (--flood-users, a closed loop with
 no think time) is not bound by the echo server's latency, so the replayer's own ceiling
 shows there.
 
@@ -112,9 +113,9 @@ def cpu_s(who: int) -> float:
 def replayed(url: str, traffic: Path, out: Path, users: int,
              processes: int) -> tuple[float, list[float], float, float, float]:
     """Paired rate (first intended send to last result), per-request E2E, wall time, and
-    the CPU seconds per arm-request of Locust's master and workers (the children this
-    process reaps: the echo server, reaped only at the end, is not among them) and of this
-    process (which prepares the run and follows the store)."""
+    the CPU seconds of Locust's master and workers (the children this process reaps: the
+    echo server, reaped only at the end, is not among them) and of this process (which
+    prepares the run and follows the store)."""
     start = time.perf_counter()
     children, mine = cpu_s(resource.RUSAGE_CHILDREN), cpu_s(resource.RUSAGE_SELF)
     run_replay(ReplayConfig(out=out, arms={"baseline": url, "candidate": url}, traffic=traffic,
@@ -130,9 +131,25 @@ def replayed(url: str, traffic: Path, out: Path, users: int,
         rows = store.rows()
     first = min(r.intended_at for r in rows)
     last = max(r.recorded_at for r in rows)
-    arm_requests = 2 * len(run.traffic)
-    return (len(run.traffic) / (last - first), [r.e2e_s for r in run.results], wall,
-            children / arm_requests, mine / arm_requests)
+    return len(run.traffic) / (last - first), [r.e2e_s for r in run.results], wall, \
+        children, mine
+
+
+def replay_row(url: str, traffic: Path, short: Path, tmp: Path, users: int, processes: int,
+               repeats: int) -> tuple:
+    """Medians over `repeats` of the full replay's rate and wall time, and the CPU per
+    arm-request at the margin: (CPU of the full traffic - CPU of the short one) / the
+    arm-requests between them, so Locust's start (imports, spawning) is not counted."""
+    full, part = len(read_traffic(traffic)), len(read_traffic(short))
+    runs, margins = [], []
+    for k in range(repeats):
+        runs.append(replayed(url, traffic, tmp / f"run-{users}-{processes}-{k}", users,
+                             processes))
+        small = replayed(url, short, tmp / f"short-{users}-{processes}-{k}", users, processes)
+        margins.append([(runs[-1][j] - small[j]) / (2 * (full - part)) for j in (3, 4)])
+    return (statistics.median(r[0] for r in runs), runs[0][1],
+            statistics.median(r[2] for r in runs),
+            statistics.median(m[0] for m in margins), statistics.median(m[1] for m in margins))
 
 
 def main() -> None:
@@ -156,6 +173,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             traffic = Path(tmp) / "traffic.jsonl"
             records = make_traffic(traffic, args.requests, args.tokens)
+            short = Path(tmp) / "short.jsonl"
+            make_traffic(short, max(args.requests // 5, 1), args.tokens)
             levels = [int(u) for u in args.users.split(",")] + [args.flood_users]
             for users in levels:
                 rate, e2e = direct(url, records, users)
@@ -163,11 +182,8 @@ def main() -> None:
                 for processes in (int(p) for p in args.processes.split(",")):
                     if processes > users:
                         continue
-                    runs = [replayed(url, traffic, Path(tmp) / f"run-{users}-{processes}-{k}",
-                                     users, processes) for k in range(args.repeats)]
-                    rate, e2e, wall, cpu, parent = (statistics.median(r[j] for r in runs)
-                                                    if j != 1 else runs[0][1]
-                                                    for j in range(5))
+                    rate, e2e, wall, cpu, parent = replay_row(
+                        url, traffic, short, Path(tmp), users, processes, args.repeats)
                     rows.append(("layergate replay", users, processes, rate, e2e, wall, cpu,
                                  parent))
     finally:
@@ -175,7 +191,9 @@ def main() -> None:
         echo.wait(10)
     print(f"\n{args.requests} records x 2 arms, {args.tokens} streamed tokens each, "
           f"echo server at {url} ({args.echo_processes} processes), {os.cpu_count()} CPUs, "
-          f"load {os.getloadavg()[0]:.1f}; replay rows: medians of {args.repeats} runs")
+          f"load {os.getloadavg()[0]:.1f}; replay rows: medians of {args.repeats} runs; CPU per "
+          f"arm-request at the margin ({args.requests} against {max(args.requests // 5, 1)} "
+          "records, so Locust's start is not counted)")
     direct_rate = {u: rate for n, u, _, rate, *_ in rows if n == "direct httpx"}
     print(f"{'path':<18}{'users':>6}{'procs':>6}{'paired/s':>10}{'E2E p50 ms':>12}"
           f"{'E2E p99 ms':>12}{'wall s':>8}{'CPU ms/arm-req':>16}{'+follower':>10}  limit")

@@ -22,7 +22,6 @@ import numpy as np
 
 from exporters.columns import EXT_KEYS, ResultColumns, digest, number
 from exporters.records import ArmResult
-from harness.store.rows import decode
 from harness.store.sqlite import connect
 from harness.store.summary import LAYOUT
 
@@ -204,25 +203,22 @@ def _empty() -> ResultColumns:
     return from_results(())
 
 
-# what `outputs` reads of a row: the rest takes its default (decode leaves out what is absent)
-_OUTPUT = ("request_id, arm, scenario, ok, output_text, token_ids, top_logprobs, "
-           "NULL AS itl_s, NULL AS extension")
-
-
 def outputs(path: Path, rowids: np.ndarray) -> list[ArmResult]:
-    """The rows `rowids` as records, in that order (read in chunks of CHUNK)."""
-    with contextlib.closing(connect(path)) as conn:
-        return _outputs(conn, [int(r) for r in rowids])
-
-
-def _outputs(conn: sqlite3.Connection, wanted: list[int]) -> list[ArmResult]:
+    """The outputs of rows `rowids` (text, token ids, top logprobs, and who answered), in
+    that order; the other fields take their defaults."""
+    wanted = [int(r) for r in rowids]
     found: dict[int, ArmResult] = {}
-    for start in range(0, len(wanted), CHUNK):
-        part = sorted(set(wanted[start:start + CHUNK]))
-        conn.execute("CREATE TEMP TABLE IF NOT EXISTS wanted_rows (id INTEGER PRIMARY KEY)")
-        conn.execute("DELETE FROM wanted_rows")
-        conn.executemany("INSERT INTO wanted_rows VALUES (?)", ((r,) for r in part))
-        for row in conn.execute(f"SELECT results.rowid AS _rowid, {_OUTPUT} FROM results "
-                                "JOIN wanted_rows ON results.rowid = wanted_rows.id"):
-            found[row["_rowid"]] = decode(row)
+    with contextlib.closing(connect(path)) as conn:
+        cur = conn.cursor()
+        cur.row_factory = None
+        for start in range(0, len(wanted), CHUNK):
+            ids = json.dumps(sorted(set(wanted[start:start + CHUNK])))
+            for rowid, rid, arm, scen, ok, text, ids_json, top in cur.execute(
+                    "SELECT rowid, request_id, arm, scenario, ok, output_text, token_ids, "
+                    "top_logprobs FROM results WHERE rowid IN (SELECT value FROM json_each(?))",
+                    (ids,)):
+                found[rowid] = ArmResult(
+                    rid, arm, scen, bool(ok), output_text=text or "",
+                    token_ids=None if ids_json is None else tuple(json.loads(ids_json)),
+                    top_logprobs=tuple(json.loads(top)) if top else None)
     return [found[r] for r in wanted]
