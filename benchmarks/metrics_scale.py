@@ -50,16 +50,17 @@ def main() -> None:
         for n in (int(s) for s in args.sizes.split(",")):
             path = root / f"run-{n}"
             start = time.perf_counter()
-            run = RunDir(path) if (path / "manifest.json").is_file() else write_run(path, n)
-            wrote = time.perf_counter() - start
+            kept = (path / "manifest.json").is_file()  # from an earlier --keep
+            run = RunDir(path) if kept else write_run(path, n)
+            wrote = "kept" if kept else f"written in {time.perf_counter() - start:.0f} s"
             out = root / f"figures-{n}.json"
             took, cpu, peak = measure(run, out)
             figures = json.loads(out.read_text())["figures"]
             rer = next(f for f in figures if f["name"] == "rer" and f["scenario"] == "all"
                        and f["arm"] == "candidate")
             size = run.results_path.stat().st_size / 2**20
-            print(f"{n:>9} paired requests x 3 arms (store {size:.0f} MiB, written in "
-                  f"{wrote:.0f} s): `layergate metrics` {len(figures)} figures in {took:6.2f} s "
+            print(f"{n:>9} paired requests x 3 arms (store {size:.0f} MiB, {wrote}): "
+                  f"`layergate metrics` {len(figures)} figures in {took:6.2f} s "
                   f"(CPU {cpu:6.2f} s, load {os.getloadavg()[0]:.1f}) "
                   f"({MetricsConfig().n_resamples} resamples; rer {rer['value']:.3f} "
                   f"[{rer['ci_low']:.3f}, {rer['ci_high']:.3f}]; peak RSS {peak:.0f} MiB)",

@@ -88,7 +88,9 @@ def _gaps(texts: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
 
 def _shared(values: tuple, names: dict[str, str]) -> np.ndarray:
     """Few distinct strings as an object array of shared strings (not one per row)."""
-    return np.array([names.setdefault(v, v) for v in values], dtype=object)
+    for v in set(values):
+        names.setdefault(v, v)
+    return np.array(list(map(names.__getitem__, values)), dtype=object)
 
 
 def _extension(conn: sqlite3.Connection, found: tuple, rowids: tuple) -> np.ndarray:
@@ -146,7 +148,7 @@ def _read_binary(conn: sqlite3.Connection, path: Path, where: str) -> ResultColu
                        request_id=np.array(rid, dtype=str), arm=_shared(arm, names),
                        scenario=_shared(scen, names),
                        itl=np.frombuffer(b"".join(gaps), dtype="<f8"),
-                       itl_len=np.array([len(g) for g in gaps], dtype=np.int64) // 8)
+                       itl_len=np.fromiter(map(len, gaps), np.int64, len(gaps)) // 8)
         for key, value in arrays.items():
             parts.setdefault(key, []).append(value)
     return _columns(parts, path)
