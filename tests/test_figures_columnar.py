@@ -167,3 +167,21 @@ def test_an_unreadable_traffic_line_is_an_error_naming_it(tmp_path: Path, bad: s
     run.traffic_path.write_text(bad + "\n")
     with pytest.raises(RunDirError, match="traffic.jsonl:1"):
         run_figures(load_run(run.path), CFG)
+
+
+def test_the_lean_schedule_reads_what_the_full_reader_reads(tmp_path: Path) -> None:
+    from exporters.traffic import read_schedule, read_traffic, write_traffic
+
+    response = {"choices": [{"text": "x", "finish_reason": "stop"}],
+                "usage": {"completion_tokens": 1}}
+    path = write_traffic(tmp_path / "t.jsonl", [
+        TrafficRecord('say "hi"\\', 0.5, "chat", "/v1/completions", {"prompt": '"id":"no"'}),
+        TrafficRecord("r2", 1e-7, "code", "/v1/completions", {"prompt": "p"}, response),
+        TrafficRecord("r3", 12, "chat", "/v1/completions", {"prompt": "p"})])
+    with path.open("a") as fh:  # a hand-written line: other key order, spaces
+        fh.write('{"scenario": "chat", "offset_s": 3.25, "id": "r4", "endpoint": '
+                 '"/v1/completions", "body": {"prompt": "p"}}\n')
+    full = read_traffic(path).records
+    lean = read_schedule(path)
+    assert lean.offsets == {r.id: r.offset_s for r in full}
+    assert lean.recorded == [("r2", "code", response)]
