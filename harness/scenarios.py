@@ -22,10 +22,11 @@ from typing import Any
 
 import yaml
 
+from exporters import bundled
 from exporters.traffic import TrafficError, TrafficRecord, read_traffic
 
-SCENARIOS_DIR = Path(__file__).resolve().parent.parent / "scenarios"
-MIXES_DIR = SCENARIOS_DIR / "mixes"
+SCENARIOS_DIR = bundled.scenarios_dir()
+MIXES_DIR = bundled.path(*bundled.MIXES.folder)
 ARRIVALS = ("poisson", "gamma", "timestamps")
 # the prompt-length classes (docs/FORMATS.md), in prompt tokens (inclusive): short < 10, medium
 # 10-50, long > 50; the capture proxy labels what it records with them
@@ -67,18 +68,18 @@ class Mix:
 
 
 def mix_names() -> list[str]:
-    return sorted(p.stem for p in MIXES_DIR.glob("*.yaml"))
+    return bundled.names(bundled.MIXES)
 
 
 def resolve_mix(name_or_path: str | Path) -> Path:
-    path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") and path.is_file():
-        return path
-    candidate = MIXES_DIR / f"{name_or_path}.yaml"
-    if candidate.is_file():
-        return candidate
-    known = ", ".join(mix_names()) or f"none in {MIXES_DIR}"
-    raise MixError(f"unknown scenario {str(name_or_path)!r} (known: {known})")
+    """A mix YAML path, or the bundled mix of a name (`saas-mix`)."""
+    try:
+        path = bundled.resolve(bundled.MIXES, name_or_path)
+    except bundled.BundledNameError as exc:
+        raise MixError(str(exc)) from exc
+    if not path.is_file():
+        raise MixError(f"scenario file {path} not found")
+    return path
 
 
 def _positive(raw: dict[str, Any], key: str, where: str) -> float:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.processes import EngineProcess, start_engine
+from tests.support.replay_rig import echo  # noqa: F401 (the echo server, a module fixture)
 
 
 @pytest.fixture(scope="session")

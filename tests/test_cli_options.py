@@ -39,6 +39,9 @@ CONFIGS: dict[str, tuple[type | None, list[str]]] = {
     "gate": (None, ["run"]),
     "demo": (DemoConfig, []),
     "dashboards": (None, []),
+    "policies": (None, []),
+    "scenarios": (None, []),
+    "init": (None, ["starter"]),
     "watch": (WatchConfig, ["--prometheus", "http://p", "--baseline", 'arm="a"',
                             "--candidate", 'arm="b"']),
 }

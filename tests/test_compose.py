@@ -19,7 +19,12 @@ SERVICES = COMPOSE["services"]
 PROMETHEUS = yaml.safe_load((ROOT / "dashboards" / "prometheus.yml").read_text())
 WORKDIR = re.search(r"^WORKDIR (\S+)$", (ROOT / "Dockerfile").read_text(), re.M).group(1)
 LAYERGATE = sorted(n for n, s in SERVICES.items()
-                   if s.get("image") == "layergate:local" or s.get("build"))
+                   if (s.get("image") == "layergate:local" or s.get("build"))
+                   and s["command"][0] == "layergate")
+# the arms as the replayer and the waiting service name them (the compose variables)
+ARM_URLS = {"--baseline": "${BASELINE_URL:-http://baseline:8000}",
+            "--baseline2": "${BASELINE2_URL:-http://baseline2:8000}",
+            "--candidate": "${CANDIDATE_URL:-http://candidate:8000}"}
 
 
 def _interpolate(value: str) -> str:
@@ -127,7 +132,7 @@ def test_command_is_a_real_layergate_command(service: str, tmp_path: Path) -> No
         if arg.startswith(WORKDIR + "/"):  # the image's copy of the repository
             args[i] = str(ROOT / arg[len(WORKDIR) + 1:])
     ctx = _resolve(args)
-    assert ctx.command.name in {"serve", "replay", "metrics", "gate"}
+    assert ctx.command.name in {"serve", "replay", "metrics", "gate", "watch"}
 
 
 def test_candidate_policy_from_the_environment() -> None:
@@ -153,7 +158,8 @@ def test_depends_on_conditions_are_sound() -> None:
             assert dep in SERVICES, f"{name} depends on unknown {dep}"
             if cond["condition"] == "service_healthy":
                 assert "healthcheck" in SERVICES[dep], f"{dep} has no healthcheck"
-    assert SERVICES["replayer"]["depends_on"]["candidate"]["condition"] == "service_healthy"
+    assert SERVICES["replayer"]["depends_on"]["arms"]["condition"] == \
+        "service_completed_successfully"
     assert SERVICES["exporter"]["depends_on"]["replayer"]["condition"] == \
         "service_completed_successfully"
 
@@ -187,3 +193,48 @@ def test_grafana_anonymous_viewer_admin_password_from_env() -> None:
     assert env["GF_SECURITY_ADMIN_PASSWORD"].startswith("${GRAFANA_ADMIN_PASSWORD")
     assert "./dashboards/provisioning:/etc/grafana/provisioning:ro" in \
         SERVICES["grafana"]["volumes"]
+
+
+def test_watch_service_keeps_its_state_on_a_volume_under_a_profile() -> None:
+    from harness.cli.watch import command as watch
+
+    service = SERVICES["watch"]
+    assert service["profiles"] == ["watch"] and "watch-state:/state" in service["volumes"]
+    args = _command("watch")
+    params = watch.make_context("watch", args[2:]).params  # parses with the real CLI
+    assert str(params["state"]).startswith("/state/") and params["serve_port"] == 9105
+    assert "watch-state" in COMPOSE["volumes"]
+
+
+def test_the_arms_are_variables_and_the_replay_waits_for_them() -> None:
+    """Your servers or the reference engines (the `engines` profile): the replayer sends to
+    the URLs the `arms` service waited for, and depends on no engine (a profile's service
+    cannot be a dependency of one outside it)."""
+    replay = SERVICES["replayer"]["command"]
+    for flag, url in ARM_URLS.items():
+        assert replay[replay.index(flag) + 1] == url
+    assert SERVICES["arms"]["build"] == "." and "profiles" not in SERVICES["arms"]  # builds
+    arms = SERVICES["arms"]["command"]
+    assert arms[:3] == ["python", "-m", "harness.stack.await_arms"]
+    assert arms[-3:] == list(ARM_URLS.values())
+    for engine in ("baseline", "baseline2", "candidate"):
+        assert SERVICES[engine]["profiles"] == ["engines"]
+    for name, svc in SERVICES.items():
+        if "profiles" not in svc:
+            assert not set(svc.get("depends_on", {})) & {"baseline", "baseline2",
+                                                         "candidate"}, name
+
+
+def test_traffic_and_policy_come_from_the_project_directory() -> None:
+    """TRAFFIC (a file to replay as recorded) replaces the mix; POLICY is a bundled name or
+    a file; both relative to the project directory, mounted read-only at the working
+    directory of the services that read them."""
+    env = SERVICES["replayer"]["environment"]
+    assert env["LAYERGATE_REPLAY_TRAFFIC"] == "${TRAFFIC:-}"
+    assert env["LAYERGATE_REPLAY_SCENARIO"] == "${REPLAY_SCENARIO:-saas-mix}"
+    for name in ("replayer", "exporter", "gate"):
+        svc = SERVICES[name]
+        assert svc["working_dir"] == "/work" and ".:/work:ro" in svc["volumes"], name
+    for name in ("exporter", "gate"):
+        command = SERVICES[name]["command"]
+        assert command[command.index("--policy") + 1] == "${POLICY:-default}", name

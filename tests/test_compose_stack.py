@@ -3,15 +3,22 @@ docker.io, vfs, no bridge, no iptables), images built here from Debian packages 
 machine's wheels (tests/support/stack_images.py, cached), Debian's docker-compose, every
 container on host networking and loopback (tests/support/compose_stack.py).
 
-First `up`: the engines (real SmolLM2, 1 thread each) become healthy, the replay of the
-`smoke` mix runs once, the exporter serves its figures, the real Prometheus scrapes engines,
-replayer and exporter through the mounted config and evaluates the mounted recording rules;
+The project directory is what `layergate init` writes, with a user's traffic file in it
+(captured.jsonl: 8 short and medium requests) replayed through the TRAFFIC variable and
+the starter's policy.yaml through POLICY; the arms are the reference engines (the `engines`
+profile) through BASELINE_URL, BASELINE2_URL and CANDIDATE_URL.
+
+First `up`: the engines (real SmolLM2, 1 thread each) become healthy, `arms` sees them
+answer, the replay of the user's file runs once, the exporter serves its figures, the real
+Prometheus scrapes engines, replayer and exporter through the mounted config and evaluates
+the mounted recording rules;
 `docker-compose run --rm gate` writes its four files into the runs volume and exits with the
 gate's code. Second `up`: nothing crashes, the run is neither sent again nor lost.
 Grafana and Jaeger cannot be built here: tests/test_compose.py checks them by structure."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import time
@@ -21,12 +28,16 @@ from pathlib import Path
 import pytest
 
 from exporters.catalogue import ExitCode
+from exporters.traffic import traffic_sha256, write_traffic
+from harness.scenarios import build_traffic
+from harness.starter import starter_files, write_files
 from tests.support.compose_stack import ComposeStack, poll
 from tests.support.docker_engine import DockerEngine, docker_engine
 from tests.support.stack_images import cache_size, ensure_images
 
 pytestmark = pytest.mark.timeout(2400)
 RUN = "compose"  # the replay's --out in the runs volume
+USER_TRAFFIC = "captured.jsonl"  # the compose_stack ENVIRONMENT's TRAFFIC
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +52,13 @@ def stack(engine: DockerEngine, tmp_path_factory: pytest.TempPathFactory) -> Ite
     ensure_images(engine)
     print(f"\nimages ready in {time.monotonic() - started:.0f} s; "
           f"cache {cache_size() / 2**30:.2f} GiB")
-    stack = ComposeStack(engine, tmp_path_factory.mktemp("compose"))
+    project = tmp_path_factory.mktemp("project")
+    write_files(project, starter_files())  # what `layergate init` writes
+    # "a user's capture": the smoke mix's 8 requests under the user's own ids and times
+    records = [dataclasses.replace(r, id=f"user-{i:03d}", offset_s=0.5 * i)
+               for i, r in enumerate(build_traffic("smoke"))]
+    write_traffic(project / USER_TRAFFIC, records)
+    stack = ComposeStack(engine, tmp_path_factory.mktemp("compose"), project)
     try:
         yield stack
     finally:
@@ -63,7 +80,10 @@ def test_first_up_on_fresh_volumes_runs_the_whole_loop(stack: ComposeStack) -> N
     run_dir = stack.volume_dir("runs") / RUN
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["traffic"]["count"] == 8
+    # the user's file, through TRAFFIC (not the default mix)
+    assert manifest["traffic"]["sha256"] == traffic_sha256(stack.project_dir / USER_TRAFFIC)
     assert _rows(run_dir) == 8 * 3  # every request to every arm, once
+    assert stack.wait_exited("arms", timeout=10) == 0
     stack.wait_healthy("exporter", timeout=300)
     exported = stack.get("exporter", 9103, "/metrics")
     assert "layergate_" in exported and manifest["id"] in exported
@@ -99,6 +119,7 @@ def test_gate_service_writes_the_reports_and_passes_its_exit_code(stack: Compose
     gate = json.loads((run_dir / "gate.json").read_text())
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert gate["run"]["id"] == manifest["id"] and gate["run"]["status"] == "complete"
+    assert gate["run"]["policy"]["path"] == "policy.yaml"  # POLICY: the project's file
     # the container's exit code is the gate's own, whatever the 8 requests decide
     assert done.returncode == gate["run"]["exit_code"], (done.returncode, gate["verdict"])
     assert done.returncode in {ExitCode.PASS, ExitCode.FAIL, ExitCode.INCONCLUSIVE}

@@ -24,7 +24,7 @@ from exporters.sequential.bound import intersected
 from exporters.sequential.figures import figure_path
 from harness.cli import main
 from harness.gate.send_order import load
-from harness.gate.sequential import decide, until_decided
+from harness.gate.sequential import decide, error_rate_above, until_decided
 from harness.manifest import Manifest
 from harness.rundir import RunDir
 from harness.store.results import StoredResult
@@ -183,10 +183,25 @@ def test_budget_spent_is_inconclusive_and_errors_fail_closed(runs) -> None:
     d = decide(runs["good"], budget=30)
     assert (d.verdict, d.decided, d.n, d.exhausted) == ("inconclusive", False, 30, True)
     assert "budget spent" in d.reasons[-1]
-    # 2 errors in a budget of 120 at a limit of 1 %: no later request can save it
-    d = decide(runs["errors"], budget=120)
-    assert (d.verdict, d.n) == ("fail", 2)
+    # the first request failed: the error rate's confidence sequence after 1 error in 1
+    # lies wholly above the 1 % limit, so the run is decided there, with or without a budget
+    for budget in (120, None):
+        d = decide(runs["errors"], budget=budget)
+        assert (d.verdict, d.decided, d.n) == ("fail", True, 1), d.reasons
+        assert any("error rate is decided above its limit" in r for r in d.reasons)
     assert decide(runs["interrupted"]).verdict == "fail"
+
+
+def test_the_error_rate_is_decided_above_its_limit_only_when_its_cs_is() -> None:
+    # one error among 200 at a 1 % limit: never decided (the rate may well be below)
+    assert not error_rate_above(np.cumsum(np.arange(200) == 100), 0.01, 0.05).any()
+    # an arm failing every request at a 20 % limit: decided within a few, and stays so
+    above = error_rate_above(np.cumsum(np.ones(30)), 0.2, 0.05)
+    first = int(above.argmax())
+    assert above.any() and first < 5 and above[first:].all()
+    # a failure rate of 50 % against a 20 % limit takes longer, but is decided
+    half = error_rate_above(np.cumsum(np.arange(200) % 2), 0.2, 0.05)
+    assert half.any() and 5 < int(half.argmax()) < 200
 
 
 def test_send_order_is_the_intended_time_not_the_store_order(tmp_path) -> None:

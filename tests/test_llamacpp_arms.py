@@ -24,7 +24,7 @@ from exporters.traffic import TrafficRecord, read_traffic, write_traffic
 from harness.cli import main
 from harness.rundir import load_run
 from harness.scenarios import SCENARIOS_DIR
-from tests.support.llamacpp import start_llamacpp
+from tests.support.llamacpp import SMOKE_PROMPT, check_alive, generate, start_llamacpp
 from tests.support.processes import EngineProcess, free_port, layergate_cmd
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
@@ -81,12 +81,23 @@ def layergate(*args: str) -> Result:
     return result
 
 
-def replay(out: Path, traffic: Path, arms: dict[str, str], *extra: str) -> Path:
+def replay(out: Path, traffic: Path, arms: dict[str, str], servers: list[EngineProcess],
+           *extra: str) -> Path:
     urls = [a for arm, url in arms.items() for a in (f"--{arm}", url)]
     result = layergate("replay", "--traffic", str(traffic), *urls, "--out", str(out),
                        "--users", "1", "--logprobs", "2", "--no-progress", *extra)
+    check_alive(servers)  # a dead server is the failure, not the run of errors it left
     assert result.exit_code == 0, result.output
     return out
+
+
+def test_llamacpp_generates_a_multi_token_prompt(llamacpp) -> None:
+    """The server as the suite starts it prefills a prompt of several tokens in one batch
+    and answers (a native build with AMX matmuls segfaulted right here)."""
+    assert len(SMOKE_PROMPT.split()) >= 4
+    for server in llamacpp:
+        assert generate(server, max_tokens=8).strip()
+    check_alive(llamacpp)
 
 
 def gate(run: Path, tmp_path: Path) -> tuple[int, dict, str]:
@@ -137,7 +148,7 @@ def served(run: Path) -> dict[str, dict[str, float]]:
 def test_llamacpp_as_every_arm(llamacpp, traffic, tokenizer, tmp_path) -> None:
     a, a2, b = (s.url for s in llamacpp)
     run = replay(tmp_path / "run", traffic, {"baseline": a, "baseline2": a2, "candidate": b},
-                 "--tokenizer", tokenizer)
+                 llamacpp, "--tokenizer", tokenizer)
     loaded = load_run(run)
     assert loaded.complete and len(loaded.results) == 3 * REQUESTS
     for r in loaded.results:
@@ -202,7 +213,7 @@ def test_our_engine_against_llamacpp(full_engine, llamacpp, traffic, tokenizer,
                                      tmp_path) -> None:
     run = replay(tmp_path / "run", traffic,
                  {"baseline": full_engine.url, "baseline2": full_engine.url,
-                  "candidate": llamacpp[2].url}, "--tokenizer", tokenizer)
+                  "candidate": llamacpp[2].url}, llamacpp, "--tokenizer", tokenizer)
     loaded = load_run(run)
     assert loaded.complete and all(r.ok for r in loaded.results)
     ours = [r for r in loaded.results if r.arm != "candidate"]

@@ -12,127 +12,31 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from exporters.traffic import TrafficRecord, read_traffic, write_traffic
 from harness.replay import ReplayConfig, run_replay
 from harness.replay.channel_work import SKEW_ENV
 from harness.rundir import RunDir, load_run
-from harness.scenarios import SCENARIOS_DIR
 from tests.support.processes import free_port, layergate_cmd
+from tests.support.replay_rig import (
+    Worker,
+    completed,
+    joined,
+    master_cmd,
+    pairs,
+    rows,
+    traffic,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
-
-ECHO = Path(__file__).resolve().parents[1] / "benchmarks" / "echo_server.py"
-TOKEN_DELAY_S = 0.05  # 4 tokens: a request takes ~0.2 s, so a worker holds some in flight
-
-
-@pytest.fixture(scope="module")
-def echo() -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, str(ECHO), "--port", str(port),
-                             "--token-delay", str(TOKEN_DELAY_S)])
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(100):
-            with contextlib.suppress(httpx.HTTPError):
-                httpx.get(f"{url}/health", timeout=1)
-                break
-            time.sleep(0.1)
-        else:
-            raise AssertionError("the echo server did not start")
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
-def traffic(path: Path, n: int, spacing: float) -> Path:
-    source = read_traffic(SCENARIOS_DIR / "traffic" / "eval.jsonl").records
-    return write_traffic(path, [TrafficRecord(f"d-{i:03d}", i * spacing, r.scenario, r.endpoint,
-                                              {**r.body, "max_tokens": 4})
-                                for i, r in enumerate(source[i % len(source)]
-                                                      for i in range(n))])
-
-
-def master_cmd(traffic_path: Path | None, out: Path, arms: str, port: int, workers: int,
-               *extra: str) -> list[str]:
-    source = ["--traffic", str(traffic_path)] if traffic_path else ["--resume"]
-    return layergate_cmd("replay", *source, "--baseline", arms, "--candidate", arms,
-                         "--out", str(out), "--processes", "0", "--expect-workers",
-                         str(workers), "--master-bind", f"127.0.0.1:{port}", "--no-progress",
-                         "--timeout", "20", "--worker-wait", "60", *extra)
-
-
-class Worker:
-    """`layergate replay-worker` in its own empty directory (it becomes the Locust worker:
-    same pid)."""
-
-    def __init__(self, home: Path, port: int, name: str | None = None,
-                 env: dict[str, str] | None = None) -> None:
-        self.home = home
-        home.mkdir()
-        args = ["replay-worker", "--master", f"127.0.0.1:{port}"]
-        if name:
-            args += ["--name", name]
-        self.proc = subprocess.Popen(layergate_cmd(*args), cwd=home, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True,
-                                     env={**os.environ, **(env or {})})
-
-    def open_paths(self) -> list[str]:
-        """Where this process's file descriptors point, and its working directory."""
-        fds = Path(f"/proc/{self.proc.pid}/fd")
-        paths = [os.readlink(f"/proc/{self.proc.pid}/cwd")]
-        for fd in fds.iterdir():
-            with contextlib.suppress(OSError):
-                paths.append(os.readlink(fd))
-        return paths
-
-    def maps(self) -> str:
-        return Path(f"/proc/{self.proc.pid}/maps").read_text()
-
-    def finish(self, timeout: float = 60) -> str:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            return self.proc.communicate(timeout=timeout)[0]
-        self.proc.kill()
-        return self.proc.communicate()[0]
-
-
-def wait_for(predicate, timeout: float = 60, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(Exception):
-            if predicate():
-                return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def rows(out: Path) -> int:
-    run = RunDir(out)
-    if not run.results_path.exists():
-        return 0
-    with run.open_store(create=False) as store:
-        return store.count()
-
-
-def joined(out: Path) -> set[str]:
-    summary = RunDir(out).read_workers() or {}
-    return {w["name"] for w in summary.get("workers", [])}
-
-
-def pairs(out: Path) -> Counter:
-    return Counter((r.request_id, r.arm) for r in load_run(out).results)
 
 
 def test_workers_in_empty_dirs_give_the_same_results_as_one_process(
@@ -175,6 +79,9 @@ def test_workers_in_empty_dirs_give_the_same_results_as_one_process(
     assert all(r.ok for r in run.results) and len(run.results) == 48
     names = {w["name"] for w in run.manifest.workers["workers"]}
     assert len(names) == 2
+    # sent away as the run ended: stopped, not lost
+    assert all(w["stopped"] and not w["lost"] for w in run.manifest.workers["workers"])
+    assert not any("lost" in n for n in run.manifest.notes), run.manifest.notes
     with RunDir(out).open_store(create=False) as store:
         assert {row.worker for row in store.rows()} == names, run.manifest.workers
         lateness = [row.recorded_at - row.intended_at - row.result.e2e_s
@@ -210,19 +117,6 @@ def two_workers_one_holding(tmp_path: Path, out: Path, echo: str, n: int
     return master, workers, holding[0]
 
 
-def completed(master: subprocess.Popen, workers: dict[str, Worker], out: Path, n_pairs: int):
-    """The master's run once it and the workers are done: complete, and every one of the
-    n_pairs (request, arm) pairs has exactly one result."""
-    output = master.communicate(timeout=120)[0]
-    for worker in workers.values():
-        worker.finish()
-    assert master.returncode == 0, output
-    run = load_run(out)
-    assert run.manifest.status == "complete"
-    assert set(pairs(out).values()) == {1} and len(pairs(out)) == n_pairs
-    return run
-
-
 def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(
         tmp_path: Path, echo: str) -> None:
     out = tmp_path / "run"
@@ -256,7 +150,8 @@ def test_the_late_results_of_a_worker_presumed_lost_are_dropped(
 
 
 def test_a_worker_that_joins_late_gets_users_and_work(tmp_path: Path, echo: str) -> None:
-    path = traffic(tmp_path / "t.jsonl", 40, spacing=0.1)
+    # 80 records of ~0.2 s on 2 users: ~8 s, time for a late worker to start on a busy host
+    path = traffic(tmp_path / "t.jsonl", 80, spacing=0.1)
     out, port = tmp_path / "run", free_port()
     # closed loop, 2 users: once Locust moves one to the late worker, it must send
     master = subprocess.Popen(master_cmd(path, out, echo, port, 1, "--users", "2"),
@@ -264,7 +159,7 @@ def test_a_worker_that_joins_late_gets_users_and_work(tmp_path: Path, echo: str)
     early = Worker(tmp_path / "early", port, name="early")
     wait_for(lambda: rows(out) >= 6, what="the first results")
     late = Worker(tmp_path / "late", port, name="late")
-    run = completed(master, {"early": early, "late": late}, out, 80)
+    run = completed(master, {"early": early, "late": late}, out, 160)
     info = {w["name"]: w for w in run.manifest.workers["workers"]}
     assert info["late"]["late"] and not info["early"]["late"]
     assert any("worker late joined" in n for n in run.manifest.notes), run.manifest.notes
@@ -348,7 +243,9 @@ def test_clock_skew_is_corrected_or_refused_and_a_taken_name_is_refused(
     info = next(w for w in run.manifest.workers["workers"] if w["name"] == "skewed")
     assert abs(info["clock_offset_s"] + 4) < 0.5
     with RunDir(out).open_store(create=False) as store:
-        assert "skewed" in {row.worker for row in store.rows()}
+        # the run started only once both accepted workers were in: both sent
+        assert {row.worker for row in store.rows()} == {"skewed", "other"}
+    assert all(w["records"] > 0 for w in run.manifest.workers["workers"])
     refused = [r["reason"] for r in run.manifest.workers["refused"]]
     assert len(refused) == 2
     assert sum("worker refused" in n for n in run.manifest.notes) == 2
@@ -368,6 +265,8 @@ def test_should_stop_ends_the_run_early_and_complete(tmp_path: Path, echo: str) 
     run = load_run(out)
     assert asked and run.manifest.status == "complete"
     assert run.manifest.stopped_early and run.manifest.stop_reason == "10 results are enough"
+    # the local worker was sent away by the early stop, not lost
+    assert not any("lost" in n for n in run.manifest.notes), run.manifest.notes
     done = pairs(out)
     assert set(done.values()) == {1}
     assert 10 <= sum(done.values()) < 120

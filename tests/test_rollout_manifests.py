@@ -15,12 +15,14 @@ import yaml
 
 from harness.cli.watch import command as watch_command
 from harness.watch.board import Board
-from harness.watch.server import flagger_answer
-from harness.watch.stages import StagePlan, Verdict, WatchStatus
+from harness.watch.flagger import HOOKS, Payload
+from harness.watch.metric_map import load_engine_metrics
+from harness.watch.policy import load_watch_policy
+from harness.watch.stages import StageMachine, StagePlan, Verdict
 
 DIR = Path(__file__).resolve().parents[1] / "dashboards" / "rollout"
 # Flagger's webhook types (CRD enum of spec.analysis.webhooks[].type) the example uses
-FLAGGER_TYPES = {"rollout", "confirm-traffic-increase", "confirm-promotion", "rollback"}
+FLAGGER_TYPES = set(HOOKS)
 
 
 def _docs(name: str) -> dict[str, dict]:
@@ -83,11 +85,32 @@ def test_flagger_webhooks_are_answered_by_the_watch() -> None:
     assert tuple(analysis["stepWeights"]) == StagePlan(_watch_args()["stages"]).analysed
     assert isinstance(analysis["threshold"], int)
     plan = StagePlan()
-    board = Board(plan, WatchStatus("pending", plan.analysed[0], 0), 0.01)
+    policy = load_watch_policy()
+    board = Board(lambda: StageMachine(policy, plan, load_engine_metrics("layergate").roles))
     hooks = analysis["webhooks"]
     assert {h["type"] for h in hooks} == FLAGGER_TYPES
     for hook in hooks:
         assert hook["url"].endswith(f"/flagger/{hook['type']}")
         assert _port(hook["url"]) == _watch_args()["serve_port"]
-        code, _ = flagger_answer(board, hook["type"])  # every type has an answer
+        code = board.flagger(hook["type"], Payload()).code  # every type has an answer
         assert code in (200, 403)
+
+
+def test_the_watch_keeps_one_pod_and_its_state_on_a_volume() -> None:
+    docs = _docs("watch.yaml")
+    spec = docs["Deployment"]["spec"]
+    assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
+    pod = spec["template"]["spec"]
+    mount = pod["containers"][0]["volumeMounts"][0]
+    assert str(_watch_args()["state"]).startswith(mount["mountPath"] + "/")
+    claim = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert claim["persistentVolumeClaim"]["claimName"] \
+        == docs["PersistentVolumeClaim"]["metadata"]["name"]
+
+
+def test_flagger_confirm_hooks_are_muted_and_every_hook_retries() -> None:
+    hooks = _docs("flagger.yaml")["Canary"]["spec"]["analysis"]["webhooks"]
+    for hook in hooks:
+        assert isinstance(hook["retries"], int) and hook["retries"] >= 3, hook["name"]
+        # CanaryWebhook.muteAlert is a boolean; a "wait" from a confirm hook is no alert
+        assert hook.get("muteAlert", False) is hook["type"].startswith("confirm-")

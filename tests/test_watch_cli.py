@@ -92,6 +92,7 @@ def test_help_explains_exit_codes_and_the_shadow_only_figures() -> None:
     assert result.exit_code == 0
     text = " ".join(result.output.split())
     for words in ("0 pass (every stage advanced: promote)", "1 rolled back", "2 usage error",
-                  "3 inconclusive", "4 no data or a failed hook"):
+                  "3 inconclusive", "4 no data, a failed hook, or one left unfinished",
+                  "--on-unfinished-hook", "--state FILE"):
         assert words in text
     assert "stay with `layergate gate`" in text

@@ -12,12 +12,13 @@ from prometheus_client import CollectorRegistry
 
 from exporters.canary import FIGURES, ArmWindow, Window, evidence
 from harness.gate.validate import PolicyError
-from harness.watch.board import Board
+from harness.watch.board import Board, Missing
 from harness.watch.exposition import WatchCollector
+from harness.watch.flagger import Payload, WeightReading
 from harness.watch.hooks import Hooks, hook_env
+from harness.watch.journal import Journal
 from harness.watch.loop import WatchOutcome, _hook_error
 from harness.watch.policy import parse_watch_policy
-from harness.watch.server import flagger_answer
 from harness.watch.stages import StageMachine, StagePlan, Transition
 
 ROLES = {"e2e", "ttft", "tpot", "requests", "errors"}
@@ -44,6 +45,10 @@ def machine(stages=(5, 50, 100), min_windows=4, max_windows=40, no_data=3,
             policy=POLICY) -> StageMachine:
     return StageMachine(policy, StagePlan(stages, min_windows, max_windows, no_data), ROLES,
                         "test")
+
+
+def memory() -> Journal:
+    return Journal.open(None, {}, 0.0)
 
 
 def run(m: StageMachine, rng: np.random.Generator, windows: int, **candidate):
@@ -184,28 +189,36 @@ def test_rer_is_one_minus_the_tpot_ratio_with_its_interval_flipped() -> None:
     assert len(rer.history) == 12 and FIGURES["tpot_rer"].unit == "fraction"
 
 
+def flagger(board: Board, hook: str, now: float = 0.0) -> int:
+    return board.flagger(hook, Payload(), now).code
+
+
 def test_flagger_and_argo_answers_follow_the_stages() -> None:
     rng = np.random.default_rng(9)
-    m = machine()
-    board = Board(m.plan, m.status, m.alpha)
-    assert flagger_answer(board, "confirm-traffic-increase")[0] == 200  # onto stage 5
-    assert flagger_answer(board, "confirm-traffic-increase")[0] == 403  # wait
-    assert flagger_answer(board, "rollout")[0] == 200
-    assert flagger_answer(board, "rollback")[0] == 403
+    board = Board(machine)
+    assert flagger(board, "confirm-traffic-increase", 1) == 403  # no weight seen yet
+    board.observe(Missing(60, "the candidate served 0 requests", True),
+                  WeightReading(0, 1, "observed"))
+    assert flagger(board, "confirm-traffic-increase", 2) == 200  # onto stage 5
+    assert flagger(board, "confirm-traffic-increase", 3) == 403  # no newer weight seen
+    assert flagger(board, "rollout") == 200
+    assert flagger(board, "rollback") == 403
+    k = 10
     while board.snapshot().status.stage == 5:
-        board.update(*m.step(window(rng)))
+        board.observe(window(rng, k), WeightReading(5, k, "observed"))
+        k += 1
     assert board.stage_verdict(5) == "pass" and board.stage_verdict(50) == "pending"
-    assert flagger_answer(board, "confirm-traffic-increase")[0] == 200  # onto stage 50
-    assert flagger_answer(board, "confirm-traffic-increase")[0] == 403
-    assert flagger_answer(board, "confirm-promotion")[0] == 403
-    board.update(*m.step(None, "Prometheus down"))
-    code, why = flagger_answer(board, "rollout")
-    assert code == 403 and "Prometheus down" in why and board.stage_verdict(50) == "pending"
+    assert flagger(board, "confirm-traffic-increase", k) == 200  # onto stage 50
+    assert flagger(board, "confirm-traffic-increase", k + 1) == 403
+    assert flagger(board, "confirm-promotion") == 403
+    board.observe(Missing(k, "Prometheus down"))
+    code = board.flagger("rollout", Payload())
+    assert code.code == 200 and board.snapshot().status.state == "no_data"  # a gap: no check
     while board.snapshot().status.verdict == "pending":
-        board.update(*m.step(window(rng, slow=2.0)))
+        board.observe(window(rng, slow=2.0))
     assert board.stage_verdict(50) == "fail" and board.stage_verdict(5) == "pass"
-    assert flagger_answer(board, "rollback")[0] == 200
-    assert flagger_answer(board, "rollout")[0] == 403
+    assert flagger(board, "rollback") == 200
+    assert flagger(board, "rollout") == 403
     body = board.to_json(50)
     assert body["verdict"] == "fail" and body["stage_verdict"] == "fail"
     assert body["figures"]["e2e_ratio"]["decision"] == -1
@@ -214,10 +227,9 @@ def test_flagger_and_argo_answers_follow_the_stages() -> None:
 
 def test_the_collector_exports_state_stage_and_figures() -> None:
     rng = np.random.default_rng(10)
-    m = machine()
-    board = Board(m.plan, m.status, m.alpha)
+    board = Board(machine)
     for k in range(5):
-        board.update(*m.step(window(rng, k, slow=2.0)))
+        board.observe(window(rng, k, slow=2.0))
     registry = CollectorRegistry()
     registry.register(WatchCollector(board))
     get = registry.get_sample_value
@@ -235,7 +247,7 @@ def test_hooks_run_once_per_transition_with_stage_and_reasons(tmp_path) -> None:
     cmd = (f'printf "%s|%s|%s|%s\\n" "$LAYERGATE_WATCH_DECISION" "$LAYERGATE_WATCH_STAGE" '
            f'"$LAYERGATE_WATCH_NEXT_STAGE" "$LAYERGATE_WATCH_EXIT_CODE" >> {log}; '
            f'printf "%s" "$LAYERGATE_WATCH_REASONS" > {tmp_path}/reasons')
-    hooks = Hooks(cmd, cmd)
+    hooks = Hooks(cmd, cmd, memory())
     advance = Transition("advance", 5, 25, ("e2e_ratio: fine",))
     rollback = Transition("rollback", 25, 0, ("e2e_ratio: worse", "error_rate_delta: worse"))
     assert hooks.run(advance).ok
@@ -244,19 +256,19 @@ def test_hooks_run_once_per_transition_with_stage_and_reasons(tmp_path) -> None:
     assert log.read_text().splitlines() == ["advance|5|25|", "rollback|25|0|1"]
     assert (tmp_path / "reasons").read_text() == "e2e_ratio: worse\nerror_rate_delta: worse"
     assert hook_env(Transition("advance", 50, 100, ()))["LAYERGATE_WATCH_EXIT_CODE"] == "0"
-    assert Hooks(None, None).run(rollback) is None
+    assert Hooks(None, None, memory()).run(rollback) is None
 
 
 def test_a_failing_hook_ends_the_watch_as_an_infrastructure_error() -> None:
-    hooks = Hooks(None, "echo cannot reach the cluster >&2; exit 7")
+    hooks = Hooks(None, "echo cannot reach the cluster >&2; exit 7", memory())
     t = Transition("rollback", 5, 0, ("e2e_ratio: worse",))
     error = _hook_error(t, hooks.run(t))
     assert error.startswith("--on-rollback exited 7 after the watch decided to rollback at "
                             "stage 5 %")
     assert "cannot reach the cluster" in error
     m = machine()
-    assert WatchOutcome(m.status, Board(m.plan, m.status, m.alpha), error).exit_code == 4
-    slow = Hooks(None, "echo started; sleep 5", timeout=0.5)
+    assert WatchOutcome(m.status, Board(machine), error).exit_code == 4
+    slow = Hooks(None, "echo started; sleep 5", memory(), timeout=0.5)
     error = _hook_error(t, slow.run(t))
     assert "timed out" in error and "started" in error
     assert "PATH" in os.environ  # hooks inherit the environment

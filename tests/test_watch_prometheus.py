@@ -126,13 +126,16 @@ def test_vllm_canary_advances_then_rolls_back_when_it_turns_slow(arms: Arms,
     try:
         flagger = f"http://127.0.0.1:{port}/flagger"
         _wait(lambda: _status(port)["windows"] >= 1, 60, "a first window", proc)
-        assert httpx.post(f"{flagger}/confirm-traffic-increase", json={}).status_code == 200
-        assert httpx.post(f"{flagger}/confirm-traffic-increase", json={}).status_code == 403
+        # both stand-ins serve alike, so the candidate's observed share is 50 %: Flagger
+        # would be at the 25 % stage, which nothing has decided yet
+        got = httpx.post(f"{flagger}/confirm-traffic-increase", json={})
+        assert got.status_code == 403 and "(observed)" in got.json()["message"]
+        assert httpx.get(f"{flagger}/confirm-traffic-increase").status_code == 405
         assert httpx.post(f"{flagger}/rollout", json={"name": "x"}).status_code == 200
         _wait(lambda: _status(port)["stage"] == 25, 90, "stage 5 to pass", proc)
         assert _status(port, stage="5")["stage_verdict"] == "pass"
         assert _hooks(tmp_path) == ["advance 5 25 "]
-        assert httpx.post(f"{flagger}/confirm-traffic-increase", json={}).status_code == 200
+        assert httpx.post(f"{flagger}/confirm-traffic-increase", json={}).status_code == 403
         assert httpx.post(f"{flagger}/confirm-promotion", json={}).status_code == 403
         arms.canary.slowdown = 3.0
         _wait(lambda: _status(port)["verdict"] == "fail", 90, "the rollback", proc)
@@ -157,11 +160,15 @@ def test_vllm_canary_advances_then_rolls_back_when_it_turns_slow(arms: Arms,
 
 def test_a_selector_that_matches_nothing_is_no_data_never_a_pass(arms: Arms,
                                                                  tmp_path: Path) -> None:
+    """A candidate that has never served (no series yet: a typo, or pods still starting)
+    does not count toward --no-data-windows, but --max-windows of it end the watch."""
     proc = _watch(arms.prometheus, tmp_path, "--baseline", STABLE, "--candidate",
-                  'job="vllm-nope"', "--no-data-windows", "2", policy=arms.policy)
+                  'job="vllm-nope"', "--no-data-windows", "2", "--min-windows", "3",
+                  "--max-windows", "4", policy=arms.policy)
     out = proc.communicate(timeout=60)[0]
     assert proc.returncode == 4, out
     assert 'the candidate selector {job="vllm-nope"} matches no http_requests_total' in out
+    assert "the candidate served no traffic in 4 windows" in out
     assert "(none yet: no data until it does)" in out
     final = json.loads((tmp_path / "watch.json").read_text())
     assert final["verdict"] == "no_data" and final["state"] == "no_data"
@@ -171,21 +178,25 @@ def test_a_selector_that_matches_nothing_is_no_data_never_a_pass(arms: Arms,
 def test_prometheus_stopped_mid_watch_is_no_data(arms: Arms, tmp_path: Path,
                                                  prometheus_bin: str) -> None:
     """Its own Prometheus, stopped once the watch has read windows from it: the watch shows
-    no data (Flagger's rollout check fails meanwhile), then ends with exit 4."""
+    no data (a gap: Flagger's rollout check still passes), then ends with exit 4 and tells
+    Flagger to roll back."""
     procs = ProcessSet(tmp_path / "logs")
     try:
         prom = _prometheus(procs, arms.stable, arms.canary, tmp_path / "prom")
         port = free_port()
+        flagger = f"http://127.0.0.1:{port}/flagger"
         proc = _watch(prom, tmp_path, "--baseline", STABLE, "--candidate", CANARY,
                       "--no-data-windows", "2", "--min-windows", "1000", "--max-windows",
                       "1000", policy=arms.policy, serve=port)
         _wait(lambda: _status(port)["windows"] >= 1, 60, "a window", proc)
         prom.process.stop()
         _wait(lambda: _status(port)["state"] == "no_data", 30, "the no-data state", proc)
-        assert httpx.post(f"http://127.0.0.1:{port}/flagger/rollout").status_code == 403
-        assert _status(port)["verdict"] in ("pending", "no_data")
+        if _status(port)["verdict"] == "pending":  # a gap is no failed check for Flagger
+            assert httpx.post(f"{flagger}/rollout", json={}).status_code == 200
         _wait(lambda: _status(port)["verdict"] == "no_data", 30, "the no-data verdict", proc)
         assert "did not answer" in _status(port)["reasons"][0]
+        assert httpx.post(f"{flagger}/rollout", json={}).status_code == 403
+        assert httpx.post(f"{flagger}/rollback", json={}).status_code == 200
         proc.terminate()
         out = proc.communicate(timeout=30)[0]
     finally:

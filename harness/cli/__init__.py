@@ -20,6 +20,9 @@ COMMANDS: dict[str, str] = {
     "watch": "watch",
     "dashboards": "dashboards",
     "demo": "demo",
+    "policies": "policies",
+    "scenarios": "scenarios",
+    "init": "init",
 }
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from exporters.traffic import TrafficError, read_traffic
+from harness.cli import extras
 from harness.cli.options import config_values, field_option
 from reference_engine.calibration.config import CalibrationConfig
 
@@ -70,7 +71,9 @@ def command(ctx: click.Context, **_: Any) -> None:
        plainly), the static set, and the cheapest draft (saying whether it beats full).
 
     Takes minutes on a CPU (24 prompts x 24 tokens: a few minutes on 2 idle cores).
+    Needs the `engine` extra: pip install 'layergate[engine]'.
     """
+    extras.require(extras.ENGINE, "calibrate")
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 

@@ -2,18 +2,37 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from exporters.catalogue import ExitCode
 from harness.cli.exits import InfrastructureError, exit_codes_help
+from harness.cli.written import write_or_refuse
 
 
 @click.group(name="dashboards")
 def command() -> None:
     """Grafana dashboards of layergate (A/B overview, Latency, Layer skipping, Engine).
 
-    docker-compose provisions them; `push` uploads them to a Grafana you already run.
+    docker-compose provisions them; `push` uploads them to a Grafana you already run;
+    `export` writes them, with the Prometheus config and recording rules, into a folder.
     """
+
+
+@command.command(epilog=exit_codes_help(ExitCode.PASS, ExitCode.USAGE, PASS="written",
+                                        USAGE="files exist (without --force)"))
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Overwrite files that exist.")
+def export(directory: Path, force: bool) -> None:
+    """Write DIRECTORY/dashboards/: the Grafana dashboards (grafana/*.json) and provisioning,
+    Prometheus's config and recording rules (prometheus.yml, rules.yml), and the rollout
+    manifests, as docker-compose.yml mounts them.
+    """
+    from harness.starter import dashboard_files
+
+    written = write_or_refuse(directory, dashboard_files(), force)
+    click.echo(f"wrote {len(written)} files into {directory / 'dashboards'}")
 
 
 @command.command(epilog=exit_codes_help(

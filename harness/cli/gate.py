@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 @click.command("gate", epilog=exit_codes_help(*ExitCode, INFRASTRUCTURE=RUN_DIR_UNREADABLE))
 @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--policy", "policy_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Gate policy YAML. Default: scenarios/policies/default.yaml (no regression "
-                   "and RER >= 0.20). Also shipped: no-regression.yaml, strict.yaml.")
+              help="Gate policy: a bundled name (`layergate policies` lists them) or a YAML "
+                   "file. Default: default (no regression and RER >= 0.20).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the verdict and every metric (value, CI, threshold, noise floor, "
                    "status) as JSON.")

@@ -48,7 +48,8 @@ KEY_FIGURES = (RER, RER_THEORETICAL, TERMINATION_ACCURACY, EXACT_MATCH, BLEU, LA
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address --serve listens on.")
 @click.option("--policy", "policy_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Gate policy YAML: also export its thresholds and the gate's verdict.")
+              help="Gate policy (a bundled name or a YAML file): also export its "
+                   "thresholds and the gate's verdict.")
 @field_option(MetricsConfig, "n_resamples", "--resamples")
 @field_option(MetricsConfig, "seed")
 @field_option(MetricsConfig, "min_samples")

@@ -33,8 +33,11 @@ def _arm_options(fn: Callable) -> Callable:
 
 
 @click.command(name="replay", epilog=exit_codes_help(
-    ExitCode.PASS, ExitCode.FAIL, ExitCode.USAGE, PASS="complete",
-    FAIL="interrupted (finish it with --resume)"))
+    ExitCode.PASS, ExitCode.FAIL, ExitCode.USAGE, ExitCode.INFRASTRUCTURE, PASS="complete",
+    FAIL="interrupted (finish it with --resume)",
+    INFRASTRUCTURE="an arm is not there (nothing sent) or went down (interrupted: finish it "
+                   "with --resume), too few workers joined, or the run directory is "
+                   "unreadable"))
 @_replay_option("traffic", type=click.Path(dir_okay=False, path_type=Path))
 @_replay_option("scenario", metavar="NAME")
 @_arm_options
@@ -47,8 +50,12 @@ def _arm_options(fn: Callable) -> Callable:
 @_replay_option("expect_workers", metavar="N")
 @_replay_option("master_bind", metavar="HOST[:PORT]")
 @_replay_option("worker_wait", metavar="S")
+@_replay_option("worker_token_file", metavar="FILE",
+                type=click.Path(dir_okay=False, path_type=Path))
 @_replay_option("max_clock_skew", metavar="S")
 @_replay_option("max_in_flight")
+@_replay_option("preflight_timeout", metavar="S")
+@_replay_option("breaker", metavar="K")
 @_replay_option("resume")
 @_replay_option("timeout")
 @_replay_option("metrics_port")
@@ -80,13 +87,14 @@ def command(ctx: click.Context, **params: Any) -> None:
     """
     from exporters.traffic import TrafficError
     from harness.gate.sequential import until_decided
-    from harness.replay import ConfigError, run_replay
+    from harness.replay import ConfigError, ReplayError, run_replay
     from harness.rundir import RunDir, RunDirError
     from harness.scenarios import MixError
 
     # a SIGTERM (e.g. from a scheduler) ends the run like Ctrl-C: marked interrupted
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)
+    _traffic_replaces_environment_mix(ctx)
     arms = {arm: params[arm] for arm in ARMS if params[arm]}
     models = {arm: params[f"model_{arm}"] for arm in ARMS if params[f"model_{arm}"]}
     try:
@@ -97,7 +105,7 @@ def command(ctx: click.Context, **params: Any) -> None:
         run_dir = run_replay(config, should_stop)
     except (ConfigError, TrafficError, MixError) as exc:
         raise click.UsageError(str(exc)) from exc
-    except RunDirError as exc:  # --resume of a directory that cannot be read
+    except (RunDirError, ReplayError) as exc:  # an unreadable --resume, an arm not there
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(ExitCode.INFRASTRUCTURE) from None
     except KeyboardInterrupt:
@@ -110,6 +118,16 @@ def command(ctx: click.Context, **params: Any) -> None:
         click.echo(f"note: {note}", err=True)
     if manifest.status != "complete":
         raise SystemExit(ExitCode.FAIL)
+
+
+def _traffic_replaces_environment_mix(ctx: click.Context) -> None:
+    """A mix from the environment (LAYERGATE_REPLAY_SCENARIO: a container's default, as in
+    docker-compose.yml) yields to a traffic file given any way: "exactly one" stays the
+    rule for what is typed."""
+    environment = click.core.ParameterSource.ENVIRONMENT
+    if ctx.params.get("traffic") is not None and \
+            ctx.get_parameter_source("scenario") is environment:
+        ctx.params["scenario"] = None
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -6,6 +6,7 @@ master sends it the plan and the records and writes the results."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import click
@@ -22,23 +23,30 @@ def _option(name: str, *flags: str, **attrs: Any):
 
 @click.command(name="replay-worker", epilog=exit_codes_help(
     ExitCode.PASS, ExitCode.USAGE, PASS="the master ended the run",
-    USAGE="bad options, or the master refused this worker (name taken, clock skew)"))
+    USAGE="bad options, or the master refused this worker (no or wrong worker token, name "
+          "taken, clock skew)"))
 @_option("master", required=True, metavar="HOST[:PORT]")
 @_option("name", metavar="NAME")
 @_option("processes")
+@_option("worker_token_file", metavar="FILE", type=click.Path(dir_okay=False, path_type=Path))
 @click.pass_context
 def command(ctx: click.Context, **params: Any) -> None:
     """Join a replay's master and send the records it hands out to the arms it names,
     measuring each from the master's intended send time (this host's clock offset is
     measured at the join and corrected). Runs until the master ends the run; a worker
     that stops mid-run loses nothing: its unfinished records go to other workers."""
+    from harness.replay import auth
     from harness.replay.config import ConfigError
     from harness.replay.workers import worker_env
 
     try:
         config = WorkerConfig(**config_values(ctx, WorkerConfig))
-    except ConfigError as exc:
+        token = auth.token_from(config.worker_token_file, os.environ)
+    except (ConfigError, auth.TokenError) as exc:
         raise click.UsageError(str(exc)) from exc
     cmd = config.command()
+    env = worker_env(os.environ, config.name, config.processes)
+    if token:
+        env[auth.TOKEN_ENV] = token
     # this process becomes the Locust worker: signals and the exit code are Locust's
-    os.execvpe(cmd[0], cmd, worker_env(os.environ, config.name, config.processes))
+    os.execvpe(cmd[0], cmd, env)

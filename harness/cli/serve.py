@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from harness.cli import extras
 from harness.cli.options import config_values, field_option
 from reference_engine.config import DEFAULT_MODEL, EngineConfig
 
@@ -87,7 +88,9 @@ def command(ctx: click.Context, **options: Any) -> None:
     /health (200 once the model is loaded) and /metrics (Prometheus). Each response carries
     a `layergate` object with what the engine did (layers executed, drafts, cache hits).
     SIGTERM stops accepting, finishes in-flight requests, then exits 0.
+    Needs the `engine` extra: pip install 'layergate[engine]'.
     """
+    extras.require(extras.ENGINE, "serve")
     logging.basicConfig(level=options["log_level"].upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

@@ -1,9 +1,10 @@
 """`layergate watch`: gate a staged rollout live from Prometheus.
 
 Exit codes as `gate`'s: 0 pass (every stage advanced: promote), 1 fail (rolled back),
-2 usage error, 3 inconclusive (a stage ran out of windows undecided), 4 no data or
-infrastructure (Prometheus unreachable, selectors matching nothing, an arm without traffic,
-or a hook that failed).
+2 usage error (also a --state file written for another rollout), 3 inconclusive (a stage
+ran out of windows undecided), 4 no data or infrastructure (Prometheus unreachable,
+selectors matching nothing, an arm without traffic, a hook that failed, or one a restart
+found unfinished under --on-unfinished-hook fail).
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ def _duration_option(name: str, flag: str):
 @click.command("watch", epilog=exit_codes_help(
     ExitCode.PASS, ExitCode.FAIL, ExitCode.USAGE, ExitCode.INCONCLUSIVE,
     ExitCode.INFRASTRUCTURE, PASS="pass (every stage advanced: promote)", FAIL="rolled back",
-    INFRASTRUCTURE="no data or a failed hook"))
+    USAGE="usage error, or a --state file of another rollout",
+    INFRASTRUCTURE="no data, a failed hook, or one left unfinished by a restart"))
 @_option("prometheus", required=True, metavar="URL")
 @_option("baseline", required=True, metavar="SELECTOR")
 @_option("candidate", required=True, metavar="SELECTOR")
@@ -80,6 +82,9 @@ def _duration_option(name: str, flag: str):
 @_duration_option("hook_timeout_s", "--hook-timeout")
 @_option("serve_port", "--serve", metavar="PORT")
 @_option("host")
+@_option("controller_weight", metavar="PROMQL")
+@_option("state", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE")
+@_option("on_unfinished_hook")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the final state (verdict, stages, figures, reasons) as JSON.")
 @click.pass_context

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from exporters import bundled
 from exporters.catalogue import (
     ARMS,
     CANDIDATE,
@@ -89,15 +90,26 @@ class Policy:
 
 
 def default_policy_dir() -> Path:
-    import harness
-
-    return Path(harness.__file__).resolve().parents[1] / "scenarios" / "policies"
+    return bundled.path(*bundled.POLICIES.folder)
 
 
 def load_policy(path: str | Path | None = None) -> Policy:
-    """Read and validate a policy file; None means the shipped `default.yaml`."""
-    path = Path(path) if path is not None else default_policy_dir() / "default.yaml"
+    """Read and validate a policy: a file path, a bundled name (`no-regression`), or None
+    for the bundled `default`."""
+    path = _resolve(path)
     return parse_policy(_read_raw(path, ()), path)
+
+
+def _resolve(path: str | Path | None) -> Path:
+    try:
+        return bundled.resolve(bundled.POLICIES, path if path is not None else "default")
+    except bundled.BundledNameError as exc:
+        raise PolicyError(str(exc)) from exc
+
+
+def flattened(path: str | Path | None = None) -> dict[str, Any]:
+    """A policy's YAML with its `extends` chain merged in: one file that stands alone."""
+    return _read_raw(_resolve(path), ())
 
 
 def _read_raw(path: Path, seen: tuple[Path, ...]) -> Any:

@@ -10,9 +10,12 @@ which every arm has answered) each gating rule is
 The run is decided at the first request after which a gating rule fails (the verdict is
 fail whatever the others show, as in the fixed gate) or every gating rule passes; at the
 budget, or when the results run out, it is inconclusive. The fail-closed checks stay: an
-arm's error rate over the judged requests above the policy's limit fails the verdict (and
-decides the run as soon as the errors exceed limit x budget, when no later request can
-bring the rate back under), and an `interrupted` run fails.
+arm's error rate over the judged requests above the policy's limit fails the verdict, and
+decides the run as soon as it is known to be above: the errors exceed limit x budget (no
+later request can bring the rate back under), or the rate's own confidence sequence (the
+beta-binomial mixture, `exporters.sequential.binomial`) lies wholly above the limit, so an
+arm that fails every request stops the run within its first few. An `interrupted` run
+fails.
 
 Everything is a function of the send-order prefix, so `until_decided` (the replay's stop
 predicate) stops where `decide` on the stored run finds the decision, and both give the
@@ -55,6 +58,7 @@ from exporters.config import MetricsConfig
 from exporters.figures import OVERALL
 from exporters.saturation import detect, not_comparable
 from exporters.sequential import intersected
+from exporters.sequential.binomial import binomial_sequence
 from exporters.sequential.figures import METHODS, figure_path
 from harness.gate.checks import SKIPPED, judge
 from harness.gate.evaluation import in_flight_limit
@@ -154,8 +158,9 @@ def decide(source: Source, policy: Policy | str | Path | None = None,
         failed = {r.request_id for r in rows if r.arm == arm and not r.ok}
         errors[arm] = np.cumsum([rid in failed for rid in order])
     hopeless = np.zeros(available, dtype=bool)
-    if budget is not None:
-        for arm, e in errors.items():
+    for arm, e in errors.items():
+        hopeless |= error_rate_above(e, policy.error_limit(arm), alpha)
+        if budget is not None:
             hopeless |= e > policy.error_limit(arm) * budget
     # with the latency figures as judged, and as a saturated prefix leaves them (undecided)
     any_fail, all_pass = _combined(tracks, hopeless, latency=True)
@@ -176,7 +181,8 @@ def decide(source: Source, policy: Policy | str | Path | None = None,
     reasons: list[str] = []
     verdict = FAIL if any_fail[at] else PASS if all_pass[at] else INCONCLUSIVE
     if hopeless[at]:
-        reasons.append("errors already exceed the error-rate limit times the budget")
+        reasons.append("an arm's error rate is decided above its limit (its confidence "
+                       "sequence, or errors beyond the limit times the budget)")
     for arm, e in errors.items():
         rate = e[at] / n
         if rate > policy.error_limit(arm):
@@ -353,6 +359,20 @@ def _state(track, at: int) -> FigureState:
                        decided_at=when, **common)
 
 
+def error_rate_above(errors: np.ndarray, limit: float, alpha: float) -> np.ndarray:
+    """After each request: whether the error rate's confidence sequence has lain wholly
+    above `limit` (once it has, it stays decided: anytime-valid). `errors` is the running
+    count of failed requests. The bound is computed only where an error arrives, since the
+    lower end rises only then."""
+    above = np.zeros(errors.size, dtype=bool)
+    steps = np.flatnonzero(np.diff(errors, prepend=0) > 0)
+    for k in steps:
+        if binomial_sequence(float(errors[k]), float(k + 1), alpha).low > limit:
+            above[k:] = True
+            break
+    return above
+
+
 def _nothing(path) -> np.ndarray:
     """After each request: the figure has no value yet (no sample, or undefined)."""
     return (path.count == 0) | ~np.isfinite(path.estimate)
@@ -364,6 +384,9 @@ def until_decided(policy_path: str | Path | Policy | None, budget: int | None = 
     reason to stop once the sequential verdict is decided or the budget is spent, else None.
     The policy is read once, here, so a bad one is an error before anything is sent."""
     policy = policy_path if isinstance(policy_path, Policy) else load_policy(policy_path)
+    # the saturation check's scipy takes seconds to import on a busy host: pay that before
+    # sending, not at the first look (a fast run could end before that look returns)
+    import scipy.stats  # noqa: F401
 
     def stop(source: Source) -> str | None:
         decision = decide(source, policy, budget)

@@ -3,6 +3,7 @@ time, streaming; Locust's master writes the results into the run's SQLite store 
 workers (see `runner`, `master`, `channel`, `locustfile`)."""
 
 from harness.replay.config import ConfigError, ReplayConfig
-from harness.replay.runner import ReplayError, StopHook, run_replay
+from harness.replay.errors import ReplayError
+from harness.replay.runner import StopHook, run_replay
 
 __all__ = ["ConfigError", "ReplayConfig", "ReplayError", "StopHook", "run_replay"]

@@ -1,7 +1,7 @@
 """The master/worker channel of a replay: Locust's own messages (`runner.send_message`,
 `register_message`), carrying work one way and results the other, in batches.
 
-    worker -> master  layergate_hello    {name, host, pid, wall_time}
+    worker -> master  layergate_hello    {name, host, pid, wall_time[, proof]}  (auth.py)
     master -> worker  layergate_welcome  {plan, master_time, worker_time}  (or _refuse {reason})
     worker -> master  layergate_want     {n}           up to n records, please
     master -> worker  layergate_work     {items}       WorkItem.to_json(), due_at on the

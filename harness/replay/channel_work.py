@@ -22,7 +22,7 @@ import gevent
 from gevent.event import Event
 
 from exporters.records import ArmResult
-from harness.replay import channel
+from harness.replay import auth, channel
 from harness.replay.work import WorkerPlan
 from harness.store import WorkItem
 
@@ -62,9 +62,9 @@ class ChannelWork:
 
     def hello(self) -> None:
         self.sent_hello = worker_clock()
-        self.runner.send_message(channel.HELLO, {
+        self.runner.send_message(channel.HELLO, auth.signed_hello({
             "name": self.name, "host": os.uname().nodename, "pid": os.getpid(),
-            "wall_time": self.sent_hello})
+            "wall_time": self.sent_hello}))
         gevent.spawn(self._flusher)
 
     def wait_ready(self) -> WorkerPlan:

@@ -45,6 +45,15 @@ from harness.replay.transport import (
 
 # what a server answers when a request holds a field it does not accept
 REFUSED_FIELD_STATUSES = (400, 422)
+# how a result's error begins when no server took the request, or it dropped the stream
+CONNECT_FAILED = "connection failed"
+CONNECTION_BROKEN = "connection broken"
+
+
+def is_connection_failure(result: ArmResult) -> bool:
+    """No server answered, or it went away mid-answer (not a timeout, not an HTTP error)."""
+    return not result.ok and (result.error or "").startswith((CONNECT_FAILED,
+                                                                CONNECTION_BROKEN))
 
 
 @dataclass
@@ -122,9 +131,9 @@ def _exchange(transport: Transport, target: Target, record: TrafficRecord, inten
     except TransportTimeout:
         return build.failure(f"timeout after {timeout}s", status, acc)
     except ConnectFailed as exc:
-        return build.failure(f"connection failed: {exc}", status, acc)
+        return build.failure(f"{CONNECT_FAILED}: {exc}", status, acc)
     except StreamBroken as exc:
-        return build.failure(f"connection broken: {exc}", status, acc, CLOSED_EARLY)
+        return build.failure(f"{CONNECTION_BROKEN}: {exc}", status, acc, CLOSED_EARLY)
     except StreamError as exc:
         return build.failure(str(exc), status, acc, exc.quirk)
     return build.finished(status, acc, e2e)

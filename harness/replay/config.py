@@ -51,7 +51,8 @@ class ReplayConfig:
     traffic: Path | None = field(default=None, metadata={
         "help": "JSONL traffic file to replay (docs/FORMATS.md)."})
     scenario: str | None = field(default=None, metadata={
-        "help": "A mix from scenarios/mixes (e.g. saas-mix) or a mix YAML path."})
+        "help": "A bundled mix by name (e.g. saas-mix; `layergate scenarios` lists them) or "
+                "a mix YAML path."})
     rate: float | None = field(default=None, metadata={
         "help": "Open loop: Poisson arrivals at R requests/s instead of the recorded times.",
         "min": 0, "min_open": True})
@@ -75,10 +76,21 @@ class ReplayConfig:
     worker_wait: int = field(default=600, metadata={
         "help": "Seconds to wait for every expected worker before giving up (the run is "
                 "then interrupted; 0: wait for ever).", "min": 0})
+    worker_token_file: Path | None = field(default=None, metadata={
+        "help": "A file holding the secret every worker must hold to join (the same on "
+                "each worker: `replay-worker --worker-token-file`, or $LAYERGATE_WORKER_TOKEN "
+                "on both sides). Authenticates workers; it does not encrypt the channel."})
     max_clock_skew: float = field(default=30.0, metadata={
         "help": "Refuse a worker whose clock is more than S seconds off the master's; a "
                 "smaller offset is measured at its join and corrected.", "min": 0,
         "min_open": True})
+    preflight_timeout: float = field(default=10.0, metadata={
+        "help": "Before sending, check that every arm answers GET /v1/models within S "
+                "seconds; an arm that does not is an error (exit 4) and nothing is sent. "
+                "0: no check.", "min": 0})
+    breaker: int = field(default=10, metadata={
+        "help": "Stop the run (interrupted, exit 4; finish it with --resume) once an arm's "
+                "last K requests all failed to connect. 0: never.", "min": 0})
     resume: bool = field(default=False, metadata={
         "help": "Start or resume: fill the run in --out (send only the (request, arm) "
                 "pairs with no ok result), leave it alone when complete with no error rows, "
@@ -113,9 +125,10 @@ class ReplayConfig:
     logprobs: int = logprobs_field()
     tokenizer: str | None = tokenizer_field()
     until_decided: Path | None = field(default=None, metadata={
-        "help": "Gate policy YAML: judge it as results arrive, with anytime-valid intervals, "
-                "and stop sending once every gating figure is decided (or at --budget: "
-                "inconclusive). `layergate gate --sequential` on the run gives the verdict."})
+        "help": "Gate policy (a bundled name or a YAML file): judge it as results arrive, "
+                "with anytime-valid intervals, and stop sending once every gating figure is "
+                "decided (or at --budget: inconclusive). `layergate gate --sequential` on "
+                "the run gives the verdict."})
     budget: int | None = field(default=None, metadata={
         "help": "With --until-decided: send at most N requests before the verdict is "
                 "inconclusive. Default: every record (--requests, the traffic).", "min": 1})
@@ -185,6 +198,6 @@ class ReplayConfig:
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
-        for key in ("out", "traffic", "until_decided"):
+        for key in ("out", "traffic", "until_decided", "worker_token_file"):
             out[key] = None if out[key] is None else str(out[key])
         return out

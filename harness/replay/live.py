@@ -8,6 +8,8 @@ Labels are `arm` and `scenario` (+ `status`) only; the registry is injected.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from exporters.catalogue import BASELINE, same_output
@@ -69,14 +71,17 @@ class ReplayMetrics:
 
 
 class StoreTail:
-    """Feeds rows that appear in the store to `ReplayMetrics`, in write order."""
+    """Feeds rows that appear in the store to its observers (the live metrics, the circuit
+    breaker), in write order: each poll reads only the rows written since the last."""
 
-    def __init__(self, store: ResultStore, metrics: ReplayMetrics) -> None:
-        self.store, self.metrics, self.last = store, metrics, 0
+    def __init__(self, store: ResultStore,
+                 observers: Sequence[Callable[[ArmResult], None]], after: int = 0) -> None:
+        self.store, self.observers, self.last = store, tuple(observers), after
 
     def poll(self) -> int:
         rows = self.store.rows_after(self.last)
         for rowid, result in rows:
-            self.metrics.observe(result)
+            for observe in self.observers:
+                observe(result)
             self.last = rowid
         return len(rows)

@@ -28,6 +28,7 @@ from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
 from exporters.records import ArmResult
 from exporters.traffic import TrafficRecord
+from harness.replay.auth import TOKEN_ENV
 from harness.replay.channel import HELLO, RESULTS, WANT
 from harness.replay.channel_work import ChannelWork, worker_clock
 from harness.replay.client import Target, send
@@ -79,14 +80,20 @@ def _on_init(environment: Any, **_: Any) -> None:
             node = runner.clients.get(client_id)
             return node is not None and node.state != STATE_MISSING
 
-        master = _MASTER = WorkMaster(RunDir(plan.run_dir), plan,
-                                      lambda kind, data, cid: runner.send_message(kind, data,
-                                                                                  cid),
-                                      connected, plan.max_clock_skew_s)
+        options = environment.parsed_options
+        master = _MASTER = WorkMaster(
+            RunDir(plan.run_dir), plan,
+            lambda kind, data, cid: runner.send_message(kind, data, cid), connected,
+            plan.max_clock_skew_s,
+            start=lambda: gevent.spawn(runner.start, options.num_users, options.spawn_rate),
+            disconnect=lambda cid: _disconnect(runner, cid),
+            token=os.environ.get(TOKEN_ENV) or None)
         for kind, handler in ((HELLO, master.hello), (WANT, master.want),
                               (RESULTS, master.results)):
             runner.register_message(kind, _from_worker(handler))
         gevent.spawn(_watch_workers, master)
+        if plan.worker_wait_s > 0:
+            gevent.spawn_later(plan.worker_wait_s, _give_up, environment, master)
         # Locust's master stops the test when its last worker quits or goes missing, and
         # would then wait for ever: end the process, so the parent marks the run interrupted
         environment.events.test_stop.add_listener(lambda **_: gevent.spawn(_quit, runner))
@@ -100,6 +107,25 @@ def _quit(runner: Any) -> None:
     if not _QUITTING:
         _QUITTING = True
         runner.quit()
+        web_ui = getattr(runner.environment, "web_ui", None)
+        if web_ui is not None:  # the process lives as long as its web UI: end it too
+            web_ui.stop()
+
+
+def _disconnect(runner: Any, client_id: str) -> None:
+    """Drop a refused worker from Locust's workers, as Locust's own `quit` handling does,
+    so it never counts toward the start and never gets users."""
+    node = runner.clients.pop(client_id, None)
+    dispatcher = getattr(runner, "_users_dispatcher", None)
+    if node is not None and dispatcher is not None:
+        dispatcher.remove_worker(node)
+
+
+def _give_up(environment: Any, master: WorkMaster) -> None:
+    if master.started is None:
+        master.give_up()
+        environment.process_exit_code = 4  # the parent reads why from workers.json
+        _quit(environment.runner)
 
 
 def _from_worker(handler: Any) -> Any:

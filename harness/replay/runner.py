@@ -2,24 +2,28 @@
 processes on `harness/replay/locustfile.py`, follow it, and close the run.
 
 Locust monkey-patches the standard library on import, so this process never imports it.
-It starts Locust's master (`python -m locust --master`, headless, or `--autostart` with its
-web UI when a web port is given) with the plan in an environment variable and the work in
-the store's queue, then `--processes` local workers (`workers.worker_command`, each in an
-empty temporary directory); `--expect-workers` more may join from other hosts. The master
-waits for all of them, serves them the work over Locust's messages and writes their
-results (`master.py`). This process tails the store for the progress bar and the live
-metrics, and stops Locust (SIGTERM; the master tells the workers to quit) once every
-queued record is done. Locust's own stats go to `locust_stats.csv` and its log to
-`locust.log` in the run directory. A record whose lease runs out (its worker died) is put
-back in the queue and sent again.
+First every arm must answer (`preflight.py`): one that does not is an error and nothing is
+sent. It starts Locust's master (`python -m locust --master`, its web UI on --web-port, or
+on a free loopback port when none is given: Locust's headless mode would start the test by
+itself, counting workers layergate refuses) with the plan in an environment variable and the
+work in the store's queue, then `--processes` local workers (`workers.worker_command`, each
+in an empty temporary directory); `--expect-workers` more may join from other hosts. The
+master starts the run once that many *accepted* workers are connected (or gives up after
+`--worker-wait`: exit 4, naming who joined and who was refused), serves them the work over
+Locust's messages and writes their results (`master.py`). This process tails the store for
+the progress bar and the live metrics, and stops Locust (SIGTERM; the master tells the
+workers to quit) once every queued record is done, or the circuit breaker (`breaker.py`)
+found an arm down (the run is then `interrupted`, for `--resume`). Locust's own stats go to
+`locust_stats.csv` and its log to `locust.log` in the run directory. A record whose lease
+runs out (its worker died) is put back in the queue and sent again.
 
-`should_stop` (optional): a predicate the run asks every STOP_CHECK_S with the results so
-far (read incrementally: each check reads only the rows written since the last; a check
-with none skips the question). Once it answers yes (True, or the reason as a string) the
-queue hands out nothing more, the records in flight finish, and the run ends `complete`
-with `stopped_early` and the reason in its manifest (e.g. a sequential test that has
-decided). A run of more than BIG_RUN records notes its footprint: the peak memory of
-Locust's master and the size of the store.
+`should_stop` (optional): a predicate the run asks with the results so far, every
+STOP_CHECK_S or less often when it is slow; the results are read incrementally (each check
+reads only the rows written since the last; a check with none skips the question). Once it
+answers yes (True, or the reason as a string) the queue hands out nothing more, the records
+in flight finish, and the run ends `complete` with `stopped_early` and the reason in its
+manifest (e.g. a sequential test that has decided). A run of more than BIG_RUN records
+notes its footprint: the peak memory of Locust's master and the size of the store.
 """
 
 from __future__ import annotations
@@ -45,10 +49,14 @@ from exporters import tokenizer
 from exporters.records import ArmResult
 from exporters.traffic import TrafficRecord
 from harness.manifest import Manifest, now_iso
+from harness.replay import auth
+from harness.replay.breaker import CircuitBreaker
 from harness.replay.channel import parse_address
 from harness.replay.config import ConfigError, ReplayConfig
+from harness.replay.errors import ArmDown, WorkersShort
 from harness.replay.live import ReplayMetrics, StoreTail
 from harness.replay.plan import load_records, pending_items
+from harness.replay.preflight import check_arms
 from harness.replay.scrape import scrape_arms
 from harness.replay.work import WorkerPlan
 from harness.replay.workers import LOCUSTFILE, connect_host, worker_command, worker_env
@@ -58,7 +66,10 @@ from harness.store.tail import ResultTail
 
 POLL_S = 0.25
 RELEASE_S = 5.0  # how often expired leases go back to the queue (a write: not every poll)
-STOP_CHECK_S = 2.0  # how often `should_stop` is asked
+# how often `should_stop` is asked: at most every STOP_CHECK_S, and no more often than keeps
+# its cost under 1 / STOP_CHECK_SHARE of the time (a decided run stops within a few requests)
+STOP_CHECK_S = 0.5
+STOP_CHECK_SHARE = 5
 BIG_RUN = 100_000  # records: a run this big notes its memory and store size
 STATS_SETTLE_S = 1.0  # > the ack round trip + a worker's STATS_S (channel_work.py)
 
@@ -66,47 +77,49 @@ STATS_SETTLE_S = 1.0  # > the ack round trip + a worker's STATS_S (channel_work.
 StopHook = Callable[[Sequence[ArmResult]], "bool | str | None"]
 
 
-class ReplayError(RuntimeError):
-    pass
+LOOPBACK = ("127.", "localhost", "::1")
 
 
 def _master_address(config: ReplayConfig) -> tuple[str, int]:
     if config.master_bind is not None:
         return parse_address(config.master_bind, "--master-bind")
-    with socket.socket() as sock:  # local workers only: any free port on loopback
-        sock.bind(("127.0.0.1", 0))
-        return "127.0.0.1", sock.getsockname()[1]
+    return "127.0.0.1", _free_port()  # local workers only: any free port on loopback
 
 
 def _locust_cmd(config: ReplayConfig, run: RunDir, host: str, port: int) -> list[str]:
     users = str(config.locust_users)
     # spawn users fast (100/s, Locust warns above): the schedule, not a ramp-up, sends
     spawn = str(max(config.locust_users, 100))
-    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "-u", users, "-r", spawn,
-           "--host", config.arms["baseline"], "--csv", str(run.locust_csv_prefix),
-           "--loglevel", "WARNING", "--logfile", str(run.locust_log),
-           "--master", "--master-bind-host", host, "--master-bind-port", str(port),
-           "--expect-workers", str(config.workers), "--enable-rebalancing",
-           "--expect-workers-max-wait", str(round(config.worker_wait))]
-    if config.web_port:
-        cmd += ["--autostart", "--web-host", config.bind_host, "--web-port", str(config.web_port)]
-    else:
-        cmd += ["--headless", "--only-summary"]
-    return cmd
+    # never --headless: the master (master.py) starts the test once its accepted workers
+    # are in; the web UI then only shows it, on loopback unless --web-port says otherwise
+    web = (config.bind_host, config.web_port) if config.web_port else ("127.0.0.1", _free_port())
+    return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "-u", users, "-r", spawn,
+            "--host", config.arms["baseline"], "--csv", str(run.locust_csv_prefix),
+            "--loglevel", "WARNING", "--logfile", str(run.locust_log),
+            "--master", "--master-bind-host", host, "--master-bind-port", str(port),
+            "--enable-rebalancing", "--web-host", web[0], "--web-port", str(web[1])]
 
 
-def _start_locust(config: ReplayConfig, run: RunDir, host: str, port: int
-                  ) -> subprocess.Popen:
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _start_locust(config: ReplayConfig, run: RunDir, host: str, port: int,
+                  token: dict[str, str]) -> subprocess.Popen:
     plan = WorkerPlan(arms=config.arms, models=config.models, timeout=config.timeout,
                       closed_loop=config.closed_loop, users=config.locust_users,
                       run_dir=str(run.path), top_logprobs=config.logprobs,
                       tokenizers=tokenizer.for_arms(config.arms, config.models, config.tokenizer),
-                      max_clock_skew_s=config.max_clock_skew)
-    return _spawn(_locust_cmd(config, run, host, port), {**os.environ, **plan.to_env()}, run)
+                      max_clock_skew_s=config.max_clock_skew, expect_workers=config.workers,
+                      worker_wait_s=float(config.worker_wait))
+    env = {k: v for k, v in os.environ.items() if k != auth.TOKEN_ENV}
+    return _spawn(_locust_cmd(config, run, host, port), {**env, **plan.to_env(), **token}, run)
 
 
 def _start_local_workers(config: ReplayConfig, run: RunDir, host: str, port: int,
-                         home: Path) -> list[subprocess.Popen]:
+                         home: Path, token: dict[str, str]) -> list[subprocess.Popen]:
     """`--processes` workers next to the master, each in its own empty directory: they
     reach the run only through the master, as workers on other hosts do."""
     procs = []
@@ -114,8 +127,25 @@ def _start_local_workers(config: ReplayConfig, run: RunDir, host: str, port: int
         cwd = home / f"worker-{i}"
         cwd.mkdir()
         procs.append(_spawn(worker_command(connect_host(host), port),
-                            worker_env(os.environ, None), run, cwd))
+                            {**worker_env(os.environ, None), **token}, run, cwd))
     return procs
+
+
+def _token_env(config: ReplayConfig, host: str) -> dict[str, str]:
+    """The worker token for Locust's processes' environment ({} without one); warns when
+    the master listens beyond loopback with none."""
+    try:
+        token = auth.token_from(config.worker_token_file, os.environ)
+    except auth.TokenError as exc:
+        raise ConfigError(str(exc)) from exc
+    if token is None and not host.startswith(LOOPBACK):
+        # a warning, so it shows with --no-progress too
+        Console(stderr=True, soft_wrap=True).print(
+            f"warning: the master listens on {host} with no worker token: any process that "
+            "reaches its port can join as a worker, receive the traffic's records (prompts) "
+            "and send results. Give --worker-token-file (and keep the network private: the "
+            "channel is not encrypted)")
+    return {auth.TOKEN_ENV: token} if token else {}
 
 
 def _spawn(cmd: list[str], env: dict[str, str], run: RunDir,
@@ -159,9 +189,9 @@ def _open_manifest(config: ReplayConfig, run: RunDir, count: int, resuming: bool
 
 
 def _prepare(config: ReplayConfig) -> tuple[RunDir, list[TrafficRecord], bool]:
-    """The run directory, its records, and whether this resumes a run. `--resume` is
-    start-or-resume: a directory without a manifest starts a fresh run (a first
-    `docker compose up` on an empty volume), one with a manifest is filled."""
+    """The run directory (not yet written), its records, and whether this resumes a run.
+    `--resume` is start-or-resume: a directory without a manifest starts a fresh run (a
+    first `docker compose up` on an empty volume), one with a manifest is filled."""
     run = RunDir(config.out)
     if run.exists() and not config.resume:
         raise ConfigError(f"{run.path} already holds a run: pass --resume to fill it, "
@@ -171,47 +201,54 @@ def _prepare(config: ReplayConfig) -> tuple[RunDir, list[TrafficRecord], bool]:
     if config.traffic is None and config.scenario is None:
         raise ConfigError(f"--resume: {run.path} is not a run directory (no manifest.json) "
                           "and there is nothing to start it from: give --traffic or --scenario")
-    records = load_records(config)
-    run.write_traffic(records)
-    return run, records, False
+    return run, load_records(config), False
 
 
 @dataclasses.dataclass
 class _Outcome:
     finished: bool = False  # every queued record done (or drained after a stop)
     stop_reason: str | None = None
+    broken: str | None = None  # the circuit breaker's reason: the run stays interrupted
 
 
-def _follow(proc: subprocess.Popen, store: ResultStore, tail: StoreTail | None,
-            show: bool, total: int, should_stop: StopHook | None) -> _Outcome:
+def _follow(proc: subprocess.Popen, store: ResultStore, tails: list[StoreTail],
+            breaker: CircuitBreaker, show: bool, total: int,
+            should_stop: StopHook | None) -> _Outcome:
     """Wait until every queued record is done (or, once `should_stop` said so, every record
     in flight) or Locust exits first; put back the records of a worker that died holding
     them."""
     columns = (TextColumn("replay"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[rows]} results"), TimeElapsedColumn())
-    released = checked = time.monotonic()
+    released = time.monotonic()
+    next_check = released + STOP_CHECK_S
     outcome = _Outcome()
     results = ResultTail(store) if should_stop is not None else None
     with Progress(*columns, disable=not show, transient=False) as bar:
         task = bar.add_task("replay", total=total, rows=0)
         while True:
-            if tail is not None:
+            for tail in tails:
                 tail.poll()
+            if breaker.tripped and outcome.broken is None:
+                store.queue.stop()  # the records in flight finish; nothing more goes out
+                outcome.broken = breaker.tripped
             if time.monotonic() - released > RELEASE_S:
                 store.queue.release_expired()
                 released = time.monotonic()
             if (results is not None and outcome.stop_reason is None
-                    and time.monotonic() - checked > STOP_CHECK_S):
-                checked = time.monotonic()
+                    and outcome.broken is None and time.monotonic() >= next_check):
+                began = time.monotonic()
                 # only new rows are read; with none, the answer cannot have changed
                 answer = should_stop(results.results) if results.poll() else None
+                spent = time.monotonic() - began
+                next_check = time.monotonic() + max(STOP_CHECK_S, STOP_CHECK_SHARE * spent)
                 if answer:
                     store.queue.stop()
                     outcome.stop_reason = answer if isinstance(answer, str) \
                         else "should_stop answered True"
             progress = store.queue.progress()
             bar.update(task, completed=progress.done, rows=store.count())
-            if progress.done >= total or (outcome.stop_reason and not progress.leased):
+            stopped = outcome.stop_reason or outcome.broken
+            if progress.done >= total or (stopped and not progress.leased):
                 outcome.finished = True
                 return outcome
             if proc.poll() is not None:
@@ -225,6 +262,9 @@ def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Pat
     The manifest ends `complete` when every (request, arm) has a row in the store (ok or
     an error), or when `should_stop` stopped the run and every record handed out is done
     (`stopped_early`); `interrupted` after Ctrl-C, a Locust crash, or rows still missing.
+    Raises `ArmsUnreachable` (nothing sent, no run directory made) when an arm does not
+    answer the preflight; `ArmDown` (the run written, interrupted) when the circuit
+    breaker stopped it; `WorkersShort` when too few accepted workers joined in time.
     """
     console = Console(stderr=True, quiet=not config.progress)
     run = RunDir(config.out)
@@ -232,14 +272,20 @@ def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Pat
         # a restarted replayer (a second `docker compose up`) must not send the run again
         console.print(f"{run.path} holds a complete run: nothing to send")
         return run.path
-    run, records, resuming = _prepare(config)
+    address = _master_address(config)
+    token = _token_env(config, address[0])
+    run, records, resuming = _prepare(config)  # bad traffic is a usage error: first
+    if config.preflight_timeout > 0:
+        check_arms(config.arms, config.preflight_timeout)
+    if not resuming:
+        run.write_traffic(records)
     previous = run.read_manifest() if resuming else None
     manifest = _open_manifest(config, run, len(records), resuming)
     run.write_manifest(manifest)
     store = run.open_store()
     notes = list(manifest.notes)
     status = "interrupted"
-    server = None
+    server = tail = None
     outcome = _Outcome(finished=True)
     resent = total = 0
     workers: dict = {}
@@ -249,22 +295,28 @@ def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Pat
                                                config.speed if resuming else 1.0))
         before = _needs_before(config, previous.arms if previous else {}, run)
         notes += scrape_arms(before, run, "before")
-        tail = None
+        # the breaker sees this invocation's results only (a resume starts afresh); the
+        # live metrics count the whole run
+        breaker = CircuitBreaker(config.breaker)
+        tails = [StoreTail(store, [breaker.observe], after=store.last_rowid())]
         if config.metrics_port:
-            server, tail = _serve_metrics(config.metrics_port, config.bind_host, store)
+            server, metrics = _serve_metrics(config.metrics_port, config.bind_host)
+            tail = StoreTail(store, [metrics.observe])
+            tails.append(tail)
             console.print(f"live metrics: http://{config.bind_host}:{config.metrics_port}/metrics")
         if total:
-            outcome, resent, workers = _send(config, run, store, tail, total, should_stop,
-                                             console, notes)
+            outcome, resent, workers = _send(config, run, store, tails, breaker, total,
+                                             should_stop, console, notes, address, token)
         notes += scrape_arms(config.arms, run, "after")
         missing = pending_items(records, config.arms, store.pairs())
-        complete = outcome.finished and (not missing or outcome.stop_reason is not None)
+        complete = outcome.finished and outcome.broken is None and (
+            not missing or outcome.stop_reason is not None)
         status = "complete" if complete else "interrupted"
     finally:
         if total and not workers:  # interrupted mid-send: what the master wrote so far
             with contextlib.suppress(RunDirError):
                 workers = run.read_workers() or {}
-        if server is not None:
+        if server is not None and tail is not None:
             if status == "complete" and config.metrics_linger_s > 0:
                 tail.poll()  # the last rows, then one scrape interval for Prometheus to see them
                 time.sleep(config.metrics_linger_s)
@@ -276,20 +328,25 @@ def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Pat
             workers=_merge_workers(previous.workers if previous else {}, workers))
         run.write_manifest(final.with_status(status, store.counts_by_arm()))
         store.close()
+    if outcome.broken is not None:
+        raise ArmDown(f"{outcome.broken} (the run in {run.path} is interrupted)")
+    if workers.get("start_failed") and not outcome.finished:
+        raise WorkersShort(f"the run never started: {workers['start_failed']}")
     return run.path
 
 
-def _send(config: ReplayConfig, run: RunDir, store: ResultStore, tail: StoreTail | None,
-          total: int, should_stop: StopHook | None, console: Console,
-          notes: list[str]) -> tuple[_Outcome, int, dict]:
+def _send(config: ReplayConfig, run: RunDir, store: ResultStore, tails: list[StoreTail],
+          breaker: CircuitBreaker, total: int, should_stop: StopHook | None,
+          console: Console, notes: list[str], address: tuple[str, int],
+          token: dict[str, str]) -> tuple[_Outcome, int, dict]:
     """Run Locust's master and the local workers until the work is done; returns the
     outcome, the records sent again and what the master recorded about its workers."""
-    host, port = _master_address(config)
+    host, port = address
     if run.workers_path.exists():
         run.workers_path.unlink()  # this invocation's workers only
     with tempfile.TemporaryDirectory(prefix="layergate-workers-") as home:
-        proc = _start_locust(config, run, host, port)
-        locals_ = _start_local_workers(config, run, host, port, Path(home))
+        proc = _start_locust(config, run, host, port, token)
+        locals_ = _start_local_workers(config, run, host, port, Path(home), token)
         if config.web_port:
             console.print(f"Locust web UI: http://{config.bind_host}:{config.web_port}")
         if config.expect_workers:
@@ -300,13 +357,15 @@ def _send(config: ReplayConfig, run: RunDir, store: ResultStore, tail: StoreTail
                       f"process(es), {config.expect_workers} other worker(s), {total} records "
                       f"to send; log in {run.locust_log}")
         try:
-            outcome = _follow(proc, store, tail, config.progress, total, should_stop)
+            outcome = _follow(proc, store, tails, breaker, config.progress, total, should_stop)
             if outcome.finished:
                 time.sleep(STATS_SETTLE_S)  # the workers' last stats reach Locust's master
             if total > BIG_RUN:
                 notes.append(_footprint(proc.pid, run))
                 console.print(notes[-1])
         finally:
+            # the run is ending: workers that leave from now on were stopped, not lost
+            store.queue.stop()
             _stop_locust(proc)
             for worker in locals_:
                 _stop_locust(worker, grace_s=10.0)
@@ -315,6 +374,8 @@ def _send(config: ReplayConfig, run: RunDir, store: ResultStore, tail: StoreTail
                      f"see {run.locust_output}")
     if outcome.stop_reason is not None:
         notes.append(f"stopped early: {outcome.stop_reason}")
+    if outcome.broken is not None:
+        notes.append(outcome.broken)
     resent = store.queue.progress().resent
     if resent:
         notes.append(f"{resent} record(s) sent again after their lease ran out "
@@ -351,6 +412,8 @@ def _worker_notes(summary: dict) -> list[str]:
             notes.append(f"worker {worker['name']} was lost mid-run; {worker['released']} "
                          "of its record(s) went back to the queue")
     notes += [f"worker refused: {r['reason']}" for r in summary.get("refused", [])]
+    if summary.get("start_failed"):
+        notes.append(f"the run never started: {summary['start_failed']}")
     dropped = summary.get("late_results_dropped", 0)
     if dropped:
         notes.append(f"{dropped} late result(s) dropped: their records had been "
@@ -376,13 +439,13 @@ def _nothing_to_send(manifest: Manifest, config: ReplayConfig) -> bool:
         arm in counts and counts[arm].get("error", 0) == 0 for arm in config.arms)
 
 
-def _serve_metrics(port: int, host: str, store: ResultStore):
+def _serve_metrics(port: int, host: str):
     registry = CollectorRegistry()
     try:
         server, _ = start_http_server(port, host, registry)
     except OSError as exc:
         raise ConfigError(f"--metrics-port {port}: cannot listen: {exc}") from exc
-    return server, StoreTail(store, ReplayMetrics(registry))
+    return server, ReplayMetrics(registry)
 
 
 def _needs_before(config: ReplayConfig, previous: dict[str, str],

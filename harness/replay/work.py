@@ -37,6 +37,8 @@ class WorkerPlan:
     top_logprobs: int = 0  # logprobs to ask every arm for (0: as the traffic asks)
     tokenizers: dict[str, str] = field(default_factory=dict)  # arm -> tokenizer.json path
     max_clock_skew_s: float = 30.0  # the master refuses a worker whose clock is further off
+    expect_workers: int = 1  # accepted workers the master waits for before the start
+    worker_wait_s: float = 0.0  # how long it waits for them (0: for ever)
 
     @property
     def targets(self) -> dict[str, Target]:

@@ -57,6 +57,10 @@ class WorkerConfig:
     processes: int = field(default=1, metadata={
         "help": "Locust worker processes to run on this host (each joins the master).",
         "min": 1})
+    worker_token_file: Path | None = field(default=None, metadata={
+        "help": "A file holding the run's worker token (the master's --worker-token-file; "
+                "or set $LAYERGATE_WORKER_TOKEN). A master with a token refuses a worker "
+                "without it."})
 
     def __post_init__(self) -> None:
         try:

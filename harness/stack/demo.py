@@ -117,9 +117,7 @@ def _gate_and_reports(config: DemoConfig, run_dir: Path,
 
 def _export(stack: RunningStack, run_dir: Path, config: DemoConfig,
             console: Console) -> dict[str, str]:
-    from harness.gate.policy import default_policy_dir
-
-    policy = config.gate_policy or default_policy_dir() / "default.yaml"
+    policy = config.gate_policy or "default"  # a bundled name: `metrics --policy` resolves it
     with console.status("serving the run's figures to Prometheus"):
         stack.start_exporter(run_dir, ("--policy", str(policy)))
         if not stack.prometheus.wait_for("layergate_run_rer", timeout=10 * SCRAPE_S):

@@ -66,7 +66,7 @@ class DemoConfig:
         "help": "torch threads per engine; three engines share the cores, so keep "
                 "3 x threads <= cores.", "min": 1})
     gate_policy: Path | None = field(default=None, metadata={
-        "help": "Gate policy YAML [default: scenarios/policies/default.yaml]."})
+        "help": "Gate policy: a bundled name or a YAML file [default: default]."})
     hold: bool = field(default=False, metadata={
         "help": "Keep engines and Prometheus up after the verdict, until Ctrl-C."})
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from exporters import bundled
 from exporters.catalogue import CANDIDATE, EXACT_MATCH, RER, RER_THEORETICAL
 from exporters.figures import OVERALL, Figure
 from harness.gate import GateResult
@@ -14,7 +15,7 @@ from harness.stack.demo_config import CANDIDATES
 from harness.stack.engines import FULL_DEPTH
 
 # the calibrated settings the skipping candidates serve with, and calibration's own notes
-BUNDLED_RULES = Path(__file__).resolve().parents[2] / "scenarios" / "rules" / "smollm2-135m.json"
+BUNDLED_RULES = bundled.rules_file("smollm2-135m")
 SKIPPING = tuple(name for name, c in CANDIDATES.items() if c.skip_policy != FULL_DEPTH)
 
 

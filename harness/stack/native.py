@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from exporters import bundled
 from harness.stack.engines import EngineSpec
 from harness.stack.health import StackError, wait_healthy
 from harness.stack.ports import free_port
@@ -21,7 +22,7 @@ from harness.stack.processes import ManagedProcess, ProcessSet
 from harness.stack.prometheus import PrometheusServer, start_prometheus
 from harness.stack.prometheus_config import ENGINE_JOB, ScrapeTargets
 
-DASHBOARDS_DIR = Path(__file__).resolve().parents[2] / "dashboards"
+DASHBOARDS_DIR = bundled.dashboards_dir()
 RULES_FILE = DASHBOARDS_DIR / "rules.yml"
 
 

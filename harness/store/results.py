@@ -97,6 +97,10 @@ class ResultStore:
         self.rows_read += len(rows)
         return [(r["_rowid"], decode(r)) for r in rows]
 
+    def last_rowid(self) -> int:
+        """The newest row's rowid (0 when empty): where a tail of new rows only starts."""
+        return self.conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM results").fetchone()[0]
+
     def count(self) -> int:
         return self.conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
 

@@ -11,10 +11,15 @@ threshold and decision.
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.watch.stages import FigureState, StagePlan, Transition, WatchStatus
+from exporters.canary import Window
+from harness.watch.flagger import Answer, Payload, WeightReading, answer
+from harness.watch.journal import Journal, window_entry, window_of
+from harness.watch.stages import FigureState, StageMachine, Transition, WatchStatus
 
 DECISIONS = {"pass": 1, "fail": -1}  # a figure's check status -> good / bad (else 0)
 
@@ -26,47 +31,123 @@ class Snapshot:
     alpha: float
 
 
-class Board:
-    def __init__(self, plan: StagePlan, first: WatchStatus, alpha: float) -> None:
-        self.plan = plan
-        self._lock = threading.Lock()
-        self._status = first
-        self._transitions: list[Transition] = []
-        self._granted = 0  # Flagger traffic increases let through so far
-        self.alpha = alpha
+@dataclass(frozen=True)
+class Missing:
+    """A window without data: why, and whether it was the candidate's that was missing."""
 
-    def update(self, status: WatchStatus, transition: Transition | None) -> None:
+    end: float
+    reason: str
+    candidate: bool = False
+
+
+class Board:
+    """The stage machine, its journal and what controllers are told, under one lock: the
+    decision loop feeds windows (`observe`), the HTTP threads ask (`flagger`, `to_json`),
+    and a new revision from Flagger starts the stages over."""
+
+    def __init__(self, new_machine: Callable[[], StageMachine], journal: Journal | None = None,
+                 say: Callable[[str], None] | None = None) -> None:
+        self._new_machine = new_machine
+        self.journal = journal or Journal.open(None, {}, 0.0)  # kept in memory only
+        self.say = say or (lambda _msg: None)
+        self._lock = threading.RLock()
+        self._reading: WeightReading | None = None
+        self._restore()
+
+    def _restore(self) -> None:
+        """Replay this revision's recorded windows: the same sequences, stage and verdict."""
+        self.machine = self._new_machine()
+        self.plan, self.alpha = self.machine.plan, self.machine.alpha
+        self.inconclusive = self.machine.policy.inconclusive
+        self._status = self.machine.status
+        self._transitions: list[Transition] = []
+        for entry in self.journal.inputs:
+            self._step(entry)
+            if "weight" in entry:
+                self._reading = WeightReading(**entry["weight"])
+
+    def _step(self, entry: dict[str, Any]) -> tuple[WatchStatus, Transition | None]:
+        if "no_data" in entry:
+            status, t = self.machine.step(None, entry["no_data"], entry.get("candidate", False))
+        else:
+            status, t = self.machine.step(window_of(entry))
+        self._status = status
+        if t is not None:
+            self._transitions.append(t)
+        return status, t
+
+    def observe(self, got: Window | Missing, reading: WeightReading | None = None,
+                epoch: int | None = None) -> tuple[WatchStatus, Transition | None]:
+        """One window: step, record it and save the journal before anyone acts on it. A
+        window read for an earlier revision (`epoch`) is dropped."""
         with self._lock:
-            self._status = status
-            if transition is not None:
-                self._transitions.append(transition)
+            if epoch is not None and epoch != self.epoch:
+                return self._status, None
+            entry = window_entry(got) if isinstance(got, Window) else {
+                "end": got.end, "no_data": got.reason, "candidate": got.candidate}
+            if reading is not None:
+                entry["weight"] = {"weight": reading.weight, "as_of": reading.as_of,
+                                   "source": reading.source}
+                self._reading = reading
+            self.journal.record_input(entry)
+            out = self._step(entry)
+            self.journal.note(stage=out[0].stage, verdict=out[0].verdict)
+            self.journal.save()
+            return out
+
+    @property
+    def epoch(self) -> int:
+        return self.journal.epoch
 
     def snapshot(self) -> Snapshot:
         with self._lock:
             return Snapshot(self._status, tuple(self._transitions), self.alpha)
 
     def stage_verdict(self, stage: float | None) -> str:
+        """What Argo is told of stage S: `pass` once passed; `fail` from the rolled-back
+        stage on (an inconclusive one too under `inconclusive: rollback`)."""
         s = self.snapshot().status
         if stage is None or s.verdict == "no_data":
             return s.verdict
         if stage in s.history:
             return "pass"
-        if s.verdict == "fail":
+        if s.verdict == "fail" or (s.verdict == "inconclusive"
+                                   and self.inconclusive == "rollback"):
             return "fail" if stage >= s.stage else "pass"
         return s.verdict if stage == s.stage else "pending"
 
-    def grant_traffic_increase(self) -> bool:
-        """Flagger's confirm-traffic-increase: the first step onto the first stage is free;
-        each further one waits for an advance, and each advance lets exactly one through."""
+    def argo(self, stage: float | None) -> dict[str, Any]:
+        """`/status` (Argo Rollouts' web metric reads `stage_verdict`); recorded."""
+        body = self.to_json(stage)
+        if stage is not None:
+            self.journal.answer(controller="argo", stage=stage,
+                                stage_verdict=body["stage_verdict"])
+        return body
+
+    def flagger(self, hook: str, payload: Payload, now: float | None = None) -> Answer:
+        """Flagger webhook `hook` (KeyError for an unknown one). A payload naming a new
+        revision starts the stages over first. Recorded, and saved before it is sent."""
+        now = time.time() if now is None else now
         with self._lock:
-            allowed = 1 + len([t for t in self._transitions if t.decision == "advance"
-                               and not t.final])
-            if self._status.verdict in ("fail", "inconclusive", "no_data"):
-                return False
-            if self._granted < allowed:
-                self._granted += 1
-                return True
-            return False
+            if payload.checksum and payload.checksum != self.journal.revision:
+                if self.journal.new_revision(payload.checksum):
+                    self.say(f"new revision {payload.checksum} ({payload.describe()}): "
+                             "the stages start over")
+                    self._reading = None
+                    self._restore()
+            last = self.journal.last_grant()
+            got = answer(hook, self._status, self.plan, self._reading,
+                         None if last is None else last["at"], self.inconclusive)
+            if got.grant:
+                self.journal.grant(self._reading.weight if self._reading else 0.0, now,
+                                   self._status.history)
+            self.journal.answer(controller="flagger", hook=hook, code=got.code,
+                                message=got.message, name=payload.name,
+                                namespace=payload.namespace, phase=payload.phase,
+                                checksum=payload.checksum)
+            self.journal.save()
+        self.say(f"flagger {hook} ({payload.describe()}): {got.code} {got.message}")
+        return got
 
     def to_json(self, stage: float | None = None) -> dict[str, Any]:
         snap = self.snapshot()
@@ -74,6 +155,7 @@ class Board:
         return {
             "verdict": s.verdict, "state": s.state, "stage": s.stage,
             "stage_verdict": self.stage_verdict(stage),
+            "revision": self.journal.revision, "waiting_windows": s.waiting,
             "stages": list(self.plan.analysed), "stages_passed": list(s.history),
             "exit_code": s.exit_code, "windows": s.windows, "missing_windows": s.missing,
             "no_data_reason": s.no_data_reason, "reasons": list(s.reasons),

@@ -17,13 +17,13 @@ class WatchConfig:
                 "'job=\"vllm-stable\",namespace=\"prod\"'."})
     candidate: str = field(metadata={"help": "Label matchers picking the canary's series."})
     policy: Path | None = field(default=None, metadata={
-        "help": "Watch policy YAML (live figures, thresholds, alpha). Default: "
-                "scenarios/watch/no-regression.yaml."})
+        "help": "Watch policy (live figures, thresholds, alpha): a bundled name "
+                "(`layergate policies`) or a YAML file. Default: no-regression."})
     engine: str = field(default="layergate", metadata={
         "help": "Whose metric names to read: a key of the mapping file (layergate, "
                 "layergate-replay, vllm, tgi)."})
     metric_names: Path | None = field(default=None, metadata={
-        "help": "Mapping file of engine -> role -> metric name. Default: "
+        "help": "Mapping file of engine -> role -> metric name. Default: the bundled "
                 "scenarios/watch/metric-names.yaml."})
     stages: tuple[float, ...] = field(default=(1, 5, 25, 50, 100), metadata={
         "help": "Percent of traffic on the candidate at each stage; every stage below 100 "
@@ -51,6 +51,20 @@ class WatchConfig:
         "help": "A hook still running after this has failed."})
     serve_port: int | None = field(default=None, metadata={
         "help": "Also answer on this port: /metrics, /status (Argo Rollouts web metric) and "
-                "/flagger/<hook> (Flagger webhooks); keeps serving the verdict until "
-                "stopped.", "min": 0, "max": 65535})
+                "/flagger/<hook> (Flagger webhooks, POST); keeps serving the verdict, and "
+                "starts over when Flagger names a new revision, until stopped.",
+        "min": 0, "max": 65535})
     host: str = field(default="127.0.0.1", metadata={"help": "Address --serve binds."})
+    controller_weight: str | None = field(default=None, metadata={
+        "help": "PromQL giving the canary weight the controller set, e.g. Flagger's "
+                "'flagger_canary_weight{workload=\"llm\",namespace=\"llm\"}'. "
+                "confirm-traffic-increase grants a step only from a weight the watch has "
+                "decided. Default: the candidate's observed share of the requests."})
+    state: Path | None = field(default=None, metadata={
+        "help": "State file: every window, the stage, the revision, each hook run and each "
+                "controller answer, rewritten atomically after each; a watch restarted "
+                "with it resumes where it was. Refused if written for another rollout."})
+    on_unfinished_hook: str = field(default="fail", metadata={
+        "help": "A hook the state file shows started but never finished (the watch died "
+                "while it ran): run it again, or fail (exit 4) for a person to check.",
+        "choices": ("fail", "rerun")})

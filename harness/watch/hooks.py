@@ -20,7 +20,8 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from exporters.catalogue import FAIL, PASS, exit_code
+from exporters.catalogue import exit_code
+from harness.watch.journal import Journal
 from harness.watch.stages import Transition
 
 ENV_PREFIX = "LAYERGATE_WATCH_"
@@ -38,8 +39,7 @@ class HookResult:
 
 
 def hook_env(t: Transition) -> dict[str, str]:
-    last = t.decision == "rollback" or t.final
-    code = exit_code(FAIL if t.decision == "rollback" else PASS) if last else None
+    code = exit_code(t.ends) if t.ends is not None else None
     return {f"{ENV_PREFIX}DECISION": t.decision, f"{ENV_PREFIX}STAGE": f"{t.stage:g}",
             f"{ENV_PREFIX}NEXT_STAGE": f"{t.next_stage:g}",
             f"{ENV_PREFIX}REASONS": "\n".join(t.reasons),
@@ -48,23 +48,40 @@ def hook_env(t: Transition) -> dict[str, str]:
 
 class Hooks:
     """Runs the command for each transition once; never twice for one transition, even if
-    asked again (a retried loop, a second status read)."""
+    asked again (a retried loop, a restarted watch): the journal records it `started` before
+    it runs and `done` after, and a transition recorded done is not run again."""
 
     def __init__(self, on_advance: str | None, on_rollback: str | None,
-                 timeout: float = 300.0, log: Callable[[str], None] | None = None) -> None:
+                 journal: Journal, timeout: float = 300.0,
+                 log: Callable[[str], None] | None = None) -> None:
         self.commands = {"advance": on_advance, "rollback": on_rollback}
+        self.journal = journal
         self.timeout = timeout
         self.log = log or (lambda _msg: None)
-        self._done: set[tuple[str, float, float]] = set()
+
+    def unfinished(self, t: Transition) -> bool:
+        """Recorded started but never done: the watch died while it ran."""
+        state = self.journal.hook_state(t.key)
+        return bool(self.commands[t.decision]) and state is not None \
+            and state["state"] == "started"
 
     def run(self, t: Transition) -> HookResult | None:
+        """Run it unless it has no command or is recorded done (an unfinished one reruns:
+        check `unfinished` first)."""
         command = self.commands[t.decision]
-        key = (t.decision, t.stage, t.next_stage)
-        if not command or key in self._done:
+        state = self.journal.hook_state(t.key)
+        if not command or (state is not None and state["state"] == "done"):
             return None
-        self._done.add(key)
+        self.journal.hook(t.key, "started", command=command)
+        self.journal.save()
         self.log(f"running --on-{t.decision} for stage {t.stage:g} -> {t.next_stage:g}: "
                  f"{command}")
+        result = self._run(command, t)
+        self.journal.hook(t.key, "done", command=command, returncode=result.returncode)
+        self.journal.save()
+        return result
+
+    def _run(self, command: str, t: Transition) -> HookResult:
         # its own process group, so a timeout also stops what the command started
         proc = subprocess.Popen(["sh", "-c", command], env={**os.environ, **hook_env(t)},
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -1,30 +1,35 @@
 """`run_watch(config)`: read a window from Prometheus every `window_s`, decide, run the
 hooks, publish, until the rollout passes, rolls back, runs out of time or of data.
 
-Window k covers [start + k * window_s, start + (k + 1) * window_s]; it is read `lag_s`
-after its end (so the last scrape inside it has been stored), at its end. A loop that fell
-more than a window behind (a slow Prometheus, a long hook) skips ahead rather than reading
-stale windows in a burst.
+Windows lie on a grid of multiples of `window_s`; each is read `lag_s` after its end (so
+the last scrape inside it has been stored), at its end. A loop that fell behind (a slow
+Prometheus, a long hook, a restart from `--state`) reads the windows it missed in turn:
+Prometheus stores them, and a late read at a window's end sees what a timely one would.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
 from exporters.canary import Window
-from harness.watch.board import Board
+from harness.watch.board import Board, Missing
 from harness.watch.config import WatchConfig
 from harness.watch.exposition import WatchCollector
+from harness.watch.flagger import WeightReading
 from harness.watch.hooks import HookResult, Hooks
+from harness.watch.journal import Journal
 from harness.watch.metric_map import EngineMetrics, load_engine_metrics, normalise_selector
 from harness.watch.policy import WatchPolicy, load_watch_policy
 from harness.watch.server import serve
-from harness.watch.source import PrometheusSource
+from harness.watch.source import NoData, PrometheusSource
 from harness.watch.stages import NO_DATA_EXIT, StageMachine, StagePlan, Transition, WatchStatus
 
 
@@ -49,11 +54,36 @@ class Prepared:
     selectors: dict[str, str]
     plan: StagePlan
     machine: StageMachine
+    journal: Journal
+
+    def new_machine(self) -> StageMachine:
+        return StageMachine(self.policy, self.plan, self.engine.roles, self.engine.engine)
+
+
+def identity(config: WatchConfig, policy: WatchPolicy, selectors: dict[str, str]
+             ) -> dict[str, Any]:
+    """What makes a state file this rollout's: any difference and it is refused."""
+    rules = {r.name: f"{r.direction} {r.threshold:g}" + ("" if r.critical else " shown")
+             + ("" if r.required else " optional") for r in policy.rules}
+    raw = {"baseline": selectors["baseline"], "candidate": selectors["candidate"],
+           "engine": config.engine, "stages": list(config.stages),
+           "window_s": config.window_s, "min_windows": config.min_windows,
+           "max_windows": config.max_windows, "no_data_windows": config.no_data_windows,
+           "min_requests": config.min_requests, "policy.alpha": policy.alpha,
+           "policy.inconclusive": policy.inconclusive, "policy.metrics": rules}
+    return json.loads(json.dumps(raw))  # as it reads back from the file
+
+
+def first_window_end(now: float, window: float) -> float:
+    """Windows lie on a grid of multiples of the window length, so two watches (or one
+    restarted) read the same windows."""
+    return (math.floor(now / window) + 1) * window
 
 
 def prepare(config: WatchConfig) -> Prepared:
-    """Load and check the policy, the mapping and the selectors. Raises PolicyError,
-    MetricMapError or ValueError (all usage errors) naming what is wrong."""
+    """Load and check the policy, the mapping, the selectors and the state file. Raises
+    PolicyError, MetricMapError or ValueError (StateMismatch among them: all usage errors)
+    naming what is wrong."""
     policy = load_watch_policy(config.policy)
     engine = load_engine_metrics(config.engine, config.metric_names)
     selectors = {"baseline": normalise_selector(config.baseline, "--baseline"),
@@ -64,7 +94,9 @@ def prepare(config: WatchConfig) -> Prepared:
     plan = StagePlan(config.stages, config.min_windows, config.max_windows,
                      config.no_data_windows)
     machine = StageMachine(policy, plan, engine.roles, engine.engine)
-    return Prepared(config, policy, engine, selectors, plan, machine)
+    journal = Journal.open(config.state, identity(config, policy, selectors),
+                           first_window_end(time.time(), config.window_s))
+    return Prepared(config, policy, engine, selectors, plan, machine, journal)
 
 
 Say = Callable[[str], None]
@@ -73,25 +105,33 @@ Say = Callable[[str], None]
 def run_watch(prepared: Prepared, say: Say | None = None,
               stop: threading.Event | None = None,
               on_window: Callable[[Board], None] | None = None) -> WatchOutcome:
-    """Watch until a verdict; with `serve_port`, keep answering until `stop` is set."""
-    config, machine = prepared.config, prepared.machine
+    """Watch until a verdict; with `serve_port`, keep answering (and start over when
+    Flagger names a new revision) until `stop` is set."""
+    config = prepared.config
     say = say or (lambda _msg: None)
     stop = stop or threading.Event()
-    board = Board(prepared.plan, machine.status, machine.alpha)
+    board = Board(prepared.new_machine, prepared.journal, say)
+    if prepared.journal.inputs:
+        say(f"resumed from {config.state}: {len(prepared.journal.inputs)} windows of "
+            f"revision {prepared.journal.revision or '(none named yet)'}, "
+            f"{describe(board.snapshot().status)}")
     registry = CollectorRegistry()
     registry.register(WatchCollector(board))
     server = serve(board, registry, config.host, config.serve_port) \
         if config.serve_port is not None else None
     source = PrometheusSource(config.prometheus, prepared.engine, prepared.selectors,
                               config.min_requests)
-    hooks = Hooks(config.on_advance, config.on_rollback, config.hook_timeout_s, say)
-    outcome = WatchOutcome(machine.status, board)
+    hooks = Hooks(config.on_advance, config.on_rollback, prepared.journal,
+                  config.hook_timeout_s, say)
+    outcome = WatchOutcome(board.snapshot().status, board)
     try:
         if server is not None:
             say(f"serving /status, /metrics and /flagger/* on "
                 f"http://{config.host}:{server.server_address[1]}")
         try:
-            outcome = _loop(prepared, source, board, hooks, say, stop, on_window)
+            outcome = _resume_hooks(board, hooks, config, say) or \
+                _loop(prepared, source, board, hooks, say, stop, on_window,
+                      serving=server is not None)
         except KeyboardInterrupt:  # Ctrl-C: stop as SIGTERM does, with what was decided
             stop.set()
             outcome = WatchOutcome(board.snapshot().status, board)
@@ -101,6 +141,7 @@ def run_watch(prepared: Prepared, say: Say | None = None,
                 stop.wait()
             except KeyboardInterrupt:
                 pass
+            outcome = WatchOutcome(board.snapshot().status, board, outcome.hook_error)
     finally:
         source.close()
         if server is not None:
@@ -109,10 +150,36 @@ def run_watch(prepared: Prepared, say: Say | None = None,
     return outcome
 
 
+def _resume_hooks(board: Board, hooks: Hooks, config: WatchConfig, say: Say
+                  ) -> WatchOutcome | None:
+    """After a restart: run a transition's hook that never started, report one that
+    started but never finished (rerun or fail, by --on-unfinished-hook), and end again on
+    one recorded as failed."""
+    status = board.snapshot().status
+    for t in board.snapshot().transitions:
+        state = hooks.journal.hook_state(t.key)
+        if hooks.unfinished(t):
+            say(f"--on-{t.decision} for stage {t.stage:g} -> {t.next_stage:g} was started "
+                "but never recorded as finished (the watch stopped while it ran)")
+            if config.on_unfinished_hook == "fail":
+                return WatchOutcome(status, board, (
+                    f"--on-{t.decision} for stage {t.stage:g} % may or may not have run to "
+                    "the end; the traffic share is unknown. Check it, then restart with "
+                    "--on-unfinished-hook rerun to run it again"))
+            hooks.journal.hook(t.key, "rerun")
+        elif state is not None and state["state"] == "done" and state.get("returncode") != 0:
+            return WatchOutcome(status, board, f"--on-{t.decision} for stage {t.stage:g} % "
+                                f"failed before the restart (exit {state.get('returncode')})")
+        error = _hook_error(t, hooks.run(t))
+        if error is not None:
+            return WatchOutcome(status, board, error)
+    return None
+
+
 def _loop(prepared: Prepared, source: PrometheusSource, board: Board, hooks: Hooks,
-          say: Say, stop: threading.Event,
-          on_window: Callable[[Board], None] | None) -> WatchOutcome:
-    config, machine = prepared.config, prepared.machine
+          say: Say, stop: threading.Event, on_window: Callable[[Board], None] | None,
+          serving: bool) -> WatchOutcome:
+    config, journal = prepared.config, prepared.journal
     probe = source.probe()
     if isinstance(probe, dict):
         for arm, count in probe.items():
@@ -121,31 +188,57 @@ def _loop(prepared: Prepared, source: PrometheusSource, board: Board, hooks: Hoo
     else:
         say(f"warning: {probe.reason}")
     window = config.window_s
-    end = time.time() + window
-    status = machine.status
+    # resume on the grid after the last window recorded; missed windows are read late
+    # from Prometheus, at their own end, so they hold what a timely read would have
+    if journal.inputs:
+        end = journal.inputs[-1]["end"] + window
+    else:
+        end = journal.data["origin"] or first_window_end(time.time(), window)
+    epoch = board.epoch
     while not stop.is_set():
         if stop.wait(max(0.0, end + config.lag_s - time.time())):
             break
+        if board.epoch != epoch:  # a new revision: its first window starts now
+            epoch, end = board.epoch, first_window_end(time.time(), window)
+            continue
+        status = board.snapshot().status
+        if status.verdict != "pending":
+            if not serving:
+                return WatchOutcome(status, board)
+            end += window  # keep serving the verdict until a new revision
+            continue
         got = source.window(end, window)
-        if isinstance(got, Window):
-            status, transition = machine.step(got)
-        else:
-            status, transition = machine.step(None, got.reason)
-        board.update(status, transition)
+        status, transition = board.observe(*_observation(source, config, got, end, window),
+                                           epoch=epoch)
         say(describe(status))
         if on_window is not None:
             on_window(board)
         if transition is not None:
-            result = hooks.run(transition)
-            error = _hook_error(transition, result)
+            error = _hook_error(transition, hooks.run(transition))
             if error is not None:
                 return WatchOutcome(status, board, error)
-        if status.verdict != "pending":
+        if status.verdict != "pending" and not serving:
             return WatchOutcome(status, board)
         end += window
-        if end + config.lag_s < time.time() - window:  # fell behind: skip, do not burst
-            end = time.time()
-    return WatchOutcome(status, board)
+    return WatchOutcome(board.snapshot().status, board)
+
+
+def _observation(source: PrometheusSource, config: WatchConfig, got: Window | NoData,
+                 end: float, window: float) -> tuple[Window | Missing, WeightReading | None]:
+    """The window (or why it has none) and the controller's weight as of its end: the
+    exported weight when --controller-weight names it, else the candidate's share."""
+    reading = None
+    if config.controller_weight:
+        value = source.controller_weight(config.controller_weight, end)
+        if value is not None:
+            reading = WeightReading(value[0], value[1], "controller")
+    elif isinstance(got, Window):
+        reading = WeightReading(source.share(got), end - window, "observed")
+    elif got.arm == "candidate":
+        reading = WeightReading(0.0, end - window, "observed")
+    if isinstance(got, Window):
+        return got, reading
+    return Missing(end, got.reason, got.arm == "candidate"), reading
 
 
 def _hook_error(t: Transition, result: HookResult | None) -> str | None:
@@ -161,8 +254,11 @@ def _hook_error(t: Transition, result: HookResult | None) -> str | None:
 def describe(s: WatchStatus) -> str:
     """One line per window, for the terminal."""
     head = f"stage {s.stage:g} % window {s.windows}: {s.state}"
-    if s.state == "no_data":
-        return f"{head} ({s.missing} in a row): {s.no_data_reason}"
+    if s.no_data_reason is not None:  # the last window had no data
+        count = f"{s.missing} in a row" if s.missing else \
+            f"the candidate has not served yet, {s.waiting} windows"
+        line = f"{head} ({count}): {s.no_data_reason}"
+        return line + ("\n  " + "\n  ".join(s.reasons) if s.verdict != "pending" else "")
     parts = []
     for f in s.figures:
         c = f.check

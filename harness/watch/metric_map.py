@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from exporters import bundled
 from exporters.canary import HISTOGRAM_ROLES, ROLES
 from exporters.catalogue import did_you_mean
 from harness.gate.validate import read_yaml
@@ -20,9 +21,7 @@ class MetricMapError(ValueError):
 
 
 def default_map_path() -> Path:
-    import harness
-
-    return Path(harness.__file__).resolve().parents[1] / "scenarios" / "watch" / "metric-names.yaml"
+    return bundled.watch_metric_names()
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ which error rate. YAML, validated like gate policies (every mistake names file a
       e2e_ratio: {direction: "<=", threshold: 1.10}
       error_rate_delta: {direction: "<=", threshold: 0.01}
       tpot_rer: {direction: ">=", threshold: 0.0, critical: false}
+    inconclusive: hold   # a stage out of windows undecided: hold the weight (default) or
+                         # rollback
 
 Rule keys: threshold, direction (">=" / "<="), critical (default true: decides; false:
 shown only), required (default true: a critical figure the engine cannot give is refused
@@ -20,10 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from exporters import bundled
 from exporters.canary import FIGURES
 from exporters.catalogue import FIGURES as CATALOGUE
 from harness.gate.policy import MetricRule
 from harness.gate.validate import (
+    PolicyError,
     Where,
     check_keys,
     did_you_mean,
@@ -34,7 +38,8 @@ from harness.gate.validate import (
     top_level,
 )
 
-_TOP_KEYS = {"name", "description", "alpha", "metrics"}
+_TOP_KEYS = {"name", "description", "alpha", "metrics", "inconclusive"}
+INCONCLUSIVE_ACTIONS = ("hold", "rollback")
 _RULE_KEYS = {"threshold", "direction", "critical", "required"}
 
 
@@ -45,6 +50,7 @@ class WatchPolicy:
     alpha: float
     rules: tuple[MetricRule, ...]
     description: str = ""
+    inconclusive: str = INCONCLUSIVE_ACTIONS[0]  # what an undecided stage does
 
     @property
     def gating(self) -> tuple[MetricRule, ...]:
@@ -52,14 +58,16 @@ class WatchPolicy:
 
 
 def default_watch_policy() -> Path:
-    import harness
-
-    return Path(harness.__file__).resolve().parents[1] / "scenarios" / "watch" \
-        / "no-regression.yaml"
+    return bundled.named(bundled.WATCH_POLICIES, "no-regression")
 
 
 def load_watch_policy(path: str | Path | None = None) -> WatchPolicy:
-    path = Path(path) if path is not None else default_watch_policy()
+    """A watch policy file, a bundled name (`no-regression`), or None for that default."""
+    try:
+        path = bundled.resolve(bundled.WATCH_POLICIES,
+                               path if path is not None else "no-regression")
+    except bundled.BundledNameError as exc:
+        raise PolicyError(str(exc)) from exc
     return parse_watch_policy(read_yaml(path), path)
 
 
@@ -75,9 +83,14 @@ def parse_watch_policy(raw: Any, path: Path | None = None) -> WatchPolicy:
     rules = tuple(_rule(name, spec, where) for name, spec in metrics.items())
     if not any(r.critical for r in rules):
         raise where.error("metrics", "no critical figure: nothing would decide the rollout")
+    inconclusive = raw.get("inconclusive", INCONCLUSIVE_ACTIONS[0])
+    if inconclusive not in INCONCLUSIVE_ACTIONS:
+        raise where.error("inconclusive", f"expected one of {', '.join(INCONCLUSIVE_ACTIONS)}"
+                          f", got {inconclusive!r}")
     return WatchPolicy(name=str(raw.get("name") or (path.stem if path else "watch")),
                        path=path, alpha=alpha, rules=rules,
-                       description=str(raw.get("description", "")).strip())
+                       description=str(raw.get("description", "")).strip(),
+                       inconclusive=inconclusive)
 
 
 def _rule(name: Any, spec: Any, where: Where) -> MetricRule:

@@ -4,16 +4,10 @@ Rollouts.
 - `GET /metrics` (Prometheus): the `layergate_watch_*` metrics;
 - `GET /status[?stage=S]` (an Argo Rollouts `web` metric, `jsonPath: "{$.stage_verdict}"`):
   the board's JSON (harness/watch/board.py);
-- `/flagger/rollout` (Flagger `rollout` webhook): 200 while the watch has data and nothing
-  is decided bad, 403 otherwise (a failed check);
-- `/flagger/confirm-traffic-increase`: 200 once for each stage the watch advanced past (the
-  step onto the first stage is free), 403 = wait;
-- `/flagger/confirm-promotion`: 200 once every stage passed, 403 = wait;
-- `/flagger/rollback`: 200 when the watch decided to roll back (Flagger then rolls back),
-  403 otherwise.
-
-Flagger webhooks are POSTed (any body); GET answers the same. 403 is what Flagger's own
-load tester answers for a closed gate; Flagger treats any status above 202 as "no".
+- `POST /flagger/<hook>` (Flagger webhooks: rollout, confirm-traffic-increase,
+  confirm-promotion, rollback): answered from the watch's state (harness/watch/flagger.py);
+  the payload's name, namespace, phase and checksum are read and logged, and a new checksum
+  starts the stages over. POST only: a debugging GET must not look like Flagger asking.
 """
 
 from __future__ import annotations
@@ -26,35 +20,9 @@ from urllib.parse import parse_qs, urlparse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from harness.watch.board import Board
+from harness.watch.flagger import HOOKS, Payload
 
-GO, HALT = 200, 403
-
-
-def flagger_answer(board: Board, hook: str) -> tuple[int, str]:
-    """(HTTP status, why) for Flagger webhook type `hook`."""
-    s = board.snapshot().status
-    if hook == "rollout":
-        ok = s.verdict in ("pending", "pass") and s.state != "no_data"
-        return (GO, f"watching stage {s.stage:g} %") if ok else (HALT, _why(board))
-    if hook == "confirm-traffic-increase":
-        if board.grant_traffic_increase():
-            return GO, f"stage {s.stage:g} %"
-        return HALT, f"stage {s.stage:g} % not decided yet ({s.state})" \
-            if s.verdict == "pending" else _why(board)
-    if hook == "confirm-promotion":
-        return (GO, "every stage passed") if s.verdict == "pass" else (HALT, _why(board))
-    if hook == "rollback":
-        return (GO, _why(board)) if s.verdict == "fail" else (HALT, f"no rollback ({s.state})")
-    raise KeyError(hook)
-
-
-def _why(board: Board) -> str:
-    s = board.snapshot().status
-    if s.state == "no_data":
-        detail = s.no_data_reason or "no data"
-    else:
-        detail = "; ".join(s.reasons) or "undecided"
-    return f"{s.state} at stage {s.stage:g} %: {detail}"
+FLAGGER = "/flagger/"
 
 
 def serve(board: Board, registry: CollectorRegistry, host: str, port: int
@@ -63,13 +31,28 @@ def serve(board: Board, registry: CollectorRegistry, host: str, port: int
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - the http.server API
+            if urlparse(self.path).path.startswith(FLAGGER):
+                self._json(405, {"error": "Flagger webhooks are POSTed; a GET would be "
+                                 "taken for Flagger asking"}, allow="POST")
+                return
             self._route()
 
         def do_POST(self) -> None:  # noqa: N802
-            length = int(self.headers.get("Content-Length") or 0)
-            if length:
-                self.rfile.read(length)  # Flagger's payload: the canary's name and phase
-            self._route()
+            url = urlparse(self.path)
+            if not url.path.startswith(FLAGGER):
+                return self._json(405, {"error": f"{url.path} answers GET only"}, allow="GET")
+            hook = url.path.removeprefix(FLAGGER)
+            if hook not in HOOKS:
+                return self._json(404, {"error": f"no Flagger hook {url.path}; use "
+                                        f"{', '.join(HOOKS)}"})
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+                payload = Payload.parse(self.rfile.read(length) if length > 0 else b"")
+            except ValueError as exc:
+                return self._json(400, {"error": f"{url.path}: {exc}"})
+            got = board.flagger(hook, payload)
+            return self._json(got.code, {"verdict": board.snapshot().status.verdict,
+                                         "message": got.message})
 
         def _route(self) -> None:
             url = urlparse(self.path)
@@ -81,27 +64,21 @@ def serve(board: Board, registry: CollectorRegistry, host: str, port: int
                     value = None if stage is None else float(stage)
                 except ValueError:
                     return self._json(400, {"error": f"stage must be a number, got {stage!r}"})
-                return self._json(200, board.to_json(value))
+                return self._json(200, board.argo(value))
             if url.path == "/health":
                 return self._json(200, {"status": "ok"})
-            if url.path.startswith("/flagger/"):
-                try:
-                    code, why = flagger_answer(board, url.path.removeprefix("/flagger/"))
-                except KeyError:
-                    return self._json(404, {"error": f"no Flagger hook {url.path}; use "
-                                            "rollout, confirm-traffic-increase, "
-                                            "confirm-promotion or rollback"})
-                return self._json(code, {"verdict": board.snapshot().status.verdict,
-                                         "message": why})
             return self._json(404, {"error": f"no route {url.path}; see /status, /metrics, "
                                     "/flagger/<hook>"})
 
-        def _json(self, code: int, body: dict) -> None:
-            self._send(code, (json.dumps(body) + "\n").encode(), "application/json")
+        def _json(self, code: int, body: dict, allow: str | None = None) -> None:
+            self._send(code, (json.dumps(body) + "\n").encode(), "application/json", allow)
 
-        def _send(self, code: int, body: bytes, content_type: str) -> None:
+        def _send(self, code: int, body: bytes, content_type: str,
+                  allow: str | None = None) -> None:
             self.send_response(code)
             self.send_header("Content-Type", content_type)
+            if allow is not None:
+                self.send_header("Allow", allow)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)

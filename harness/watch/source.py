@@ -24,6 +24,7 @@ ARMS = ("baseline", "candidate")
 @dataclass(frozen=True)
 class NoData:
     reason: str
+    arm: str | None = None  # the arm whose data was missing (None: Prometheus itself)
 
 
 def promql_duration(seconds: float) -> str:
@@ -79,11 +80,26 @@ class PrometheusSource:
         name = self.engine.refs["requests" if self.traffic == "requests" else "e2e"].name
         if traffic is None:
             return NoData(f"the {arm} selector {{{selector}}} matches no {name} series "
-                          f"(engine {self.engine.engine}): check --{arm} and --engine")
+                          f"(engine {self.engine.engine}): check --{arm} and --engine", arm)
         if traffic < self.min_requests:
             return NoData(f"the {arm} served {traffic:.0f} requests in the window "
-                          f"(at least {self.min_requests} needed): is it receiving traffic?")
+                          f"(at least {self.min_requests} needed): is it receiving traffic?",
+                          arm)
         return ArmWindow(values)
+
+    def share(self, window: Window) -> float:
+        """The candidate's share of both arms' traffic in a window, in percent."""
+        a = window.baseline.get(self.traffic) or 0.0
+        b = window.candidate.get(self.traffic) or 0.0
+        return 100.0 * b / (a + b) if a + b > 0 else 0.0
+
+    def controller_weight(self, expr: str, at: float) -> tuple[float, float] | None:
+        """(weight, the time of its sample) of the controller's weight series, as of
+        `at`; None when Prometheus has none or cannot be asked."""
+        weight, stamp = self._query(expr, at), self._query(f"timestamp({expr})", at)
+        if not isinstance(weight, float) or not isinstance(stamp, float):
+            return None
+        return weight, stamp
 
     def _query(self, expr: str, at: float) -> float | None | NoData:
         try:

@@ -10,7 +10,13 @@ the stage's windows:
 - `max_windows` with data and still undecided: inconclusive;
 - a window without data (Prometheus unreachable, a selector that matches nothing, an arm
   without traffic) adds nothing; `no_data_windows` of them in a row end the watch in the
-  no-data state. None of these is ever a pass.
+  no-data state. Before the candidate has first served traffic (a controller that has not
+  shifted any yet, canary pods still starting), the candidate's own missing data does not
+  count toward that: such windows end the watch only after `max_windows` of them. None of
+  these is ever a pass.
+
+An inconclusive stage holds (the verdict is `inconclusive`, no transition), or, with the
+policy's `inconclusive: rollback`, is also a rollback transition.
 
 A candidate can also turn bad in the middle of a stage; an interval over all the stage's
 windows then averages the good windows in and is slow to move. So besides the interval over
@@ -93,10 +99,23 @@ class Transition:
     stage: float
     next_stage: float
     reasons: tuple[str, ...]
+    verdict: Verdict | None = None  # set when it ends the watch otherwise than it implies
+
+    @property
+    def key(self) -> str:
+        """Names the transition in the state file: one hook run per key."""
+        return f"{self.decision}:{self.stage:g}->{self.next_stage:g}"
 
     @property
     def final(self) -> bool:
         return self.decision == "advance" and self.next_stage >= FULL
+
+    @property
+    def ends(self) -> Verdict | None:
+        """The verdict the watch ends with after this transition (None: it goes on)."""
+        if self.verdict is not None:
+            return self.verdict
+        return "fail" if self.decision == "rollback" else "pass" if self.final else None
 
 
 @dataclass(frozen=True)
@@ -112,6 +131,7 @@ class WatchStatus:
     advances: int = 0
     window_end: float | None = None
     history: tuple[float, ...] = field(default=())  # the stages passed, in order
+    waiting: int = 0  # windows without the candidate's data before it first served
 
     @property
     def state(self) -> str:
@@ -153,15 +173,19 @@ class StageMachine:
         self.n_opt = min(max(MIN_N_OPT, plan.min_windows), MAX_N_OPT)
         self.restart = self.n_opt
         self._windows: list[Window] = []
+        self.served = False  # a window with the candidate's data seen yet
+        self.inconclusive_rollback = policy.inconclusive == "rollback"
         self.status = WatchStatus("pending", plan.analysed[0], 0)
 
-    def step(self, window: Window | None, no_data_reason: str | None = None
-             ) -> tuple[WatchStatus, Transition | None]:
-        """One window: `window` with data, or None with the reason there was none."""
+    def step(self, window: Window | None, no_data_reason: str | None = None,
+             candidate: bool = False) -> tuple[WatchStatus, Transition | None]:
+        """One window: `window` with data, or None with the reason there was none
+        (`candidate`: it was the candidate's data that was missing)."""
         if self.status.verdict != "pending":
             return self.status, None
         if window is None:
-            return self._no_data(no_data_reason or "no data"), None
+            return self._no_data(no_data_reason or "no data", candidate), None
+        self.served = True
         self._windows.append(window)
         figures = tuple(self._judge(rule) for rule in self.policy.rules)
         base = replace(self.status, windows=len(self._windows), missing=0, no_data_reason=None,
@@ -179,6 +203,9 @@ class StageMachine:
             self.status = replace(base, verdict="inconclusive", reasons=(
                 f"stage {_pct(base.stage)}: {len(self._windows)} windows and still undecided",
                 *_words(why)))
+            if self.inconclusive_rollback:
+                return self.status, Transition("rollback", base.stage, 0.0,
+                                               self.status.reasons, "inconclusive")
             return self.status, None
         self.status = replace(base, reasons=())
         return self.status, None
@@ -205,7 +232,15 @@ class StageMachine:
             j += 1
         return whole
 
-    def _no_data(self, reason: str) -> WatchStatus:
+    def _no_data(self, reason: str, candidate: bool) -> WatchStatus:
+        if candidate and not self.served:
+            waiting = self.status.waiting + 1
+            status = replace(self.status, waiting=waiting, no_data_reason=reason)
+            if waiting >= self.plan.max_windows:
+                status = replace(status, verdict="no_data", reasons=(
+                    f"the candidate served no traffic in {waiting} windows: {reason}",))
+            self.status = status
+            return status
         missing = self.status.missing + 1
         status = replace(self.status, missing=missing, no_data_reason=reason)
         if missing >= self.plan.no_data_windows:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from exporters import bundled
 from reference_engine.skip_policies.decider import OPS, Condition, Rule
 from reference_engine.skip_policies.detector import FEATURES
 
@@ -217,7 +218,7 @@ class _Reader:
 
 def bundled_rules_path(model: str) -> Path:
     """Where the committed calibrated rules of a model live: scenarios/rules/<model>.json."""
-    return Path(__file__).resolve().parents[2] / "scenarios" / "rules" / f"{model_key(model)}.json"
+    return bundled.rules_file(model_key(model))
 
 
 def calibrated_rules(rules_path: str | None, model: str, num_layers: int) -> RulesFile:

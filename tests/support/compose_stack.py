@@ -1,13 +1,18 @@
 """docker-compose.yml run for real by Debian's `docker-compose` against the test's own daemon,
-with a generated override for tests:
+from a project directory as `layergate init` writes it (the same compose file, its .env,
+dashboards/ and policy.yaml) with a user's traffic file in it, through the file's own
+variables (TRAFFIC, POLICY, BASELINE_URL, BASELINE2_URL, CANDIDATE_URL, COMPOSE_PROFILES),
+and a generated override for tests:
 
 - every service on `network_mode: host`, each listening on its own free port on 127.0.0.1
   (the real commands, with `--host 0.0.0.0 --port 8000` etc. rewritten; no traffic leaves
   loopback); the stack runs from `docker-compose config` of the file and the override with
   the published ports dropped (meaningless under host networking, refused by compose 1.29);
-- Prometheus mounts a copy of dashboards/prometheus.yml whose targets `service:port` are
-  rewritten to those loopback ports (jobs, labels, intervals and the mounted rules.yml are
-  the real ones);
+- the arms' URLs are the reference engines' loopback ports (BASELINE_URL ...), which the
+  `engines` profile starts;
+- Prometheus mounts a copy of the project's dashboards/prometheus.yml whose targets
+  `service:port` are rewritten to those loopback ports (jobs, labels, intervals and the
+  mounted rules.yml are the real ones);
 - Jaeger and Grafana cannot be built here: Jaeger (the engines' dependency) becomes the
   Debian base idling, the engines and replayer export no spans, and Grafana is not started
   (tests/test_compose.py checks both by structure).
@@ -29,19 +34,23 @@ import yaml
 
 from tests.support.docker_engine import DockerEngine, _tool
 from tests.support.processes import free_port
-from tests.support.stack_images import BASE_IMAGE, PROMETHEUS_IMAGE, ROOT
+from tests.support.stack_images import BASE_IMAGE, PROMETHEUS_IMAGE
 
-COMPOSE_FILE = ROOT / "docker-compose.yml"
-PROMETHEUS_CONFIG = ROOT / "dashboards" / "prometheus.yml"
 # what the test runs: everything but Grafana (jaeger comes as the engines' stand-in dependency)
-SERVICES = ("baseline", "baseline2", "candidate", "replayer", "exporter", "prometheus")
+SERVICES = ("baseline", "baseline2", "candidate", "arms", "replayer", "exporter", "prometheus")
+# the compose variable of each arm's URL
+ARM_URLS = {"baseline": "BASELINE_URL", "baseline2": "BASELINE2_URL",
+            "candidate": "CANDIDATE_URL"}
 # the container-side ports of each service's listeners (the compose file's)
 LISTENERS = {"baseline": {"--port": 8000}, "baseline2": {"--port": 8000},
              "candidate": {"--port": 8000},
              "replayer": {"--metrics-port": 9102, "--web-port": 8089},
              "exporter": {"--serve": 9103}}
-# the test's settings, through the compose file's own variables
-ENVIRONMENT = {"REPLAY_SCENARIO": "smoke", "ENGINE_THREADS": "1", "REPLAY_PROCESSES": "1",
+# the test's settings, through the compose file's own variables (the arms' URLs are added
+# once their ports are chosen); TRAFFIC and POLICY are files of the project directory
+ENVIRONMENT = {"TRAFFIC": "./captured.jsonl", "POLICY": "./policy.yaml",
+               "COMPOSE_PROFILES": "engines",
+               "ENGINE_THREADS": "1", "REPLAY_PROCESSES": "1",
                "CANDIDATE_POLICY": "dynamic", "GRAFANA_ADMIN_PASSWORD": "unused-in-tests",
                # creating a container copies the whole image on vfs: over a minute on a
                # loaded machine, compose's default API timeout
@@ -52,21 +61,26 @@ ENVIRONMENT = {"REPLAY_SCENARIO": "smoke", "ENGINE_THREADS": "1", "REPLAY_PROCES
 class ComposeStack:
     engine: DockerEngine
     workdir: Path
+    project_dir: Path  # what `layergate init` wrote, and the user's traffic
     project: str = "lgstack"
     ports: dict[str, int] = field(default_factory=dict)  # "service:container_port" -> host
+    environment: dict[str, str] = field(default_factory=lambda: dict(ENVIRONMENT))
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        base = yaml.safe_load(COMPOSE_FILE.read_text())
+        compose_file = self.project_dir / "docker-compose.yml"
+        base = yaml.safe_load(compose_file.read_text())
         for service, listeners in LISTENERS.items():
             for port in listeners.values():
                 self.ports[f"{service}:{port}"] = free_port()
         self.ports["prometheus:9090"] = free_port()
+        for arm, variable in ARM_URLS.items():
+            self.environment[variable] = self.url(arm, 8000)
         self.override = self.workdir / "docker-compose.test.yml"
         self.override.write_text(yaml.safe_dump(self._override(base), sort_keys=False))
         (self.workdir / "prometheus.yml").write_text(yaml.safe_dump(self._prometheus_config(),
                                                                     sort_keys=False))
-        self.files = [COMPOSE_FILE, self.override]
+        self.files = [compose_file, self.override]
         self.effective = self.workdir / "docker-compose.effective.yml"
         self.effective.write_text(yaml.safe_dump(self._effective(), sort_keys=False))
         self.files = [self.effective]
@@ -92,9 +106,6 @@ class ComposeStack:
                 out[i + 1] = str(self.ports[f"{service}:{LISTENERS[service][arg]}"])
             elif arg in ("--host", "--bind-host"):
                 out[i + 1] = "127.0.0.1"
-            elif out[i + 1].startswith("http://") and out[i + 1].endswith(":8000"):
-                arm = urllib.parse.urlsplit(out[i + 1]).hostname
-                out[i + 1] = self.url(arm, 8000)
         return out
 
     def _override(self, base: dict[str, Any]) -> dict[str, Any]:
@@ -129,7 +140,7 @@ class ComposeStack:
         return {"services": services}
 
     def _prometheus_config(self) -> dict[str, Any]:
-        config = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
+        config = yaml.safe_load((self.project_dir / "dashboards" / "prometheus.yml").read_text())
         for job in config["scrape_configs"]:
             for static in job["static_configs"]:
                 static["targets"] = [
@@ -142,8 +153,8 @@ class ComposeStack:
     def compose(self, *args: str, check: bool = True, timeout: float = 1800):
         files = [a for f in self.files for a in ("-f", str(f))]
         cmd = [_tool("docker-compose"), *files, "-p", self.project,
-               "--project-directory", str(ROOT), *args]
-        env_cmd = ["env", *[f"{k}={v}" for k, v in ENVIRONMENT.items()], *cmd]
+               "--project-directory", str(self.project_dir), *args]
+        env_cmd = ["env", *[f"{k}={v}" for k, v in self.environment.items()], *cmd]
         return self.engine.run(env_cmd, check=check, timeout=timeout)
 
     def up(self) -> None:

@@ -38,9 +38,46 @@ def command(port: int) -> list[str]:
             "--interrupt_requests", "False"]
 
 
+SMOKE_PROMPT = "Name three colours of the rainbow, please."  # several tokens: a batched prefill
+
+
+def died(server: EngineProcess) -> str | None:
+    """How a server process ended (its exit code and the tail of its log), None if alive."""
+    code = server.proc.poll()
+    if code is None:
+        return None
+    return (f"the llama.cpp server at {server.url} died with exit code {code}"
+            f"{' (SIGSEGV)' if code in (-11, 139) else ''}; the tail of its log "
+            f"({server.log_path}):\n{server.log()[-3000:]}")
+
+
+def check_alive(servers: list[EngineProcess]) -> None:
+    """Fail loudly, naming the server, its exit code and its log, when one has died."""
+    deaths = [d for d in (died(s) for s in servers) if d]
+    if deaths:
+        raise AssertionError("\n\n".join(deaths))
+
+
+def generate(server: EngineProcess, prompt: str = SMOKE_PROMPT, max_tokens: int = 4) -> str:
+    """One non-streamed chat completion; AssertionError with the server's death if it
+    dies on it."""
+    try:
+        answer = httpx.post(f"{server.url}/v1/chat/completions", timeout=60, json={
+            "model": MODEL_NAME, "max_tokens": max_tokens, "temperature": 0,
+            "messages": [{"role": "user", "content": prompt}]})
+    except httpx.HTTPError as exc:
+        time.sleep(0.5)  # a crashing server takes a moment to be reaped
+        raise AssertionError(died(server) or f"llama.cpp did not answer: {exc!r}") from exc
+    check_alive([server])
+    answer.raise_for_status()
+    return answer.json()["choices"][0]["message"]["content"]
+
+
 def start_llamacpp(timeout: float = 120) -> EngineProcess:
-    """A llama.cpp server on a free port; returns once /v1/models answers 200. Fails (never
-    skips) when the server is not installed or does not come up, with its log."""
+    """A llama.cpp server on a free port; returns once /v1/models answers 200 and a
+    multi-token prompt generates (the batched prefill path, which a native AMX build
+    crashed on). Fails (never skips) when the server is not installed, does not come up or
+    dies, with its exit code and log."""
     if not PYTHON.is_file():
         raise RuntimeError(f"{PYTHON} is missing: run `make install` (it installs "
                            "llama-cpp-python[server] there)")
@@ -55,7 +92,9 @@ def start_llamacpp(timeout: float = 120) -> EngineProcess:
                                f"{log.read_text(errors='replace')[-4000:]}")
         with contextlib.suppress(httpx.HTTPError):
             if httpx.get(f"{url}/v1/models", timeout=2).status_code == 200:
-                return EngineProcess(url, proc, log)
+                server = EngineProcess(url, proc, log)
+                generate(server)
+                return server
         time.sleep(0.3)
     proc.kill()
     raise RuntimeError(f"llama.cpp server did not answer in {timeout}s\n"

@@ -24,11 +24,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from tests.support.docker_engine import DockerEngine
+from tests.support.http_server import serving
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("LAYERGATE_STACK_CACHE",
@@ -134,15 +134,8 @@ def wheels_dir() -> Path:
 @contextlib.contextmanager
 def serve_wheels(directory: Path) -> Iterator[str]:
     """The wheel directory over HTTP on 127.0.0.1 (a pip --find-links URL) for a build."""
-    handler = functools.partial(_QuietHandler, directory=str(directory))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(functools.partial(_QuietHandler, directory=str(directory))) as url:
+        yield url
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

@@ -1,0 +1,42 @@
+"""`layergate init DIR`: write a starter stack a team can commit (harness/starter.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from exporters.catalogue import ExitCode
+from harness.cli.exits import exit_codes_help
+from harness.cli.written import write_or_refuse
+
+
+@click.command("init", epilog=exit_codes_help(ExitCode.PASS, ExitCode.USAGE, PASS="written",
+                                              USAGE="files exist (without --force)"))
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Overwrite files that exist.")
+def command(directory: Path, force: bool) -> None:
+    """Write a starter into DIRECTORY: shadow-replay your traffic against your servers and
+    gate the candidate, with docker compose and in CI.
+
+    \b
+    docker-compose.yml   the stack: replay, Prometheus, Grafana, exporter, gate; the
+                         reference engines under the `engines` profile
+    .env                 its settings: TRAFFIC, POLICY, BASELINE_URL, BASELINE2_URL,
+                         CANDIDATE_URL, COMPOSE_PROFILES, GRAFANA_ADMIN_PASSWORD
+    Dockerfile           the image (pip install 'layergate[engine]')
+    dashboards/          Prometheus config and rules, Grafana provisioning and dashboards
+    policy.yaml          the gate policy to edit
+    traffic.jsonl        a sample (8 requests): replace it with your capture
+    .github/workflows/layergate.yml, .gitlab-ci.yml   replay, then gate, reports uploaded
+
+    Nothing is overwritten unless --force is given.
+    """
+    from harness.starter import starter_files
+
+    written = write_or_refuse(directory, starter_files(), force)
+    click.echo(f"wrote {len(written)} files into {directory}")
+    click.echo("next: edit .env (your servers' URLs) and dashboards/prometheus.yml (their "
+               "targets), put your traffic in traffic.jsonl, then\n"
+               f"  cd {directory} && docker compose up --build\n"
+               "  docker compose run --rm gate")

@@ -1,0 +1,17 @@
+"""`layergate scenarios`: the bundled traffic mixes, by name."""
+
+from __future__ import annotations
+
+import click
+
+from exporters import bundled
+from harness.cli.listing import echo_catalogue
+
+
+@click.command("scenarios")
+def command() -> None:
+    """List the bundled traffic mixes. `replay --scenario NAME` takes a mix's name or a mix
+    YAML path (schema: scenarios/README.md); `replay --traffic F` replays a traffic file
+    as it is.
+    """
+    echo_catalogue(bundled.MIXES, "scenarios (replay --scenario NAME)")

@@ -1,0 +1,19 @@
+"""Writing a set of bundled files for `init` and `dashboards export`: existing files are a
+usage error (nothing written) unless --force, an unwritable directory names itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+def write_or_refuse(directory: Path, files: dict[str, bytes], force: bool) -> list[Path]:
+    from harness.starter import StarterExistsError, write_files
+
+    try:
+        return write_files(directory, files, force)
+    except StarterExistsError as exc:
+        raise click.UsageError(str(exc)) from exc
+    except OSError as exc:
+        raise click.BadParameter(f"cannot write: {exc}", param_hint="DIRECTORY") from exc

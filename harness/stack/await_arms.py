@@ -1,0 +1,66 @@
+"""`python -m harness.stack.await_arms URL...`: wait until every arm's server answers.
+
+The compose stack runs it before the replay, so a replay never starts against a server
+that is still loading (the reference engines convert the model first: minutes). An arm is
+up once GET URL/v1/models answers below 500: 200, and also 401 / 404 (a server that wants
+a key, or has no model list, is still up); 5xx (e.g. 503 while loading) and refused
+connections are not. Exits 0 when all are up, 4 (infrastructure) naming the arms that are
+not after --timeout seconds, 2 on a URL that is not http(s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import httpx
+
+from exporters.catalogue import ExitCode
+
+MODELS = "/v1/models"
+
+
+def answers(url: str, timeout: float = 3.0) -> str | None:
+    """None when the server at `url` is up, else why not."""
+    try:
+        status = httpx.get(url.rstrip("/") + MODELS, timeout=timeout).status_code
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None if status < 500 else f"HTTP {status}"
+
+
+def wait(urls: list[str], timeout: float, interval: float = 2.0) -> dict[str, str]:
+    """Poll until every URL is up or `timeout` passes; the ones still down, with why."""
+    deadline = time.monotonic() + timeout
+    down = dict.fromkeys(urls, "not tried")
+    while True:
+        down = {u: why for u in down if (why := answers(u)) is not None}
+        if not down or time.monotonic() >= deadline:
+            return down
+        time.sleep(interval)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.stack.await_arms",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("urls", nargs="+", metavar="URL")
+    parser.add_argument("--timeout", type=float, default=900.0,
+                        help="seconds to wait for all of them (default 900)")
+    args = parser.parse_args(argv)
+    bad = [u for u in args.urls if not u.startswith(("http://", "https://"))]
+    if bad:
+        print(f"error: not an http(s) URL: {', '.join(bad)}", file=sys.stderr)
+        return ExitCode.USAGE
+    print(f"waiting up to {args.timeout:g} s for {', '.join(args.urls)}", flush=True)
+    down = wait(args.urls, args.timeout)
+    for url, why in down.items():
+        print(f"error: {url} did not answer on {MODELS}: {why}", file=sys.stderr)
+    if down:
+        return ExitCode.INFRASTRUCTURE
+    print("every arm answers", flush=True)
+    return ExitCode.PASS
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""`layergate watch` driven as the two controllers really drive it: a Flagger replaying
+`scheduler.go`'s call order every tick, and an Argo Rollouts AnalysisRun judging the
+watch's `/status` as `webmetric.go` and `analysis.go` do (tests/support/controllers.py),
+on synthetic windows fed to the watch's own board."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import httpx
+import numpy as np
+import pytest
+import yaml
+from prometheus_client import CollectorRegistry
+
+from harness.watch.board import Board, Missing
+from harness.watch.flagger import Payload, WeightReading
+from harness.watch.journal import Journal
+from harness.watch.policy import parse_watch_policy
+from harness.watch.server import serve
+from harness.watch.stages import StageMachine, StagePlan
+from tests.support.controllers import AnalysisRun, FakeFlagger
+from tests.test_rollout_manifests import DIR
+from tests.test_watch_decisions import POLICY, ROLES, window
+
+STAGES = (5, 25, 50, 100)
+WINDOW = 60.0
+
+
+def _board(policy=POLICY, stages=STAGES, max_windows=40, journal: Journal | None = None
+           ) -> Board:
+    plan = StagePlan(stages, 4, max_windows, 3)
+    return Board(lambda: StageMachine(policy, plan, ROLES, "test"), journal)
+
+
+class Rig:
+    """A board, a fake Flagger asking it, and a clock: window k ends at k * WINDOW, and
+    Flagger ticks half a window after each (its `interval` equal to the window)."""
+
+    def __init__(self, board: Board, seed: int = 0) -> None:
+        self.board, self.k = board, 0
+        self.rng = np.random.default_rng(seed)
+        self.granted_from: list[tuple[int, tuple[float, ...]]] = []
+        self.flagger = FakeFlagger(self._call, STAGES[:-1])
+
+    def _call(self, hook: str, payload: dict) -> int:
+        got = self.board.flagger(hook, Payload.parse(json.dumps(payload).encode()),
+                                 now=self.k * WINDOW + WINDOW / 2)
+        if hook == "confirm-traffic-increase" and got.code == 200:
+            self.granted_from.append((self.flagger.weight,
+                                      self.board.snapshot().status.history))
+        return got.code
+
+    def window(self, **candidate) -> None:
+        self.k += 1
+        end = self.k * WINDOW
+        reading = WeightReading(self.flagger.weight, end - 1, "controller")
+        if self.flagger.weight == 0:
+            self.board.observe(Missing(end, "the candidate served 0 requests", True), reading)
+        else:
+            self.board.observe(window(self.rng, self.k, **candidate), reading)
+        self.flagger.tick()
+
+    def run(self, windows: int, **candidate) -> None:
+        for _ in range(windows):
+            if self.flagger.done:
+                return
+            self.window(**candidate)
+
+
+def _every_step_was_decided(rig: Rig) -> None:
+    """A step from weight w was granted only once the watch had passed a stage >= w."""
+    for weight, passed in rig.granted_from:
+        assert weight == 0 or max(passed, default=0) >= weight, (weight, passed)
+
+
+def test_identical_arms_are_promoted_through_every_step() -> None:
+    rig = Rig(_board(), seed=1)
+    rig.run(300)
+    f = rig.flagger
+    assert f.phase == "Succeeded" and f.failed_checks == 0 and f.rolled_back_by is None
+    assert f.steps == [(0, 5), (5, 25), (25, 50)]  # each step exactly once, none skipped
+    assert ("confirm-promotion", 200) in f.calls
+    # the last step weight is asked for too, and granted: Flagger then asks to promote
+    at_50 = [c for c in f.calls[f.calls.index(("confirm-promotion", 200)) - 1:]][:2]
+    assert at_50 == [("confirm-traffic-increase", 200), ("confirm-promotion", 200)]
+    _every_step_was_decided(rig)
+    assert rig.board.snapshot().status.verdict == "pass"
+
+
+def test_a_candidate_that_turns_slow_is_rolled_back_by_the_rollback_webhook() -> None:
+    rig = Rig(_board(), seed=2)
+    while rig.flagger.weight < 25 and not rig.flagger.done:
+        rig.window()
+    rig.run(100, slow=2.0)
+    f = rig.flagger
+    assert f.phase == "Failed" and f.rolled_back_by == "rollback webhook"
+    assert f.failed_checks == 0  # the rollback hook acted first: no threshold needed
+    assert f.steps == [(0, 5), (5, 25)]
+    assert rig.board.snapshot().status.verdict == "fail"
+    _every_step_was_decided(rig)
+
+
+UNDECIDABLE = {"alpha": 0.05, "metrics": {  # identical arms never clear a 1.0 threshold
+    "e2e_ratio": {"direction": "<=", "threshold": 1.0}}}
+
+
+@pytest.mark.parametrize("action", ["hold", "rollback"])
+def test_an_inconclusive_stage_holds_or_rolls_back_as_the_policy_says(action: str) -> None:
+    policy = parse_watch_policy({**UNDECIDABLE, "inconclusive": action})
+    rig = Rig(_board(policy, max_windows=8), seed=3)
+    rig.run(40)
+    f = rig.flagger
+    assert rig.board.snapshot().status.verdict == "inconclusive"
+    assert f.steps == [(0, 5)]
+    if action == "hold":  # the weight stays; no failed check builds up; a person acts
+        assert f.phase == "Progressing" and f.weight == 5 and f.failed_checks == 0
+        assert ("rollback", 403) in f.calls and ("rollback", 200) not in f.calls
+        assert f.calls[-2:] == [("rollout", 200), ("confirm-traffic-increase", 403)]
+    else:
+        assert f.phase == "Failed" and f.rolled_back_by == "rollback webhook"
+        transitions = rig.board.snapshot().transitions
+        assert [(t.decision, t.ends) for t in transitions] == [("rollback", "inconclusive")]
+
+
+def test_a_new_checksum_starts_over_and_leaves_no_verdict_behind(tmp_path) -> None:
+    journal = Journal.open(tmp_path / "state.json", {}, WINDOW)
+    rig = Rig(_board(journal=journal), seed=4)
+    while rig.flagger.weight < 25 and not rig.flagger.done:
+        rig.window()
+    rig.run(100, slow=2.0)
+    assert rig.flagger.phase == "Failed"
+    rig.flagger.new_revision("rev-2")  # a fixed candidate: a new revision
+    rig.run(300)
+    f = rig.flagger
+    assert f.phase == "Succeeded" and f.steps[-3:] == [(0, 5), (5, 25), (25, 50)]
+    assert rig.board.snapshot().status.verdict == "pass"
+    events = [(e["event"], e["checksum"]) for e in journal.data["events"]]
+    assert events == [("adopted", "rev-1"), ("reset", "rev-2")]
+    assert journal.epoch == 1 and journal.revision == "rev-2"
+
+
+def test_no_data_before_the_candidate_first_served_does_not_end_the_watch() -> None:
+    board = _board()
+    for k in range(10):  # canary pods still starting, Flagger still at 0 %
+        board.observe(Missing(k * WINDOW, "no candidate series", candidate=True))
+    status = board.snapshot().status
+    assert status.verdict == "pending" and status.missing == 0 and status.waiting == 10
+    rng = np.random.default_rng(5)
+    board.observe(window(rng, 11))
+    for k in range(3):
+        board.observe(Missing((12 + k) * WINDOW, "no candidate series", candidate=True))
+    assert board.snapshot().status.verdict == "no_data"
+    assert board.flagger("rollback", Payload()).code == 200  # terminal no_data rolls back
+    assert board.flagger("rollout", Payload()).code == 403
+
+
+def test_a_lost_grant_is_granted_again_and_never_twice_from_a_stale_reading() -> None:
+    board = _board()
+    assert not board.flagger("confirm-traffic-increase", Payload(), now=5).grant  # no weight
+    board.observe(Missing(6, "the candidate served 0 requests", True),
+                  WeightReading(0, 1, "controller"))
+    assert board.flagger("confirm-traffic-increase", Payload(), now=10).grant
+    # the 200 was lost: Flagger is still at 0 and asks again; no reading since: wait
+    assert board.flagger("confirm-traffic-increase", Payload(), now=20).code == 403
+    board.observe(Missing(60, "the candidate served 0 requests", True),
+                  WeightReading(0, 55, "controller"))
+    assert board.flagger("confirm-traffic-increase", Payload(), now=70).code == 200
+    assert len(board.journal.data["grants"]) == 2
+
+
+def test_the_payload_is_read_and_webhooks_are_post_only() -> None:
+    board = _board()
+    server = serve(board, CollectorRegistry(), "127.0.0.1", 0)
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        got = httpx.get(f"{base}/flagger/confirm-traffic-increase")
+        assert got.status_code == 405 and got.headers["allow"] == "POST"
+        assert board.journal.data["grants"] == []  # a GET used up nothing
+        assert httpx.post(f"{base}/flagger/rollout", content=b"{not json").status_code == 400
+        assert httpx.post(f"{base}/flagger/nope", json={}).status_code == 404
+        got = httpx.post(f"{base}/flagger/rollout", json={
+            "name": "llm", "namespace": "prod", "phase": "Progressing", "checksum": "abc"})
+        assert got.status_code == 200
+        answer = board.journal.data["answers"][-1]
+        assert (answer["name"], answer["namespace"], answer["phase"], answer["checksum"]) \
+            == ("llm", "prod", "Progressing", "abc")
+        assert board.journal.revision == "abc"
+        assert httpx.post(f"{base}/status").status_code == 405
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def argo_metric() -> dict:
+    docs = {d["kind"]: d for d in yaml.safe_load_all((DIR / "argo-rollouts.yaml").read_text())}
+    return docs["AnalysisTemplate"]["spec"]["metrics"][0]
+
+
+def _argo(board: Board, metric: dict, stages, seed: int, slow_from: float | None
+          ) -> Iterator[tuple[float, str]]:
+    """Each Rollout step: setWeight, then an AnalysisRun of the template at that stage, one
+    measurement per window; yields (stage, the run's phase) until one does not succeed."""
+    server = serve(board, CollectorRegistry(), "127.0.0.1", 0)
+    port = server.server_address[1]
+    rng = np.random.default_rng(seed)
+    k = 0
+    try:
+        for stage in stages:
+            url = metric["provider"]["web"]["url"].replace("{{args.stage}}", f"{stage:g}")
+            url = url.replace("layergate-watch.llm.svc:9105", f"127.0.0.1:{port}")
+
+            def fetch(url=url) -> tuple[int, bytes]:
+                got = httpx.get(url, timeout=5)
+                return got.status_code, got.content
+
+            run = AnalysisRun(metric, fetch)
+            phase = "Running"
+            while phase == "Running":
+                k += 1
+                slow = 2.0 if slow_from is not None and stage >= slow_from else 1.0
+                board.observe(window(rng, k, slow=slow))
+                phase = run.measure()
+            yield stage, phase
+            if phase != "Successful":
+                return
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_an_argo_analysis_run_succeeds_for_identical_arms(argo_metric: dict) -> None:
+    board = _board()
+    got = list(_argo(board, argo_metric, STAGES[:-1], seed=6, slow_from=None))
+    assert got == [(5, "Successful"), (25, "Successful"), (50, "Successful")]
+    assert board.snapshot().status.verdict == "pass"
+    assert [a["stage_verdict"] for a in board.journal.data["answers"]].count("pass") == 3
+
+
+def test_an_argo_analysis_run_fails_for_a_slow_candidate(argo_metric: dict) -> None:
+    board = _board()
+    got = list(_argo(board, argo_metric, STAGES[:-1], seed=7, slow_from=25))
+    assert got == [(5, "Successful"), (25, "Failed")]
+    assert board.snapshot().status.verdict == "fail"
+
+
+def test_an_argo_analysis_run_of_an_inconclusive_stage_pauses(argo_metric: dict) -> None:
+    board = _board(parse_watch_policy(UNDECIDABLE), max_windows=8)
+    metric = {**argo_metric, "inconclusiveLimit": 10}
+    got = list(_argo(board, metric, STAGES[:-1], seed=8, slow_from=None))
+    assert got == [(5, "Inconclusive")]  # Argo pauses the rollout for a person
