@@ -141,6 +141,9 @@ def test_a_10k_synthetic_run_from_the_store_equals_the_records(tmp_path: Path) -
     assert_same_figures(got, want)
 
 
+LIGHT = dict(itl_s=(), token_ids=None, extension={})  # rows cheap to write and decode
+
+
 def test_the_stop_hooks_reader_reads_each_row_once(tmp_path: Path) -> None:
     """50 k results written in batches, the tail polled after each: rows read stay at 50 k
     (a reader that re-read everything would read 1.3 M), and what it holds is the store's."""
@@ -148,12 +151,12 @@ def test_the_stop_hooks_reader_reads_each_row_once(tmp_path: Path) -> None:
         tail = ResultTail(store)
         written = 0
         for batch in range(50):
-            store.put_many(_row(f"r{batch * 500 + i}", arm) for i in range(500)
+            store.put_many(_row(f"r{batch * 500 + i}", arm, **LIGHT) for i in range(500)
                            for arm in ("baseline", "candidate"))
             written += 1000
             assert len(tail.poll()) == 1000
         assert store.rows_read == written == 50_000 and len(tail) == 50_000
-        store.put(_row("r3", "candidate", ok=False))  # a replaced row moves to the end
+        store.put(_row("r3", "candidate", ok=False, **LIGHT))  # replaced: moves to the end
         assert [r.ok for r in tail.poll()] == [False] and store.rows_read == 50_001
         assert tail.results == store.results()
         assert tail.poll() == [] and store.rows_read == 2 * 50_000 + 1
