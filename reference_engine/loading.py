@@ -16,8 +16,7 @@ from typing import Any
 
 import torch
 
-from reference_engine.config import DEFAULT_MODEL, EngineConfig
-from reference_engine.model_files import (  # noqa: F401 (GGUF_*: this module's names too)
+from exporters.model_files import (  # noqa: F401 (GGUF_*: this module's names too)
     GGUF_FILE,
     GGUF_PACKAGE,
     ModelLoadError,
@@ -25,6 +24,7 @@ from reference_engine.model_files import (  # noqa: F401 (GGUF_*: this module's 
     converted_dir,
     gguf_path,
 )
+from reference_engine.config import DEFAULT_MODEL, EngineConfig
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 

