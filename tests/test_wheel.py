@@ -1,7 +1,9 @@
 """layergate installed as a tool: the sdist built from this checkout and the wheel built from
 that sdist, the wheel installed into a fresh virtual environment with the core dependencies
-only (pip's cache, else the index), and its commands run from an empty directory, never the
-checkout: the bundled policies, mixes, dashboards and compose file come from the install."""
+only, and its commands run from an empty directory, never the checkout: the bundled
+policies, mixes, dashboards and compose file come from the install. The dependencies come
+from the suite's wheelhouse (fetched once per pyproject.toml by this machine's pip), so pip
+resolves the wheel's own requirements offline instead of asking the index for each."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import yaml
 from exporters.bundled import MIXES, POLICIES, names
 from exporters.catalogue import ExitCode
 from tests.support.echo import echo_server
+from tests.support.wheelhouse import wheels_dir
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -90,7 +93,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     _checked([sys.executable, "-m", "venv", str(venv)], work, env=env)
     started = time.monotonic()
     _checked([str(venv / "bin" / "pip"), "install", "-q", "--no-compile",
-              "--disable-pip-version-check", str(wheel)], work, env=env, timeout=900)
+              "--disable-pip-version-check", "--no-index", "--find-links", str(wheels_dir()),
+              str(wheel)], work, env=env, timeout=900)
     print(f"\nwheel installed with its core dependencies in {time.monotonic() - started:.0f} s")
     return Installed(sdist, wheel, venv, env)
 

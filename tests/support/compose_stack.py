@@ -52,8 +52,9 @@ ENVIRONMENT = {"TRAFFIC": "./captured.jsonl", "POLICY": "./policy.yaml",
                "COMPOSE_PROFILES": "engines",
                "ENGINE_THREADS": "1", "REPLAY_PROCESSES": "1",
                "CANDIDATE_POLICY": "dynamic", "GRAFANA_ADMIN_PASSWORD": "unused-in-tests",
-               # creating a container copies the whole image on vfs: over a minute on a
-               # loaded machine, compose's default API timeout
+               # where the daemon falls back to vfs, creating a container copies the
+               # whole image: over a minute on a loaded machine, compose's default API
+               # timeout
                "COMPOSE_HTTP_TIMEOUT": "900"}
 
 

@@ -9,10 +9,14 @@ from collections.abc import Callable, Iterator
 
 
 @contextlib.contextmanager
-def serving(handler: Callable[..., http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
-    """`handler` (a request handler class, or a partial of one) served on a free port; its
-    base URL, with a trailing slash."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+def serving(handler: Callable[..., http.server.BaseHTTPRequestHandler],
+            port: int = 0) -> Iterator[str]:
+    """`handler` (a request handler class, or a partial of one) served on `port`, or a free
+    port when that one is taken or 0; its base URL, with a trailing slash."""
+    try:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    except OSError:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

