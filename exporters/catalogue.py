@@ -248,6 +248,9 @@ def arm_lacks(arm: str, what: str) -> str:
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 VERDICTS = (PASS, FAIL, INCONCLUSIVE)
+# the gate's run-wide check of the replay's schedule fidelity (exporters/schedule_lag.py):
+# not a figure of an arm but of the load tool, bounded by the policy's max_send_lag_p99_s
+SCHEDULE_LAG = "schedule_lag"
 
 
 class ExitCode(IntEnum):

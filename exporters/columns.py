@@ -42,6 +42,7 @@ class ResultColumns:
     prompt_tokens: np.ndarray  # NaN when 0 or not reported
     length_stop: np.ndarray  # bool: finish_reason == "length"
     tokens_counted: np.ndarray  # bool: output_tokens counts tokens (ArmResult.tokens_counted)
+    send_lag: np.ndarray  # s the request went out behind its intended time (NaN: unknown)
     ext: np.ndarray  # (n, len(EXT_KEYS)) the extension's numbers
     has_extension: np.ndarray  # bool: a non-empty extension
     has_top_logprobs: np.ndarray  # bool
@@ -88,6 +89,7 @@ def from_results(results: Iterable[ArmResult]) -> ResultColumns:
         prompt_tokens=np.array([number(r.prompt_tokens or None) for r in rows], dtype=float),
         length_stop=np.array([r.finish_reason == "length" for r in rows], dtype=bool),
         tokens_counted=np.array([r.tokens_counted for r in rows], dtype=bool),
+        send_lag=np.array([number(r.send_lag_s) for r in rows], dtype=float),
         ext=np.array([[number(e.get(k)) for k in EXT_KEYS] for e in ext],
                      dtype=float).reshape(len(rows), len(EXT_KEYS)),
         has_extension=np.array([bool(r.extension) for r in rows], dtype=bool),

@@ -22,7 +22,9 @@ class ArmResult:
     `tokens_from` says where `output_tokens` came from (catalogue.TOKEN_SOURCES; None in
     runs older than the field): with `characters` it is no token count, and figures per
     token leave the row out. `quirks` are how the server departed from the protocol on
-    this request (catalogue.QUIRKS).
+    this request (catalogue.QUIRKS). `send_lag_s` is how late the request went out: the
+    replayer's actual send minus the intended time (its schedule fidelity; None in runs
+    older than the field).
     """
 
     request_id: str
@@ -50,6 +52,7 @@ class ArmResult:
     concurrency: int = 1  # concurrency level in a determinism run
     tokens_from: str | None = None
     quirks: tuple[str, ...] = ()
+    send_lag_s: float | None = None
 
     @property
     def tokens_counted(self) -> bool:

@@ -28,7 +28,7 @@ class TrafficError(ValueError):
     """A traffic line that does not follow the format; says where and which field."""
 
     def __init__(self, path: str | Path, line: int, field: str, message: str) -> None:
-        self.path, self.line, self.field = str(path), line, field
+        self.path, self.line, self.field, self.message = str(path), line, field, message
         super().__init__(f"{path}:{line}: field {field!r}: {message}")
 
 
@@ -217,13 +217,24 @@ def read_schedule(path: str | Path) -> Schedule:
 
 def write_traffic(path: str | Path, records: Iterable[TrafficRecord]) -> Path:
     """Write records as JSONL atomically (temp file + rename)."""
+    return write_traffic_lines(path, map(dumps_record, records))
+
+
+def write_traffic_lines(path: str | Path, lines: Iterable[str]) -> Path:
+    """Write lines already in the format (`dumps_record`'s) atomically: into a temp file
+    that becomes `path` only once every line is in, and is removed if writing fails."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        for record in records:
-            fh.write(dumps_record(record) + "\n")
-    tmp.replace(path)
+    try:
+        with tmp.open("w", encoding="utf-8", buffering=1 << 20) as fh:
+            for line in lines:
+                fh.write(line)
+                fh.write("\n")
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 

@@ -57,6 +57,8 @@ class Manifest:
     stop_reason: str | None = None
     # a replay: the Locust workers its master served (workers.json), across resumes
     workers: dict[str, Any] = field(default_factory=dict)
+    # a replay: how far its sends lagged their intended times (exporters/schedule_lag.py)
+    schedule: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def new(cls, kind: Kind, config: dict[str, Any], arms: dict[str, str],

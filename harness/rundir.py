@@ -23,6 +23,7 @@ from exporters.answers import Tally
 from exporters.columns import ResultColumns, concat, from_results
 from exporters.recorded import recorded_results
 from exporters.records import ArmResult, MetricsScrape
+from exporters.schedule_lag import ScheduleLag, schedule_lag
 from exporters.traffic import (
     Schedule,
     TrafficError,
@@ -128,6 +129,13 @@ class Run:
         """Every answer counted by arm, scenario, ok, token source and quirks."""
         with self._store() as store:
             return store.tallies()
+
+    @functools.cached_property
+    def send_lag(self) -> ScheduleLag | None:
+        """How late the run's sends went out (every row's `send_lag_s`); None when no row
+        recorded it."""
+        with self._store() as store:
+            return schedule_lag(store.send_lags())
 
     @property
     def result_count(self) -> int:

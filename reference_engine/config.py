@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from exporters.model_files import DEFAULT_MODEL
 from reference_engine.skip_policies.registry import skip_policy_names
 
-DEFAULT_MODEL = "smollm2-135m"
 DTYPES = ("fp32", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
 PADDINGS = ("bucketed", "max")

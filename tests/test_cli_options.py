@@ -19,6 +19,7 @@ from harness.repeat_suite import DeterminismConfig
 from harness.replay.config import ReplayConfig
 from harness.replay.workers import WorkerConfig
 from harness.stack.demo_config import DemoConfig
+from harness.traces.config import ImportConfig
 from harness.watch.config import WatchConfig
 from reference_engine.calibration.config import CalibrationConfig
 from reference_engine.config import EngineConfig
@@ -30,6 +31,7 @@ CONFIGS: dict[str, tuple[type | None, list[str]]] = {
     "serve": (EngineConfig, []),
     "calibrate": (CalibrationConfig, ["--traffic", str(TRAFFIC), "--out", "r.json"]),
     "capture": (CaptureConfig, ["--upstream", "http://u", "--out", "t.jsonl"]),
+    "import-trace": (ImportConfig, ["--format", "azure", "--out", "t.jsonl", "trace.csv"]),
     "replay": (ReplayConfig, ["--baseline", "http://a", "--candidate", "http://b",
                               "--out", "run"]),
     "replay-worker": (WorkerConfig, ["--master", "127.0.0.1:5557"]),

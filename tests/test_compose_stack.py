@@ -58,6 +58,10 @@ def stack(engine: DockerEngine, tmp_path_factory: pytest.TempPathFactory) -> Ite
     records = [dataclasses.replace(r, id=f"user-{i:03d}", offset_s=0.5 * i)
                for i, r in enumerate(build_traffic("smoke"))]
     write_traffic(project / USER_TRAFFIC, records)
+    # a user's project is readable by the containers' unprivileged user (pytest makes its
+    # temporary directories private)
+    for path in (project, *project.rglob("*")):
+        path.chmod(0o755 if path.is_dir() else 0o644)
     stack = ComposeStack(engine, tmp_path_factory.mktemp("compose"), project)
     try:
         yield stack

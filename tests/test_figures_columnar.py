@@ -11,18 +11,21 @@ from contextlib import closing
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from exporters.columns import from_results
 from exporters.compute import compute_figures
 from exporters.config import MetricsConfig
 from exporters.figures import Figure
 from exporters.records import ArmResult
+from exporters.schedule_lag import schedule_lag
 from exporters.traffic import TrafficRecord
 from harness.gate.evaluation import run_figures
 from harness.manifest import Manifest, now_iso
 from harness.rundir import RunDir, load_run
 from harness.store import ResultStore
-from harness.store.tail import ResultTail
+from harness.store.tail import Latest, StoreTail
 from tests.support.synthetic_run import synthetic, write_run
 
 CFG = MetricsConfig(n_resamples=200, min_samples=2, min_determinism_prompts=1,
@@ -66,7 +69,8 @@ def varied_rows() -> list[ArmResult]:
     for i in range(30):
         rid = f"r{i}"
         rows.append(_row(rid, "baseline", e2e_s=0.5 + i / 100, top_logprobs=(
-            {"a": -0.1, "b": -2.5},) * 4 if i % 4 == 0 else None))
+            {"a": -0.1, "b": -2.5},) * 4 if i % 4 == 0 else None,
+            send_lag_s=None if i % 3 else i / 1000))  # the lag recorded on some rows
         cand = dict(e2e_s=0.4 + i / 90, extension={"theoretical_saving": 0.5})
         if i % 5 == 0:  # a different output: token ids and text
             cand |= dict(token_ids=(1, 2, 9, 9), output_text="a b x y")
@@ -129,6 +133,13 @@ def test_store_columns_give_the_figures_of_the_records(tmp_path: Path, stored: s
     # 30 baseline answers, at most 5 pairs compared as text: the sample says so
     assert bleu.detail["sampled"] == 5 and bleu.detail["pairs"] == 29
     assert "default_rng(seed + 1)" in bleu.detail["sample_rule"]
+    # the send lag: in the columns, and the run's over every row (the repeat suite's too)
+    assert loaded.send_lag == schedule_lag(r.send_lag_s for r in rows)
+    assert loaded.send_lag.n == 10
+    with ResultStore(run.results_path, create=False) as store:
+        lags = store.columns().send_lag
+    want_lags = from_results(r for r in rows if r.request_id != "r99").send_lag
+    assert np.array_equal(lags, want_lags, equal_nan=True)
 
 
 def test_a_10k_synthetic_run_from_the_store_equals_the_records(tmp_path: Path) -> None:
@@ -146,20 +157,29 @@ LIGHT = dict(itl_s=(), token_ids=None, extension={})  # rows cheap to write and 
 
 def test_the_stop_hooks_reader_reads_each_row_once(tmp_path: Path) -> None:
     """50 k results written in batches, the tail polled after each: rows read stay at 50 k
-    (a reader that re-read everything would read 1.3 M), and what it holds is the store's."""
+    (a reader that re-read everything would read 1.3 M), every follower sees the rows from
+    where it joined, and what the stop hook's follower holds is the store's."""
     with ResultStore(tmp_path / "results.sqlite") as store:
-        tail = ResultTail(store)
-        written = 0
+        store.put(_row("r99999", "baseline", **LIGHT))  # a resumed run's earlier row
+        tail, latest, seen = StoreTail(store), Latest(), []
+        tail.follow(latest)
+        tail.follow(seen.append, after=store.last_rowid())  # this invocation's rows only
+        written = 1
         for batch in range(50):
             store.put_many(_row(f"r{batch * 500 + i}", arm, **LIGHT) for i in range(500)
                            for arm in ("baseline", "candidate"))
             written += 1000
-            assert len(tail.poll()) == 1000
-        assert store.rows_read == written == 50_000 and len(tail) == 50_000
+            assert tail.poll() == (1001 if batch == 0 else 1000) and latest.changed
+            assert len(latest.results) == written and not latest.changed
+        assert store.rows_read == written == 50_001 and len(seen) == 50_000
         store.put(_row("r3", "candidate", ok=False, **LIGHT))  # replaced: moves to the end
-        assert [r.ok for r in tail.poll()] == [False] and store.rows_read == 50_001
-        assert tail.results == store.results()
-        assert tail.poll() == [] and store.rows_read == 2 * 50_000 + 1
+        assert tail.poll() == 1 and [r.ok for r in seen[-1:]] == [False]
+        assert store.rows_read == 50_002
+        assert latest.results == store.results()
+        assert tail.poll() == 0 and not latest.changed
+        assert store.rows_read == 2 * 50_001 + 1
+        with pytest.raises(ValueError, match="joined after rowid"):
+            tail.follow(seen.append)
 
 
 @pytest.mark.parametrize("bad", ["{not json", '{"id": "r1"}'])

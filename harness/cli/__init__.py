@@ -12,6 +12,7 @@ COMMANDS: dict[str, str] = {
     "serve": "serve",
     "calibrate": "calibrate",
     "capture": "capture",
+    "import-trace": "import_trace",
     "replay": "replay",
     "replay-worker": "replay_worker",
     "determinism": "determinism",

@@ -114,6 +114,10 @@ def command(ctx: click.Context, **params: Any) -> None:
         raise SystemExit(ExitCode.FAIL) from None
     manifest = RunDir(run_dir).read_manifest()
     click.echo(f"{manifest.status}: {run_dir} ({manifest.counts_text()})")
+    if manifest.schedule:
+        from exporters.schedule_lag import ScheduleLag
+
+        click.echo(f"schedule: {ScheduleLag.from_json(manifest.schedule).words()}")
     for note in manifest.notes:
         click.echo(f"note: {note}", err=True)
     if manifest.status != "complete":

@@ -45,7 +45,7 @@ _RULE_KEYS = {"threshold", "direction", "critical", "min_samples", "subtract_noi
               "required", "arm"}
 _TOP_KEYS = {"extends", "name", "description", "require_complete", "min_samples", "target_rer",
              "max_error_rate", "gate_scenarios", "metrics", "scenarios", "rollout",
-             "process_spread"}
+             "process_spread", "max_send_lag_p99_s"}
 DEFAULT_PROCESS_SPREAD = MetricsConfig.process_spread
 
 
@@ -80,6 +80,8 @@ class Policy:
     scenario_rules: dict[str, tuple[MetricRule, ...]] = field(default_factory=dict)
     # lower bound on RRR = (RER - target) / target per rollout stage past `internal`
     rollout: dict[str, float] = field(default_factory=lambda: dict(STAGE_BOUNDS))
+    # bound on the p99 lag of sends behind their intended times; past it: inconclusive
+    max_send_lag_p99_s: float | None = None
 
     def error_limit(self, arm: str) -> float:
         return self.max_error_rate.get(arm, self.default_max_error_rate)
@@ -168,7 +170,18 @@ def parse_policy(raw: Any, path: Path | None = None) -> Policy:
         scenario_rules=_scenario_rules(raw.get("scenarios") or {}, metrics, where,
                                        min_samples, target),
         rollout=_rollout(raw.get("rollout") or {}, where),
+        max_send_lag_p99_s=_lag_bound(raw.get("max_send_lag_p99_s"), where),
     )
+
+
+def _lag_bound(raw: Any, where: Where) -> float | None:
+    if raw is None:
+        return None
+    bound = number(raw, where, "max_send_lag_p99_s")
+    if bound <= 0:
+        raise where.error("max_send_lag_p99_s", f"must be > 0 seconds (or left out: no "
+                          f"bound), got {bound}")
+    return bound
 
 
 def _rule(name: Any, spec: Any, where: Where, key: str, min_samples: int,

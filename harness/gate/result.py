@@ -11,6 +11,7 @@ from exporters.answers import Tally
 from exporters.catalogue import exit_code
 from exporters.figures import OVERALL, Figure
 from exporters.records import ArmResult
+from exporters.schedule_lag import ScheduleLag
 from harness.gate.checks import Check
 from harness.gate.policy import Policy
 from harness.gate.recommendation import Rollout
@@ -28,6 +29,7 @@ class GateResult:
     manifest: dict[str, Any] = field(default_factory=dict)
     results: Sequence[ArmResult] = ()  # the run's records, for reports of single requests
     tallies: tuple[Tally, ...] = ()  # every answer counted (exporters.answers)
+    schedule: ScheduleLag | None = None  # the run's send lag (None: not recorded)
     run_dir: Path | None = None
 
     @property

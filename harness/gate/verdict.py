@@ -24,24 +24,32 @@ from exporters.catalogue import (
 from exporters.figures import OVERALL, Figure
 from exporters.records import ArmResult
 from exporters.saturation import LOWER_THE_RATE, not_comparable, saturated_arms
+from exporters.schedule_lag import ScheduleLag, schedule_lag
 from harness.gate.checks import INFO, Check, judge
 from harness.gate.policy import Policy
 from harness.gate.recommendation import recommend
 from harness.gate.result import GateResult
+from harness.gate.schedule import schedule_check
 
 
 def apply_policy(policy: Policy, figures: Sequence[Figure], manifest: dict[str, Any],
                  results: Sequence[ArmResult] | Sequence[Tally], run_dir: Path | None = None,
                  determinism_manifest: dict[str, Any] | None = None,
-                 records: Sequence[ArmResult] | None = None) -> GateResult:
+                 records: Sequence[ArmResult] | None = None,
+                 schedule: ScheduleLag | None = None) -> GateResult:
     """Judge `figures` under `policy`; `manifest` / `results` (records, or their tallies)
     feed the fail-closed checks (and `determinism_manifest` those of the run's
     `determinism/` sub-run, if any). `records`: the results the reports show request by
-    request (default: `results` when they are records)."""
+    request (default: `results` when they are records). `schedule`: the run's send lag
+    (default: that of `results` when they are records; None: not recorded)."""
     counted = as_tallies(results)
+    given = [r for r in results if isinstance(r, ArmResult)]
     if records is None:
-        records = tuple(r for r in results if isinstance(r, ArmResult))
-    checks = [*_run_checks(policy, manifest, counted), *_figure_checks(policy, figures, counted)]
+        records = tuple(given)
+    if schedule is None and given:
+        schedule = schedule_lag(r.send_lag_s for r in given)
+    checks = [*_run_checks(policy, manifest, counted, schedule),
+              *_figure_checks(policy, figures, counted)]
     if determinism_manifest is not None and policy.require_complete:
         checks.append(_complete_check("determinism_complete", determinism_manifest))
     verdict, reasons = decide(checks)
@@ -49,7 +57,8 @@ def apply_policy(policy: Policy, figures: Sequence[Figure], manifest: dict[str, 
         verdict=verdict, reasons=tuple(reasons), checks=tuple(checks), figures=tuple(figures),
         policy=policy, rollout=recommend(verdict, list(figures), policy),
         run_id=str(manifest.get("id") or (run_dir.name if run_dir else "run")),
-        manifest=manifest, results=records, tallies=tuple(counted), run_dir=run_dir)
+        manifest=manifest, results=records, tallies=tuple(counted), schedule=schedule,
+        run_dir=run_dir)
 
 
 def decide(checks: Iterable[Check]) -> tuple[str, list[str]]:
@@ -70,8 +79,8 @@ def _words(check: Check) -> str:
 
 
 def _run_checks(policy: Policy, manifest: dict[str, Any],
-                results: Sequence[Tally]) -> list[Check]:
-    checks = []
+                results: Sequence[Tally], lag: ScheduleLag | None) -> list[Check]:
+    checks = [schedule_check(policy, lag)]
     if policy.require_complete:
         checks.append(_complete_check("run_complete", manifest))
     arms = list(manifest.get("arms") or {}) or sorted({r.arm for r in results})

@@ -18,6 +18,7 @@ remembers it for its later requests, and each result sent that way says so
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Mapping
@@ -87,7 +88,8 @@ def send(transport: Transport, target: Target, record: TrafficRecord, *, intende
          timeout: float, headers: Mapping[str, str] | None = None, repeat: int = 0,
          concurrency: int = 1) -> ArmResult:
     """POST `record` to `target` and read the SSE stream to its end (see the module's
-    docstring for the deadline and the second attempt)."""
+    docstring for the deadline and the second attempt), recording how late it went out."""
+    lag = time.perf_counter() - intended
     extras = not target.learned.rejects_added_fields
     quirks = () if extras or not added_fields(record, target.shape()) \
         else (ADDED_FIELDS_REJECTED,)
@@ -99,8 +101,8 @@ def send(transport: Transport, target: Target, record: TrafficRecord, *, intende
                             concurrency, False, (ADDED_FIELDS_REJECTED,))
         if retried.ok or retried.http_status not in REFUSED_FIELD_STATUSES:
             target.learned.rejects_added_fields = True  # the refusal was of what we added
-            return retried
-    return result
+            return dataclasses.replace(retried, send_lag_s=lag)
+    return dataclasses.replace(result, send_lag_s=lag)
 
 
 def _exchange(transport: Transport, target: Target, record: TrafficRecord, intended: float,

@@ -47,6 +47,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from exporters import tokenizer
 from exporters.records import ArmResult
+from exporters.schedule_lag import schedule_lag
 from exporters.traffic import TrafficRecord
 from harness.manifest import Manifest, now_iso
 from harness.replay import auth
@@ -54,7 +55,7 @@ from harness.replay.breaker import CircuitBreaker
 from harness.replay.channel import parse_address
 from harness.replay.config import ConfigError, ReplayConfig
 from harness.replay.errors import ArmDown, WorkersShort
-from harness.replay.live import ReplayMetrics, StoreTail
+from harness.replay.live import ReplayMetrics
 from harness.replay.plan import load_records, pending_items
 from harness.replay.preflight import check_arms
 from harness.replay.scrape import scrape_arms
@@ -62,7 +63,7 @@ from harness.replay.work import WorkerPlan
 from harness.replay.workers import LOCUSTFILE, connect_host, worker_command, worker_env
 from harness.rundir import RunDir, RunDirError
 from harness.store import ResultStore
-from harness.store.tail import ResultTail
+from harness.store.tail import Latest, StoreTail
 
 POLL_S = 0.25
 RELEASE_S = 5.0  # how often expired leases go back to the queue (a write: not every poll)
@@ -211,7 +212,7 @@ class _Outcome:
     broken: str | None = None  # the circuit breaker's reason: the run stays interrupted
 
 
-def _follow(proc: subprocess.Popen, store: ResultStore, tails: list[StoreTail],
+def _follow(proc: subprocess.Popen, store: ResultStore, tail: StoreTail,
             breaker: CircuitBreaker, show: bool, total: int,
             should_stop: StopHook | None) -> _Outcome:
     """Wait until every queued record is done (or, once `should_stop` said so, every record
@@ -222,12 +223,14 @@ def _follow(proc: subprocess.Popen, store: ResultStore, tails: list[StoreTail],
     released = time.monotonic()
     next_check = released + STOP_CHECK_S
     outcome = _Outcome()
-    results = ResultTail(store) if should_stop is not None else None
+    results = None
+    if should_stop is not None:  # every result of the run, resumed ones too
+        results = Latest()
+        tail.follow(results)
     with Progress(*columns, disable=not show, transient=False) as bar:
         task = bar.add_task("replay", total=total, rows=0)
         while True:
-            for tail in tails:
-                tail.poll()
+            tail.poll()
             if breaker.tripped and outcome.broken is None:
                 store.queue.stop()  # the records in flight finish; nothing more goes out
                 outcome.broken = breaker.tripped
@@ -238,7 +241,7 @@ def _follow(proc: subprocess.Popen, store: ResultStore, tails: list[StoreTail],
                     and outcome.broken is None and time.monotonic() >= next_check):
                 began = time.monotonic()
                 # only new rows are read; with none, the answer cannot have changed
-                answer = should_stop(results.results) if results.poll() else None
+                answer = should_stop(results.results) if results.changed else None
                 spent = time.monotonic() - began
                 next_check = time.monotonic() + max(STOP_CHECK_S, STOP_CHECK_SHARE * spent)
                 if answer:
@@ -285,7 +288,7 @@ def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Pat
     store = run.open_store()
     notes = list(manifest.notes)
     status = "interrupted"
-    server = tail = None
+    server = None
     outcome = _Outcome(finished=True)
     resent = total = 0
     workers: dict = {}
@@ -298,14 +301,14 @@ def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Pat
         # the breaker sees this invocation's results only (a resume starts afresh); the
         # live metrics count the whole run
         breaker = CircuitBreaker(config.breaker)
-        tails = [StoreTail(store, [breaker.observe], after=store.last_rowid())]
+        tail = StoreTail(store)
+        tail.follow(breaker.observe, after=store.last_rowid())
         if config.metrics_port:
             server, metrics = _serve_metrics(config.metrics_port, config.bind_host)
-            tail = StoreTail(store, [metrics.observe])
-            tails.append(tail)
+            tail.follow(metrics.observe)
             console.print(f"live metrics: http://{config.bind_host}:{config.metrics_port}/metrics")
         if total:
-            outcome, resent, workers = _send(config, run, store, tails, breaker, total,
+            outcome, resent, workers = _send(config, run, store, tail, breaker, total,
                                              should_stop, console, notes, address, token)
         notes += scrape_arms(config.arms, run, "after")
         missing = pending_items(records, config.arms, store.pairs())
@@ -316,7 +319,7 @@ def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Pat
         if total and not workers:  # interrupted mid-send: what the master wrote so far
             with contextlib.suppress(RunDirError):
                 workers = run.read_workers() or {}
-        if server is not None and tail is not None:
+        if server is not None:
             if status == "complete" and config.metrics_linger_s > 0:
                 tail.poll()  # the last rows, then one scrape interval for Prometheus to see them
                 time.sleep(config.metrics_linger_s)
@@ -325,7 +328,8 @@ def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Pat
             manifest, notes=tuple(notes),
             resent=(previous.resent if previous else 0) + resent,
             stopped_early=outcome.stop_reason is not None, stop_reason=outcome.stop_reason,
-            workers=_merge_workers(previous.workers if previous else {}, workers))
+            workers=_merge_workers(previous.workers if previous else {}, workers),
+            schedule=_schedule(store))
         run.write_manifest(final.with_status(status, store.counts_by_arm()))
         store.close()
     if outcome.broken is not None:
@@ -335,7 +339,7 @@ def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Pat
     return run.path
 
 
-def _send(config: ReplayConfig, run: RunDir, store: ResultStore, tails: list[StoreTail],
+def _send(config: ReplayConfig, run: RunDir, store: ResultStore, tail: StoreTail,
           breaker: CircuitBreaker, total: int, should_stop: StopHook | None,
           console: Console, notes: list[str], address: tuple[str, int],
           token: dict[str, str]) -> tuple[_Outcome, int, dict]:
@@ -357,7 +361,7 @@ def _send(config: ReplayConfig, run: RunDir, store: ResultStore, tails: list[Sto
                       f"process(es), {config.expect_workers} other worker(s), {total} records "
                       f"to send; log in {run.locust_log}")
         try:
-            outcome = _follow(proc, store, tails, breaker, config.progress, total, should_stop)
+            outcome = _follow(proc, store, tail, breaker, config.progress, total, should_stop)
             if outcome.finished:
                 time.sleep(STATS_SETTLE_S)  # the workers' last stats reach Locust's master
             if total > BIG_RUN:
@@ -429,6 +433,12 @@ def _merge_workers(old: dict, new: dict) -> dict:
             "refused": [*old.get("refused", []), *new.get("refused", [])],
             "late_results_dropped": old.get("late_results_dropped", 0)
             + new.get("late_results_dropped", 0)}
+
+
+def _schedule(store: ResultStore) -> dict:
+    """The run's schedule fidelity (all its sends, resumes included) for the manifest."""
+    lag = schedule_lag(store.send_lags())
+    return lag.to_json() if lag is not None else {}
 
 
 def _nothing_to_send(manifest: Manifest, config: ReplayConfig) -> bool:

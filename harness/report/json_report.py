@@ -46,6 +46,8 @@ def to_dict(result: GateResult) -> dict[str, Any]:
             "requests": result.request_counts(),
             # per arm: where token counts came from, and the servers' quirks
             "answers": answer_summary(result.tallies),
+            # how far the sends lagged their intended times (null: not recorded)
+            "schedule": _schedule(result),
             "policy": {"name": result.policy.name,
                        "path": str(result.policy.path) if result.policy.path else None,
                        "target_rer": result.policy.target_rer},
@@ -59,6 +61,13 @@ def to_dict(result: GateResult) -> dict[str, Any]:
         "scenarios": {scenario: {metric_key(c): check_dict(c) for c in checks}
                       for scenario, checks in result.scenarios.items()},
     }
+
+
+def _schedule(result: GateResult) -> dict[str, Any] | None:
+    lag = result.schedule
+    if lag is None:
+        return None
+    return {**lag.to_json(), "bound_s": result.policy.max_send_lag_p99_s}
 
 
 def write_json(result: GateResult, path: str | Path) -> Path:

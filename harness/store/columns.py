@@ -48,7 +48,8 @@ def _selects(have: set[str], strict_json: bool) -> list[str]:
              f"{col('token_ids')} IS NOT NULL"]
     numbers = ["ok", *(_num(c) for c in ("e2e_s", "ttft_s", "output_tokens",
                                         "NULLIF(prompt_tokens, 0)")),
-               *(f"ifnull({f}, 0)" for f in flags)]  # a NULL would void the whole text
+               *(f"ifnull({f}, 0)" for f in flags),  # a NULL would void the whole text
+               _num(col("send_lag_s"))]
     paths = ", ".join(f"'$.{key}'" for key in EXT_KEYS)
     ext = f"json_extract(extension, {paths})"
     if not strict_json:  # a NaN that json.dumps wrote: SQLite's parser refuses it
@@ -139,7 +140,8 @@ def _read_binary(conn: sqlite3.Connection, path: Path, where: str) -> ResultColu
     names: dict[str, str] = {}
     while rows := cur.fetchmany(CHUNK):
         rowid, rid, arm, scen, summaries, gaps = zip(*rows, strict=True)
-        if None in summaries or None in gaps:
+        if None in summaries or None in gaps or any(
+                len(s) != LAYOUT.itemsize for s in summaries):  # an earlier layout
             return None
         rec = np.frombuffer(b"".join(summaries), dtype=LAYOUT)
         arrays = {name: rec[name].copy() for name in LAYOUT.names}  # not views of the chunk
@@ -175,15 +177,16 @@ def _read(conn: sqlite3.Connection, path: Path, where: str, strict_json: bool
 
     for rows in _chunks(conn, where, strict_json):
         rowid, rid, arm, scen, packed, ext, ids, texts, itl = zip(*rows, strict=True)
-        nums = _floats(list(packed)).reshape(len(rows), 10)
-        flags = nums[:, 5:].astype(bool)
+        nums = _floats(list(packed)).reshape(len(rows), 11)
+        flags = nums[:, 5:10].astype(bool)
         gaps, lengths = _gaps(list(itl))
         add(rowid=np.array(rowid, dtype=np.int64), request_id=np.array(rid, dtype=str),
             arm=_shared(arm, names), scenario=_shared(scen, names),
             ok=nums[:, 0].astype(bool), e2e=nums[:, 1], ttft=nums[:, 2],
             output_tokens=nums[:, 3], prompt_tokens=nums[:, 4], length_stop=flags[:, 0],
             tokens_counted=flags[:, 1], has_extension=flags[:, 2],
-            has_top_logprobs=flags[:, 3], has_ids=flags[:, 4], ext=_extension(conn, ext, rowid),
+            has_top_logprobs=flags[:, 3], has_ids=flags[:, 4], send_lag=nums[:, 10],
+            ext=_extension(conn, ext, rowid),
             ids_len=np.array([t.count(",") + 1 if t and t != "[]" else 0 for t in ids],
                              dtype=np.int64),
             ids_key=np.array([0 if t is None else digest(t) for t in ids], dtype=np.int64),

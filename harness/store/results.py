@@ -97,6 +97,15 @@ class ResultStore:
         self.rows_read += len(rows)
         return [(r["_rowid"], decode(r)) for r in rows]
 
+    def send_lags(self) -> list[float]:
+        """Every row's send lag (`ArmResult.send_lag_s`), where recorded."""
+        try:
+            rows = self.conn.execute("SELECT send_lag_s FROM results "
+                                     "WHERE send_lag_s IS NOT NULL").fetchall()
+        except sqlite3.OperationalError:  # a store older than the column, opened read-only
+            return []
+        return [r[0] for r in rows]
+
     def last_rowid(self) -> int:
         """The newest row's rowid (0 when empty): where a tail of new rows only starts."""
         return self.conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM results").fetchone()[0]

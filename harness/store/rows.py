@@ -20,7 +20,7 @@ _JSON_FIELDS = {"itl_s", "token_ids", "logprobs", "top_logprobs", "extension",
 _COLUMNS = [f.name for f in fields(ArmResult)]
 _TYPES = {"ok": "INTEGER NOT NULL", "http_status": "INTEGER", "ttft_s": "REAL", "e2e_s": "REAL",
           "output_tokens": "INTEGER", "prompt_tokens": "INTEGER", "max_tokens": "INTEGER",
-          "repeat": "INTEGER NOT NULL", "concurrency": "INTEGER NOT NULL"}
+          "repeat": "INTEGER NOT NULL", "concurrency": "INTEGER NOT NULL", "send_lag_s": "REAL"}
 # extra columns beyond ArmResult: when it was meant to be sent, written, and by which
 # process; the row's numbers and its gaps in binary, for bulk reads (summary.py)
 _EXTRA = {"intended_at": "REAL", "recorded_at": "REAL NOT NULL", "worker": "TEXT",

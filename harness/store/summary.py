@@ -18,11 +18,11 @@ from exporters.records import ArmResult
 LAYOUT = np.dtype([("ok", "<f8"), ("e2e", "<f8"), ("ttft", "<f8"), ("output_tokens", "<f8"),
                    ("prompt_tokens", "<f8"), ("length_stop", "<f8"), ("tokens_counted", "<f8"),
                    ("has_extension", "<f8"), ("has_top_logprobs", "<f8"), ("has_ids", "<f8"),
-                   ("ext", "<f8", (len(EXT_KEYS),)), ("ids_len", "<i8"), ("ids_key", "<i8"),
-                   ("text_key", "<i8")])
+                   ("send_lag", "<f8"), ("ext", "<f8", (len(EXT_KEYS),)), ("ids_len", "<i8"),
+                   ("ids_key", "<i8"), ("text_key", "<i8")])
 
 
-_PACK = struct.Struct(f"<10d{len(EXT_KEYS)}d3q")  # LAYOUT, packed without numpy (µs per row)
+_PACK = struct.Struct(f"<11d{len(EXT_KEYS)}d3q")  # LAYOUT, packed without numpy (µs per row)
 
 
 def summary(r: ArmResult) -> bytes:
@@ -30,7 +30,7 @@ def summary(r: ArmResult) -> bytes:
     return _PACK.pack(
         r.ok, number(r.e2e_s), number(r.ttft_s), number(r.output_tokens),
         number(r.prompt_tokens or None), r.finish_reason == "length", r.tokens_counted,
-        bool(r.extension), bool(r.top_logprobs), r.token_ids is not None,
+        bool(r.extension), bool(r.top_logprobs), r.token_ids is not None, number(r.send_lag_s),
         *(number(ext.get(k)) for k in EXT_KEYS), len(r.token_ids or ()),
         0 if r.token_ids is None else digest(json.dumps(list(r.token_ids))),
         digest(r.output_text))

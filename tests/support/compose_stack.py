@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from tests.support.docker_engine import DockerEngine, _tool
+from tests.support.docker_engine import DockerCommandError, DockerEngine, _tool
 from tests.support.processes import free_port
 from tests.support.stack_images import BASE_IMAGE, PROMETHEUS_IMAGE
 
@@ -158,7 +158,11 @@ class ComposeStack:
         return self.engine.run(env_cmd, check=check, timeout=timeout)
 
     def up(self) -> None:
-        self.compose("up", "-d", "--no-build", *SERVICES)
+        try:
+            self.compose("up", "-d", "--no-build", *SERVICES)
+        except DockerCommandError as exc:  # say why: the logs of the one-shot services
+            logs = "\n".join(f"--- {s} ---\n{self.logs(s)}" for s in ("arms", "replayer"))
+            raise DockerCommandError(f"{exc}\n{logs}") from exc
 
     def container(self, service: str) -> dict[str, Any]:
         ids = self.compose("ps", "-q", service).stdout.decode().split()

@@ -1,0 +1,69 @@
+"""`layergate import-trace`: a public trace (mooncake, azure, burstgpt, sharegpt,
+openai-batch) into layergate's traffic format. Its options are `ImportConfig`'s fields."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from exporters.catalogue import ExitCode
+from harness.cli.exits import exit_codes_help
+from harness.cli.options import config_values, field_option
+from harness.traces.config import ImportConfig
+
+
+def _option(name: str, *flags: str, **attrs: Any):
+    return field_option(ImportConfig, name, *flags, **attrs)
+
+
+@click.command(name="import-trace", epilog=exit_codes_help(
+    ExitCode.PASS, ExitCode.USAGE, PASS="written"))
+@click.argument("trace", metavar="SOURCE", type=click.Path(dir_okay=False, path_type=Path))
+@_option("format", required=True)
+@_option("out", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@_option("tokenizer", metavar="PATH|MODEL")
+@_option("seed")
+@_option("block_size", metavar="TOKENS")
+@_option("time_scale", metavar="X")
+@_option("start", metavar="S")
+@_option("duration", metavar="S")
+@_option("limit", metavar="N")
+@_option("sample", metavar="P")
+@_option("max_input_tokens", metavar="N")
+@_option("drop_long")
+@_option("max_output_tokens", metavar="N")
+@_option("ignore_eos")
+@_option("skip_bad")
+@_option("scenario", metavar="LABEL")
+@_option("report", type=click.Path(dir_okay=False, path_type=Path))
+@click.pass_context
+def command(ctx: click.Context, trace: Path, **_: Any) -> None:
+    """Write the traffic of trace SOURCE to --out, for `layergate replay --traffic`.
+
+    Timestamps become send offsets from the first row (scaled by --time-scale). Length-only
+    traces (mooncake, azure, burstgpt) get made-up prompts of exactly the recorded length in
+    tokens of --tokenizer, the same for the same --seed, on /v1/completions, with the
+    recorded output length as max_tokens; mooncake requests that share leading hash ids
+    share exactly those blocks of prompt tokens, so a prefix cache sees the trace's reuse.
+    sharegpt's human turns become chat requests with the conversation so far; openai-batch
+    bodies are sent as they are (neither has timestamps: replay them with --rate or
+    --users). A malformed row stops the import with its file, line and field (--skip-bad
+    counts it instead); a file in another format than --format says which it looks like.
+    The output appears only once complete; the import report (counts of what was left
+    out, clipped or capped, and the requests capped) goes next to it.
+    """
+    from exporters.tokenizer import TokenizerError
+    from harness.traces import ImportConfigError, SynthError, TraceError, import_trace
+
+    try:
+        # SOURCE is the field `source`, named apart so that it is not taken for an option
+        config = ImportConfig(source=trace, **config_values(ctx, ImportConfig))
+        report = import_trace(config, note=lambda text: click.echo(f"note: {text}", err=True))
+    except (ImportConfigError, TraceError, TokenizerError, SynthError) as exc:
+        raise click.UsageError(str(exc)) from exc
+    click.echo(f"{config.out}: {report.lines()[0]}")
+    for line in report.lines()[1:]:
+        click.echo(f"  {line}")
+    click.echo(f"  report: {config.report_path}")

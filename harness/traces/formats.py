@@ -1,0 +1,68 @@
+"""The registry of trace formats: each module registers its reader with `@trace_format`;
+`get(name)` finds one (an unknown name suggests a close one) and `names()` lists them for
+`--format`. `looks_like(head)` lets `sniff` tell which format a file is in."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from exporters.catalogue import did_you_mean
+
+# the modules that register a format, in `--format`'s order
+MODULES = ("mooncake", "azure", "burstgpt", "sharegpt", "openai_batch")
+
+
+@dataclass(frozen=True)
+class ReadContext:
+    """What a reader needs besides the file: mooncake's block size, and a token counter
+    (the tokenizer's) for formats that carry text."""
+
+    block_size: int
+    count: Callable[[str], int]
+
+
+@dataclass(frozen=True)
+class TraceFormat:
+    name: str
+    read: Callable[[Path, ReadContext], Iterator[Any]]  # rows (rows.py) or TraceErrors
+    looks_like: Callable[[str], bool]  # from the head of the file (its first 4 KiB)
+    length_only: bool  # prompts are made up to the recorded lengths
+    timed: bool  # rows carry timestamps
+    summary: str
+    time_field: str = ""  # the column or key of the timestamp
+
+
+_FORMATS: dict[str, TraceFormat] = {}
+
+
+def trace_format(name: str, *, length_only: bool, timed: bool, looks_like: Callable[[str], bool],
+                 summary: str, time_field: str = "") -> Callable:
+    def register(read: Callable) -> Callable:
+        if name in _FORMATS:
+            raise ValueError(f"trace format {name!r} registered twice")
+        _FORMATS[name] = TraceFormat(name, read, looks_like, length_only, timed, summary,
+                                     time_field)
+        return read
+    return register
+
+
+def _load() -> dict[str, TraceFormat]:
+    for module in MODULES:
+        importlib.import_module(f"harness.traces.{module}")
+    return _FORMATS
+
+
+def names() -> tuple[str, ...]:
+    return tuple(_load())
+
+
+def get(name: str) -> TraceFormat:
+    formats = _load()
+    if name not in formats:
+        raise ValueError(f"unknown trace format {name!r}{did_you_mean(name, formats)}: "
+                         f"one of {', '.join(formats)}")
+    return formats[name]

@@ -1,0 +1,35 @@
+"""What a format reader yields for each row of a trace: a length-only request (`LengthRow`,
+whose prompt is made up to its length), a request with its real body (`RequestRow`), a row
+the format itself says to leave out (`Skipped`, e.g. a failed response), or a `TraceError`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class LengthRow:
+    line: int
+    at_s: float  # the trace's timestamp, in seconds
+    input_tokens: int
+    output_tokens: int
+    hash_ids: list[int] | None = None  # mooncake: one id per block of the prompt
+
+
+@dataclass(frozen=True)
+class RequestRow:
+    line: int
+    id: str
+    endpoint: str
+    body: dict[str, Any]
+    response: dict[str, Any] | None = None
+    at_s: float | None = None  # None: the format has no timestamps
+    # sharegpt: the conversation's messages, so a long one can drop its earliest turns
+    messages: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    line: int
+    why: str  # a key of ImportReport.left_out, e.g. "failed"
