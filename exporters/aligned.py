@@ -38,14 +38,32 @@ class ArmColumns:
     ids_len: np.ndarray  # int
     ids_key: np.ndarray  # digests of the outputs (exporters.columns)
     text_key: np.ndarray
-    itl: np.ndarray  # the inter-token gaps of the present rows, in row order
-    itl_row: np.ndarray  # the row of each gap
+    itl_start: np.ndarray  # int: where each row's gaps start in `all_itl`
+    itl_len: np.ndarray  # int: how many gaps each row has (0 where absent)
+    all_itl: np.ndarray  # every result's gaps (`ResultColumns.itl`), shared by the arms
     source: np.ndarray  # row in the `ResultColumns` (-1: absent)
     _outputs: Outputs
 
     def outputs(self, rows: np.ndarray) -> Sequence[ArmResult]:
         """The outputs (text, token ids, top logprobs) of these rows, all present."""
         return self._outputs(self.source[rows]) if len(rows) else []
+
+    def gaps(self, rows: np.ndarray) -> np.ndarray:
+        """The inter-token gaps of `rows`, concatenated in that order (copied a block of
+        rows at a time: no index as long as the gaps)."""
+        lengths = self.itl_len[rows]
+        out = np.empty(int(lengths.sum()))
+        at = 0
+        for lo in range(0, len(rows), _GAP_BLOCK):
+            n, start = lengths[lo:lo + _GAP_BLOCK], self.itl_start[rows[lo:lo + _GAP_BLOCK]]
+            total = int(n.sum())
+            shift = np.repeat(start - (np.cumsum(n) - n), n)  # gap k of the block: start + k
+            out[at:at + total] = self.all_itl[shift + np.arange(total)]
+            at += total
+        return out
+
+
+_GAP_BLOCK = 65_536  # rows whose gaps are gathered at once
 
 
 @dataclass(frozen=True)
@@ -73,23 +91,11 @@ def _take(values: np.ndarray, src: np.ndarray, fill: object) -> np.ndarray:
     return out
 
 
-def _gaps(cols: ResultColumns, src: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The gaps of the rows `src` picks, concatenated in aligned order, and their rows."""
-    starts = np.concatenate([[0], np.cumsum(cols.itl_len)[:-1]]).astype(np.int64)
-    rows = np.flatnonzero(src >= 0)
-    lengths = cols.itl_len[src[rows]]
-    total = int(lengths.sum())
-    first = np.repeat(starts[src[rows]] - np.concatenate([[0], np.cumsum(lengths)[:-1]]),
-                      lengths)
-    return cols.itl[first + np.arange(total)], np.repeat(rows, lengths)
-
-
-def _arm_columns(cols: ResultColumns, src: np.ndarray) -> ArmColumns:
+def _arm_columns(cols: ResultColumns, src: np.ndarray, itl_start: np.ndarray) -> ArmColumns:
     present = src >= 0
     ok = _take(cols.ok, src, False)
     counted = ok & _take(cols.tokens_counted, src, False)
     ext = _take(cols.ext, src, np.nan)
-    itl, itl_row = _gaps(cols, src)
     return ArmColumns(
         present, ok, _take(cols.e2e, src, np.nan), _take(cols.ttft, src, np.nan),
         np.where(counted, _take(cols.output_tokens, src, np.nan), np.nan),  # characters: NaN
@@ -98,8 +104,8 @@ def _arm_columns(cols: ResultColumns, src: np.ndarray) -> ArmColumns:
         {"tokens": counted, "extension": ok & _take(cols.has_extension, src, False),
          "top_logprobs": ok & _take(cols.has_top_logprobs, src, False)},
         _take(cols.has_ids, src, False), _take(cols.ids_len, src, 0),
-        _take(cols.ids_key, src, 0), _take(cols.text_key, src, 0), itl, itl_row, src,
-        cols.outputs)
+        _take(cols.ids_key, src, 0), _take(cols.text_key, src, 0), _take(itl_start, src, 0),
+        _take(cols.itl_len, src, 0), cols.itl, src, cols.outputs)
 
 
 def _first_per_group(keys: np.ndarray, priority: np.ndarray) -> np.ndarray:
@@ -131,12 +137,13 @@ def align(results: Iterable[ArmResult] | ResultColumns) -> Aligned:
     position = np.empty(len(rids), dtype=np.int64)
     position[order] = np.arange(len(rids))
     strata = scen_code[order].astype(np.int64)
+    itl_start = np.cumsum(cols.itl_len) - cols.itl_len
     by_arm = {}
     for a, arm in enumerate(arms):
         rows = np.flatnonzero(arm_code == a)
         src = np.full(len(rids), -1, dtype=np.int64)
         src[position[rid_code[rows]]] = rows
-        by_arm[str(arm)] = _arm_columns(cols, src)
+        by_arm[str(arm)] = _arm_columns(cols, src, itl_start)
     return Aligned(tuple(rids[order].tolist()), tuple(names.tolist()), strata, by_arm)
 
 

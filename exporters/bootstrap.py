@@ -132,12 +132,13 @@ def expanded(confidence: float, n: int) -> float:
     interval for n samples: z' = sqrt(n / (n - 1)) * t_{n-1}. The plain percentile
     interval is too narrow at small n (its coverage falls short of nominal); at n = 48
     and 95 % this asks for 95.8 %."""
-    from scipy.stats import norm, t
+    # scipy.stats' t.ppf and norm.cdf are these; scipy.special imports in a third the time
+    from scipy.special import ndtr, stdtrit
 
     if n < 3:
         return confidence
-    z = math.sqrt(n / (n - 1)) * t.ppf((1 + confidence) / 2, n - 1)
-    return float(2 * norm.cdf(z) - 1)
+    z = math.sqrt(n / (n - 1)) * stdtrit(n - 1, (1 + confidence) / 2)
+    return float(2 * ndtr(z) - 1)
 
 
 def percentile_ci(boot: np.ndarray, confidence: float) -> tuple[float | None, float | None]:

@@ -140,9 +140,9 @@ def _read_binary(conn: sqlite3.Connection, path: Path, where: str) -> ResultColu
     names: dict[str, str] = {}
     while rows := cur.fetchmany(CHUNK):
         rowid, rid, arm, scen, summaries, gaps = zip(*rows, strict=True)
-        if None in summaries or None in gaps or any(
-                len(s) != LAYOUT.itemsize for s in summaries):  # an earlier layout
-            return None
+        if None in summaries or None in gaps or (np.fromiter(
+                map(len, summaries), np.int64, len(rows)) != LAYOUT.itemsize).any():
+            return None  # a row written before the binary summary, or in an earlier layout
         rec = np.frombuffer(b"".join(summaries), dtype=LAYOUT)
         arrays = {name: rec[name].copy() for name in LAYOUT.names}  # not views of the chunk
         arrays |= {flag: arrays[flag].astype(bool) for flag in _FLAGS}
