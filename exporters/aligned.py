@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from exporters.catalogue import BASELINE, BASELINE2, CANDIDATE, arm_lacks
-from exporters.columns import Outputs, ResultColumns, from_results
+from exporters.columns import Output, Outputs, ResultColumns, from_results
 from exporters.records import ArmResult
 
 
@@ -44,7 +44,7 @@ class ArmColumns:
     source: np.ndarray  # row in the `ResultColumns` (-1: absent)
     _outputs: Outputs
 
-    def outputs(self, rows: np.ndarray) -> Sequence[ArmResult]:
+    def outputs(self, rows: np.ndarray) -> Sequence[Output | ArmResult]:
         """The outputs (text, token ids, top logprobs) of these rows, all present."""
         return self._outputs(self.source[rows]) if len(rows) else []
 

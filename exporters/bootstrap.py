@@ -19,6 +19,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 _CELLS_PER_CHUNK = 2_000_000  # resamples x rows drawn at once: bounds memory to ~16 MB
+_CELLS_PER_BATCH = 16_000_000  # resamples x rows whose counts are multiplied at once (64 MB)
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ def _resample_unique(columns: Mapping[str, np.ndarray], strata: np.ndarray, n_st
     # float32 one stratum at a time: a million rows never become a float64 matrix
     sparse_rows = np.unique(np.concatenate([np.flatnonzero(columns[c]) for c in sparse])) \
         if sparse else np.zeros(0, dtype=np.int64)
-    xs = np.column_stack([columns[c][sparse_rows] for c in sparse]) if sparse \
+    xs = np.column_stack([columns[c][sparse_rows].astype(float) for c in sparse]) if sparse \
         else np.zeros((0, 0))
     xs32 = xs.astype(np.float32)
     bounds = np.searchsorted(strata, np.arange(n_strata + 1))
@@ -108,7 +109,7 @@ def _resample_unique(columns: Mapping[str, np.ndarray], strata: np.ndarray, n_st
         ns = hi - lo
         mine = (sparse_rows >= lo) & (sparse_rows < hi)
         # sample sums in float64, each column summed on its own
-        point[s, order] = np.concatenate([[columns[c][lo:hi].sum() for c in dense],
+        point[s, order] = np.concatenate([[columns[c][lo:hi].sum(dtype=float) for c in dense],
                                           xs[mine].sum(axis=0)])
         if ns == 0:
             continue
@@ -116,14 +117,21 @@ def _resample_unique(columns: Mapping[str, np.ndarray], strata: np.ndarray, n_st
         for j, c in enumerate(dense):
             xd32[:, j] = columns[c][lo:hi]
         rows = sparse_rows[mine] - lo
+        # the draws come in calls of `chunk` resamples (the seed's numbers depend on it);
+        # their counts are multiplied `batch` resamples at once, a wider product being
+        # several times faster per resample than a thin one
         chunk = max(1, min(n_resamples, _CELLS_PER_CHUNK // ns))
-        for start in range(0, n_resamples, chunk):
-            b = min(chunk, n_resamples - start)
-            draws = rng.integers(0, ns, size=(b, ns)) + np.arange(b)[:, None] * ns
-            counts = np.bincount(draws.ravel(), minlength=b * ns).reshape(b, ns)
-            counts = counts.astype(np.float32)
-            out = np.concatenate([counts @ xd32, counts[:, rows] @ xs32[mine]], axis=1)
-            boot[s, start:start + b][:, order] = out
+        batch = chunk * max(1, min(-(-n_resamples // chunk), _CELLS_PER_BATCH // (chunk * ns)))
+        counts = np.empty((min(batch, n_resamples), ns), dtype=np.float32)
+        for first in range(0, n_resamples, batch):
+            last = min(first + batch, n_resamples)
+            for start in range(first, last, chunk):
+                b = min(chunk, n_resamples - start)
+                for i, drawn in enumerate(rng.integers(0, ns, size=(b, ns)), start - first):
+                    counts[i] = np.bincount(drawn, minlength=ns)
+            got = counts[:last - first]
+            out = np.concatenate([got @ xd32, got[:, rows] @ xs32[mine]], axis=1)
+            boot[s, first:last][:, order] = out
     return SumTable(names, point, boot)
 
 

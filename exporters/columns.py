@@ -15,6 +15,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -24,8 +25,18 @@ from exporters.records import ArmResult
 EXT_KEYS = ("theoretical_saving", "computed_tokens", "peak_memory_bytes",
             "prefix_cache_hit_tokens", "prefix_cache_query_tokens")
 
-# row indices -> those rows' outputs (anything with output_text, token_ids, top_logprobs)
-Outputs = Callable[[np.ndarray], Sequence[ArmResult]]
+
+
+class Output(NamedTuple):
+    """What calculators read of an answer's output (an `ArmResult` carries the same)."""
+
+    output_text: str
+    token_ids: Sequence[int] | None
+    top_logprobs: Sequence[dict[str, float]] | None
+
+
+# row indices -> those rows' outputs (`Output`s, or the records themselves)
+Outputs = Callable[[np.ndarray], Sequence[Output | ArmResult]]
 
 
 @dataclass(frozen=True)
@@ -111,10 +122,10 @@ def concat(parts: Sequence[ResultColumns]) -> ResultColumns:
         return parts[0]
     starts = np.cumsum([0, *(len(p) for p in parts)])
 
-    def outputs(idx: np.ndarray) -> list[ArmResult]:
+    def outputs(idx: np.ndarray) -> list[Output | ArmResult]:
         idx = np.asarray(idx, dtype=np.int64)
         which = np.searchsorted(starts, idx, side="right") - 1
-        out: list[ArmResult | None] = [None] * len(idx)
+        out: list[Output | ArmResult | None] = [None] * len(idx)
         for k, part in enumerate(parts):
             pos = np.flatnonzero(which == k)
             for j, got in zip(pos, part.outputs(idx[pos] - starts[k]), strict=True):

@@ -28,6 +28,18 @@ from exporters.records import ArmResult, MetricsScrape
 _SUM_CALCULATORS = (rer, termination, consistency, latency)
 
 
+def compact(column: np.ndarray) -> np.ndarray:
+    """The column in the narrowest type that holds its values exactly (bool for 0 / 1,
+    float32, else as it is): a hundred-odd columns of a million rows each, mostly counts
+    and flags, would otherwise take a GB. The sums of the bootstrap are the same."""
+    if column.dtype != np.float64:
+        return column
+    if ((column == 0) | (column == 1)).all():
+        return column.astype(bool)
+    narrow = column.astype(np.float32)
+    return narrow if np.array_equal(narrow, column, equal_nan=True) else column
+
+
 def compute_figures(results: Iterable[ArmResult] | ResultColumns,
                     scrapes: Sequence[MetricsScrape] = (),
                     determinism: Iterable[ArmResult] | None = None,
@@ -56,9 +68,10 @@ def compute_figures(results: Iterable[ArmResult] | ResultColumns,
     del results  # the aligned arms hold what is needed: at a million rows, memory counts
     columns = {}
     for calc in (*_SUM_CALCULATORS, cache_hit):
-        columns |= calc.columns(al, config)
+        columns |= {name: compact(col) for name, col in calc.columns(al, config).items()}
     table = resample_sums(columns, al.strata, len(al.scenario_names), config.n_resamples,
                           config.seed)
+    del columns  # the sums are all the figures need of them
     figures: list[Figure] = []
     for calc in _SUM_CALCULATORS:
         figures += calc.figures(table, al, config)

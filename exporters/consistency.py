@@ -28,13 +28,13 @@ from exporters.catalogue import (
     EXACT_MATCH,
     FIRST_DIVERGENCE,
     TOKEN_KL,
+    Answer,
     compared_tokens,
     same_output,
 )
 from exporters.config import MetricsConfig
 from exporters.estimate import SumStat, estimate
 from exporters.figures import Figure
-from exporters.records import ArmResult
 from exporters.textstats import (
     BLEU_ORDER,
     CHRF_ORDER,
@@ -52,7 +52,7 @@ CHRF_COLS = 3 * CHRF_ORDER
 Cut = Callable[[str], Sequence]
 
 
-def compare(a: ArmResult, x: ArmResult, cut: Cut | None = None) -> tuple[bool, int]:
+def compare(a: Answer, x: Answer, cut: Cut | None = None) -> tuple[bool, int]:
     """(the same output, common prefix length): in token ids when both carry them, else in
     whitespace words; with `cut`, always in the texts cut by it (a tokenizer)."""
     sa, sx = compared_tokens(a, x) if cut is None else (cut(a.output_text), cut(x.output_text))

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from exporters import tokenizer
 from exporters.answers import Tally
 from exporters.columns import ResultColumns, concat, from_results
@@ -36,6 +38,7 @@ from exporters.traffic import (
 )
 from harness.manifest import Manifest, parse_manifest
 from harness.store import ResultStore, StoreError
+from harness.store.columns import Scan
 
 MANIFEST = "manifest.json"
 RESULTS = "results.sqlite"
@@ -125,17 +128,22 @@ class Run:
             raise RunDirError(str(exc)) from exc
 
     @functools.cached_property
+    def _scan(self) -> Scan:
+        """The store read once for everything below (harness.store.columns)."""
+        with self._store() as store:
+            return store.scan()
+
+    @property
     def tallies(self) -> list[Tally]:
         """Every answer counted by arm, scenario, ok, token source and quirks."""
-        with self._store() as store:
-            return store.tallies()
+        return self._scan.tallies
 
     @functools.cached_property
     def send_lag(self) -> ScheduleLag | None:
         """How late the run's sends went out (every row's `send_lag_s`); None when no row
         recorded it."""
-        with self._store() as store:
-            return schedule_lag(store.send_lags())
+        lags = self._scan.send_lag
+        return schedule_lag(lags[~np.isnan(lags)])
 
     @property
     def result_count(self) -> int:
@@ -143,16 +151,17 @@ class Run:
 
     def repeated(self) -> list[ArmResult]:
         """The rows of prompts the run itself sent more than once (a repeat suite)."""
+        if not len(self._scan.repeated):
+            return []
         with self._store() as store:
-            return store.repeated()
+            return store.results_at(self._scan.repeated)
 
     def columns_with_recorded(self) -> ResultColumns:
         """The shadow replay's rows as columns, plus a row on arm `recorded` for each
         replayed request whose traffic line carries a recorded response: the rows both
         `metrics` and `gate` compute figures from. A malformed recorded response raises
         RunDirError."""
-        with self._store() as store:
-            replay = store.columns()
+        replay = self._scan.replay
         if self.schedule is None:
             return replay
         try:

@@ -15,13 +15,15 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from exporters.columns import EXT_KEYS, ResultColumns, digest, number
-from exporters.records import ArmResult
+from exporters.answers import Tally
+from exporters.columns import EXT_KEYS, Output, ResultColumns, digest, number
 from harness.store.sqlite import connect
 from harness.store.summary import LAYOUT
 
@@ -110,14 +112,37 @@ def _extension(conn: sqlite3.Connection, found: tuple, rowids: tuple) -> np.ndar
     return out
 
 
-def read_columns(path: Path, where: str = REPLAY) -> ResultColumns:
-    """The rows `where` selects (default: the shadow replay's, those of no repeat suite),
-    in write order, as columns; their outputs are read from `path` when asked for."""
+@dataclass(frozen=True)
+class Scan:
+    """What figures and run checks need of a store, from one pass over it."""
+
+    replay: ResultColumns  # the shadow replay's rows (those of no repeat suite), as columns
+    repeated: np.ndarray  # rowids of the repeat suite's rows, in write order
+    tallies: list[Tally]  # every row's answer, counted (exporters.answers)
+    send_lag: np.ndarray  # every row's send lag, s (NaN: not recorded)
+
+
+def read_scan(path: Path) -> Scan:
+    """The store at `path` in one pass: rows written by this version carry their numbers in
+    binary; older ones are read from their columns, by one query each."""
     with contextlib.closing(connect(path)) as conn:
         if {"summary", "itl_f64"} <= _present(conn):
-            found = _read_binary(conn, path, where)
+            found = _scan_binary(conn, path)
             if found is not None:
                 return found
+        repeated = [r for (r,) in conn.execute(
+            f"SELECT rowid FROM results WHERE NOT ({REPLAY}) ORDER BY rowid")]
+        lag = "send_lag_s" if "send_lag_s" in _present(conn) else "NULL"
+        lags = [x for (x,) in conn.execute(f"SELECT {lag} FROM results")]
+        return Scan(read_columns(path), np.array(repeated, dtype=np.int64), tallies(conn),
+                    np.array(lags, dtype=float))
+
+
+def read_columns(path: Path, where: str = REPLAY) -> ResultColumns:
+    """The rows `where` selects (default: the shadow replay's, those of no repeat suite),
+    in write order, as columns, read from their columns (not their binary summary); their
+    outputs are read from `path` when asked for."""
+    with contextlib.closing(connect(path)) as conn:
         try:
             return _read(conn, path, where, strict_json=True)
         except sqlite3.OperationalError as exc:
@@ -126,34 +151,81 @@ def read_columns(path: Path, where: str = REPLAY) -> ResultColumns:
             return _read(conn, path, where, strict_json=False)
 
 
+def tallies(conn: sqlite3.Connection) -> list[Tally]:
+    """Answers counted by arm, scenario, ok, token source and quirks (every row)."""
+    have = _present(conn)
+    tokens_from = "tokens_from" if "tokens_from" in have else "NULL"
+    quirks = "quirks" if "quirks" in have else "NULL"
+    rows = conn.execute(f"SELECT arm, scenario, ok, {tokens_from}, {quirks}, COUNT(*) "
+                        f"FROM results GROUP BY 1, 2, 3, 4, 5").fetchall()
+    return _tallies(Counter({(arm, scen, bool(ok), source, q): n
+                             for arm, scen, ok, source, q, n in rows}))
+
+
+def _tallies(counts: Counter) -> list[Tally]:
+    out = [Tally(arm, scen, bool(ok), source, tuple(json.loads(q)) if q else (), n)
+           for (arm, scen, ok, source, q), n in counts.items()]
+    return sorted(out, key=lambda t: (t.arm, t.scenario, t.ok, t.tokens_from or "", t.quirks))
+
+
 _FLAGS = ("ok", "length_stop", "tokens_counted", "has_extension", "has_top_logprobs", "has_ids")
 
 
-def _read_binary(conn: sqlite3.Connection, path: Path, where: str) -> ResultColumns | None:
-    """From each row's `summary` and `itl_f64` (summary.py); None when a row lacks them (a
-    store resumed from an earlier version's run)."""
+def _scan_binary(conn: sqlite3.Connection, path: Path) -> Scan | None:
+    """Every row from its `summary` and `itl_f64` (summary.py); None when a row lacks them
+    (a store resumed from an earlier version's run)."""
     cur = conn.cursor()
     cur.row_factory = None
-    cur.execute(f"SELECT rowid, request_id, arm, scenario, summary, itl_f64 FROM results "
-                f"WHERE {where} ORDER BY rowid")
+    cur.execute("SELECT rowid, request_id, arm, scenario, repeat, concurrency, tokens_from, "
+                "quirks, summary, itl_f64 FROM results ORDER BY rowid")
     parts: dict[str, list] = {}
     names: dict[str, str] = {}
+    counts: Counter = Counter()
     while rows := cur.fetchmany(CHUNK):
-        rowid, rid, arm, scen, summaries, gaps = zip(*rows, strict=True)
+        rowid, rid, arm, scen, rep, conc, source, quirks, summaries, gaps = zip(*rows,
+                                                                               strict=True)
         if None in summaries or None in gaps or (np.fromiter(
                 map(len, summaries), np.int64, len(rows)) != LAYOUT.itemsize).any():
             return None  # a row written before the binary summary, or in an earlier layout
         rec = np.frombuffer(b"".join(summaries), dtype=LAYOUT)
         arrays = {name: rec[name].copy() for name in LAYOUT.names}  # not views of the chunk
         arrays |= {flag: arrays[flag].astype(bool) for flag in _FLAGS}
+        arm, scen = _shared(arm, names), _shared(scen, names)
+        counts.update(zip(arm.tolist(), scen.tolist(), arrays["ok"].tolist(), source, quirks,
+                          strict=True))
         arrays |= dict(rowid=np.array(rowid, dtype=np.int64),
-                       request_id=np.array(rid, dtype=str), arm=_shared(arm, names),
-                       scenario=_shared(scen, names),
+                       request_id=np.array(rid, dtype=str), arm=arm, scenario=scen,
+                       repeat=np.array(rep, dtype=np.int64),
+                       concurrency=np.array(conc, dtype=np.int64),
                        itl=np.frombuffer(b"".join(gaps), dtype="<f8"),
                        itl_len=np.fromiter(map(len, gaps), np.int64, len(gaps)) // 8)
         for key, value in arrays.items():
             parts.setdefault(key, []).append(value)
-    return _columns(parts, path)
+    if not parts:
+        return Scan(_empty(), np.zeros(0, dtype=np.int64), [], np.zeros(0))
+    repeat, concurrency = np.concatenate(parts.pop("repeat")), np.concatenate(
+        parts.pop("concurrency"))
+    replay = _columns(parts, path)
+    lags, rowids = replay.send_lag, _rowids(replay)
+    suite = _repeat_suite(replay, repeat, concurrency)
+    if suite.any():  # rare: a repeat suite inside the run; its rows leave the columns
+        replay = _subset(replay, ~suite, path, rowids)
+    return Scan(replay, rowids[suite], _tallies(counts), lags)
+
+
+def _repeat_suite(cols: ResultColumns, repeat: np.ndarray, concurrency: np.ndarray
+                  ) -> np.ndarray:
+    """Rows of prompts sent more than once (REPLAY's complement): every row of an (arm,
+    request, concurrency) that has a row of repeat > 0."""
+    suite = repeat > 0
+    if not suite.any():
+        return suite
+    keys = set(zip(cols.arm[suite].tolist(), cols.request_id[suite].tolist(),
+                   concurrency[suite].tolist(), strict=True))
+    maybe = np.flatnonzero(~suite & np.isin(cols.request_id, cols.request_id[suite]))
+    suite[maybe] = [(cols.arm[i], str(cols.request_id[i]), int(concurrency[i])) in keys
+                    for i in maybe]
+    return suite
 
 
 def _columns(parts: dict[str, list], path: Path) -> ResultColumns:
@@ -162,8 +234,35 @@ def _columns(parts: dict[str, list], path: Path) -> ResultColumns:
     arrays = {}
     for key in list(parts):  # one column at a time, its chunks freed: memory x1, not x2
         arrays[key] = np.concatenate(parts.pop(key))
-    rowids = arrays.pop("rowid")
-    return ResultColumns(**arrays, outputs=lambda idx: outputs(path, rowids[idx]))
+    return _with_rowids(arrays, arrays.pop("rowid"), path)
+
+
+def _with_rowids(arrays: dict[str, np.ndarray], rowids: np.ndarray, path: Path
+                 ) -> ResultColumns:
+    return ResultColumns(**arrays, outputs=_Outputs(path, rowids))
+
+
+class _Outputs:
+    """Row indices -> those rows' outputs, read from the store (`outputs`)."""
+
+    def __init__(self, path: Path, rowids: np.ndarray) -> None:
+        self.path, self.rowids = path, rowids
+
+    def __call__(self, idx: np.ndarray) -> list[Output]:
+        return outputs(self.path, self.rowids[idx])
+
+
+def _rowids(cols: ResultColumns) -> np.ndarray:
+    return cols.outputs.rowids  # type: ignore[attr-defined]
+
+
+def _subset(cols: ResultColumns, keep: np.ndarray, path: Path, rowids: np.ndarray
+            ) -> ResultColumns:
+    """The rows `keep` marks, their gaps with them."""
+    names = [f for f in ResultColumns.__dataclass_fields__ if f not in ("outputs", "itl")]
+    arrays = {f: getattr(cols, f)[keep] for f in names}
+    arrays["itl"] = cols.itl[np.repeat(keep, cols.itl_len)]
+    return _with_rowids(arrays, rowids[keep], path)
 
 
 def _read(conn: sqlite3.Connection, path: Path, where: str, strict_json: bool
@@ -210,22 +309,19 @@ def _empty() -> ResultColumns:
     return from_results(())
 
 
-def outputs(path: Path, rowids: np.ndarray) -> list[ArmResult]:
-    """The outputs of rows `rowids` (text, token ids, top logprobs, and who answered), in
-    that order; the other fields take their defaults."""
+def outputs(path: Path, rowids: np.ndarray) -> list[Output]:
+    """The outputs of rows `rowids` (text, token ids, top logprobs), in that order."""
     wanted = [int(r) for r in rowids]
-    found: dict[int, ArmResult] = {}
+    found: dict[int, Output] = {}
+    loads = json.loads
     with contextlib.closing(connect(path)) as conn:
         cur = conn.cursor()
         cur.row_factory = None
         for start in range(0, len(wanted), CHUNK):
             ids = json.dumps(sorted(set(wanted[start:start + CHUNK])))
-            for rowid, rid, arm, scen, ok, text, ids_json, top in cur.execute(
-                    "SELECT rowid, request_id, arm, scenario, ok, output_text, token_ids, "
-                    "top_logprobs FROM results WHERE rowid IN (SELECT value FROM json_each(?))",
-                    (ids,)):
-                found[rowid] = ArmResult(
-                    rid, arm, scen, bool(ok), output_text=text or "",
-                    token_ids=None if ids_json is None else tuple(json.loads(ids_json)),
-                    top_logprobs=tuple(json.loads(top)) if top else None)
+            for rowid, text, ids_json, top in cur.execute(
+                    "SELECT rowid, output_text, token_ids, top_logprobs FROM results "
+                    "WHERE rowid IN (SELECT value FROM json_each(?))", (ids,)):
+                found[rowid] = Output(text or "", None if ids_json is None else loads(ids_json),
+                                      loads(top) if top else None)
     return [found[r] for r in wanted]

@@ -17,7 +17,7 @@ from pathlib import Path
 from exporters.answers import Tally
 from exporters.columns import ResultColumns
 from exporters.records import ArmResult
-from harness.store.columns import REPLAY, read_columns
+from harness.store.columns import REPLAY, Scan, read_scan, tallies
 from harness.store.queue import WorkQueue
 from harness.store.rows import add_missing_columns, decode, encode_row, insert_rows, schema
 from harness.store.sqlite import connect, write_transaction
@@ -76,7 +76,19 @@ class ResultStore:
 
     def columns(self) -> ResultColumns:
         """The shadow replay's rows (those of no repeat suite) as columns, in write order."""
-        return read_columns(self.path)
+        return self.scan().replay
+
+    def scan(self) -> Scan:
+        """The replay's columns, the repeat suite's rows, the tallies and the send lags, in
+        one pass over the store."""
+        return read_scan(self.path)
+
+    def results_at(self, rowids: Iterable[int]) -> list[ArmResult]:
+        """The rows `rowids`, in write order."""
+        rows = self.conn.execute("SELECT * FROM results WHERE rowid IN (SELECT value FROM "
+                                 "json_each(?)) ORDER BY rowid",
+                                 (json.dumps([int(r) for r in rowids]),)).fetchall()
+        return [decode(r) for r in rows]
 
     def repeated(self) -> list[ArmResult]:
         """The rows of prompts sent more than once (a repeat suite in the run itself)."""
@@ -121,13 +133,7 @@ class ResultStore:
 
     def tallies(self) -> list[Tally]:
         """Answers counted by arm, scenario, ok, token source and quirks (every row)."""
-        have = {row[1] for row in self.conn.execute("PRAGMA table_info(results)")}
-        tokens_from = "tokens_from" if "tokens_from" in have else "NULL"
-        quirks = "quirks" if "quirks" in have else "NULL"
-        rows = self.conn.execute(f"SELECT arm, scenario, ok, {tokens_from}, {quirks}, COUNT(*) "
-                                 f"FROM results GROUP BY 1, 2, 3, 4, 5").fetchall()
-        return [Tally(arm, scenario, bool(ok), source, tuple(json.loads(q)) if q else (), n)
-                for arm, scenario, ok, source, q, n in rows]
+        return tallies(self.conn)
 
     def counts_by_arm(self) -> dict[str, dict[str, int]]:
         counts: dict[str, dict[str, int]] = {}
