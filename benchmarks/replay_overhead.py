@@ -1,10 +1,16 @@
 """What the shadow replayer costs: against the trivial echo server (started here), the
 sustained paired request rate `run_replay` reaches with 1, 2 and 4 Locust worker processes,
-and the latency it adds per request (p50 and p99) compared with calling the server
-directly — side by side, in one run.
+the latency it adds per request (p50 and p99) compared with calling the server directly, and
+the CPU time the replayer spends per arm-request (Locust's master and its workers, from the
+kernel's accounting of those processes, the arms excluded; and this process, which follows
+the store), at the margin: a full and a short replay, the difference over the arm-requests
+between them — side by side, in one run. One level of users (--flood-users, a closed loop with
+no think time) is not bound by the echo server's latency, so the replayer's own ceiling
+shows there.
 
     .venv/bin/python benchmarks/replay_overhead.py [--requests 300] [--users 1,16]
-        [--processes 1,2,4] [--tokens 16] [--echo-processes 4]
+        [--processes 1,2,4] [--tokens 16] [--echo-processes 4] [--flood-users 64]
+        [--repeats 3]
 
 "paired" = one traffic record sent to both arms (baseline and candidate, both the echo
 server). Direct rows call the server with the same `client.send` (httpx transport) from a
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -98,13 +105,24 @@ def direct(url: str, records: list[TrafficRecord], users: int) -> tuple[float, l
     return len(records) / (time.perf_counter() - start), e2e
 
 
+def cpu_s(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
 def replayed(url: str, traffic: Path, out: Path, users: int,
-             processes: int) -> tuple[float, list[float], float]:
-    """Paired rate (first intended send to last result), per-request E2E, and wall time."""
+             processes: int) -> tuple[float, list[float], float, float, float]:
+    """Paired rate (first intended send to last result), per-request E2E, wall time, and
+    the CPU seconds of Locust's master and workers (the children this process reaps: the
+    echo server, reaped only at the end, is not among them) and of this process (which
+    prepares the run and follows the store)."""
     start = time.perf_counter()
+    children, mine = cpu_s(resource.RUSAGE_CHILDREN), cpu_s(resource.RUSAGE_SELF)
     run_replay(ReplayConfig(out=out, arms={"baseline": url, "candidate": url}, traffic=traffic,
                             users=users, processes=processes, progress=False, timeout=30))
     wall = time.perf_counter() - start
+    children = cpu_s(resource.RUSAGE_CHILDREN) - children
+    mine = cpu_s(resource.RUSAGE_SELF) - mine
     run_dir = RunDir(out)
     run = run_dir.load()
     if run.manifest.status != "complete" or not all(r.ok for r in run.results):
@@ -113,7 +131,25 @@ def replayed(url: str, traffic: Path, out: Path, users: int,
         rows = store.rows()
     first = min(r.intended_at for r in rows)
     last = max(r.recorded_at for r in rows)
-    return len(run.traffic) / (last - first), [r.e2e_s for r in run.results], wall
+    return len(run.traffic) / (last - first), [r.e2e_s for r in run.results], wall, \
+        children, mine
+
+
+def replay_row(url: str, traffic: Path, short: Path, tmp: Path, users: int, processes: int,
+               repeats: int) -> tuple:
+    """Medians over `repeats` of the full replay's rate and wall time, and the CPU per
+    arm-request at the margin: (CPU of the full traffic - CPU of the short one) / the
+    arm-requests between them, so Locust's start (imports, spawning) is not counted."""
+    full, part = len(read_traffic(traffic)), len(read_traffic(short))
+    runs, margins = [], []
+    for k in range(repeats):
+        runs.append(replayed(url, traffic, tmp / f"run-{users}-{processes}-{k}", users,
+                             processes))
+        small = replayed(url, short, tmp / f"short-{users}-{processes}-{k}", users, processes)
+        margins.append([(runs[-1][j] - small[j]) / (2 * (full - part)) for j in (3, 4)])
+    return (statistics.median(r[0] for r in runs), runs[0][1],
+            statistics.median(r[2] for r in runs),
+            statistics.median(m[0] for m in margins), statistics.median(m[1] for m in margins))
 
 
 def main() -> None:
@@ -124,6 +160,12 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=16, help="max_tokens per request")
     parser.add_argument("--echo-processes", type=int, default=4,
                         help="echo server processes (enough that it is not the limit)")
+    parser.add_argument("--flood-users", type=int, default=64,
+                        help="users of the row not bound by latency (closed loop, no think "
+                             "time: each user sends again as soon as it has its answers)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="runs per replay row; the medians are printed (a shared "
+                             "machine is noisy)")
     args = parser.parse_args()
     echo, url = start_echo(args.echo_processes)
     rows = []
@@ -131,29 +173,39 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             traffic = Path(tmp) / "traffic.jsonl"
             records = make_traffic(traffic, args.requests, args.tokens)
-            for users in (int(u) for u in args.users.split(",")):
+            short = Path(tmp) / "short.jsonl"
+            make_traffic(short, max(args.requests // 5, 1), args.tokens)
+            levels = [int(u) for u in args.users.split(",")] + [args.flood_users]
+            for users in levels:
                 rate, e2e = direct(url, records, users)
-                rows.append(("direct httpx", users, 1, rate, e2e, None))
+                rows.append(("direct httpx", users, 1, rate, e2e, None, None, None))
                 for processes in (int(p) for p in args.processes.split(",")):
                     if processes > users:
                         continue
-                    out = Path(tmp) / f"run-{users}-{processes}"
-                    rate, e2e, wall = replayed(url, traffic, out, users, processes)
-                    rows.append(("layergate replay", users, processes, rate, e2e, wall))
+                    rate, e2e, wall, cpu, parent = replay_row(
+                        url, traffic, short, Path(tmp), users, processes, args.repeats)
+                    rows.append(("layergate replay", users, processes, rate, e2e, wall, cpu,
+                                 parent))
     finally:
         echo.terminate()
         echo.wait(10)
     print(f"\n{args.requests} records x 2 arms, {args.tokens} streamed tokens each, "
-          f"echo server at {url} ({args.echo_processes} processes), {os.cpu_count()} CPUs")
-    direct_rate = {u: rate for n, u, _, rate, _, _ in rows if n == "direct httpx"}
+          f"echo server at {url} ({args.echo_processes} processes), {os.cpu_count()} CPUs, "
+          f"load {os.getloadavg()[0]:.1f}; replay rows: medians of {args.repeats} runs; CPU per "
+          f"arm-request at the margin ({args.requests} against {max(args.requests // 5, 1)} "
+          "records, so Locust's start is not counted)")
+    direct_rate = {u: rate for n, u, _, rate, *_ in rows if n == "direct httpx"}
     print(f"{'path':<18}{'users':>6}{'procs':>6}{'paired/s':>10}{'E2E p50 ms':>12}"
-          f"{'E2E p99 ms':>12}{'wall s':>8}  limit")
-    for name, users, procs, rate, e2e, wall in rows:
+          f"{'E2E p99 ms':>12}{'wall s':>8}{'CPU ms/arm-req':>16}{'+follower':>10}  limit")
+    for name, users, procs, rate, e2e, wall, cpu, parent in rows:
         flag = "server?" if name != "direct httpx" and rate >= 0.8 * direct_rate[users] else ""
+        cpu_text = "" if cpu is None else f"{cpu * 1e3:.3f}"
+        parent_text = "" if parent is None else f"{parent * 1e3:.3f}"
         print(f"{name:<18}{users:>6}{procs:>6}{rate:>10.1f}{statistics.median(e2e) * 1e3:>12.2f}"
-              f"{pct(e2e, 0.99) * 1e3:>12.2f}{'' if wall is None else f'{wall:.1f}':>8}  {flag}")
-    base = {u: e for n, u, _, _, e, _ in rows if n == "direct httpx"}
-    for name, users, procs, _, e2e, _ in rows:
+              f"{pct(e2e, 0.99) * 1e3:>12.2f}{'' if wall is None else f'{wall:.1f}':>8}"
+              f"{cpu_text:>16}{parent_text:>10}  {flag}")
+    base = {u: e for n, u, _, _, e, *_ in rows if n == "direct httpx"}
+    for name, users, procs, _, e2e, *_ in rows:
         if name != "direct httpx":
             p50 = (statistics.median(e2e) - statistics.median(base[users])) * 1e3
             p99 = (pct(e2e, 0.99) - pct(base[users], 0.99)) * 1e3

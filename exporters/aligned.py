@@ -6,12 +6,13 @@ records came in, and each scenario is a contiguous block (the bootstrap's strata
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from exporters.catalogue import BASELINE, BASELINE2, CANDIDATE, arm_lacks
+from exporters.columns import Output, Outputs, ResultColumns, from_results
 from exporters.records import ArmResult
 
 
@@ -19,7 +20,6 @@ from exporters.records import ArmResult
 class ArmColumns:
     """One arm's answers, aligned to `Aligned.request_ids`; NaN / False where absent."""
 
-    rows: tuple[ArmResult | None, ...]
     present: np.ndarray  # bool
     ok: np.ndarray  # bool
     e2e: np.ndarray
@@ -34,6 +34,36 @@ class ArmColumns:
     cache_queries: np.ndarray  # extension prefix_cache_query_tokens
     # what each answer carried: a count of tokens, the extension, top logprobs
     has: dict[str, np.ndarray]
+    has_ids: np.ndarray  # bool: token ids returned
+    ids_len: np.ndarray  # int
+    ids_key: np.ndarray  # digests of the outputs (exporters.columns)
+    text_key: np.ndarray
+    itl_start: np.ndarray  # int: where each row's gaps start in `all_itl`
+    itl_len: np.ndarray  # int: how many gaps each row has (0 where absent)
+    all_itl: np.ndarray  # every result's gaps (`ResultColumns.itl`), shared by the arms
+    source: np.ndarray  # row in the `ResultColumns` (-1: absent)
+    _outputs: Outputs
+
+    def outputs(self, rows: np.ndarray) -> Sequence[Output | ArmResult]:
+        """The outputs (text, token ids, top logprobs) of these rows, all present."""
+        return self._outputs(self.source[rows]) if len(rows) else []
+
+    def gaps(self, rows: np.ndarray) -> np.ndarray:
+        """The inter-token gaps of `rows`, concatenated in that order (copied a block of
+        rows at a time: no index as long as the gaps)."""
+        lengths = self.itl_len[rows]
+        out = np.empty(int(lengths.sum()))
+        at = 0
+        for lo in range(0, len(rows), _GAP_BLOCK):
+            n, start = lengths[lo:lo + _GAP_BLOCK], self.itl_start[rows[lo:lo + _GAP_BLOCK]]
+            total = int(n.sum())
+            shift = np.repeat(start - (np.cumsum(n) - n), n)  # gap k of the block: start + k
+            out[at:at + total] = self.all_itl[shift + np.arange(total)]
+            at += total
+        return out
+
+
+_GAP_BLOCK = 65_536  # rows whose gaps are gathered at once
 
 
 @dataclass(frozen=True)
@@ -54,79 +84,67 @@ class Aligned:
         return slice(int(lo), int(hi))
 
 
-_EXT_KEYS = ("theoretical_saving", "computed_tokens", "peak_memory_bytes",
-             "prefix_cache_hit_tokens", "prefix_cache_query_tokens")
-_MISSING = (None,) * (4 + len(_EXT_KEYS))
+def _take(values: np.ndarray, src: np.ndarray, fill: object) -> np.ndarray:
+    out = np.full(src.shape + values.shape[1:], fill, dtype=values.dtype)
+    got = src >= 0
+    out[got] = values[src[got]]
+    return out
 
 
-def _number(value: object) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
-        else np.nan
-
-
-def _floats(values: list[tuple]) -> np.ndarray:
-    """Rows of numbers-or-None as floats; None and anything not a number become NaN."""
-    arr = np.array(values, dtype=object).reshape(len(values), -1)
-    arr[np.equal(arr, None)] = np.nan
-    try:
-        return arr.astype(float)
-    except (TypeError, ValueError):  # a string or list where a number belongs
-        return np.vectorize(_number, otypes=[float])(arr)
-
-
-def _values(r: ArmResult | None) -> tuple:
-    """The numeric columns of one row, in `ArmColumns` order after `ok`."""
-    if r is None:
-        return _MISSING
-    get = (r.extension or {}).get
-    return (r.e2e_s, r.ttft_s, r.output_tokens, r.prompt_tokens or None,
-            *(get(k) for k in _EXT_KEYS))
-
-
-def _carried(rows: list[ArmResult | None]) -> dict[str, np.ndarray]:
-    """Per row: whether the answer carried a token count, the `layergate` extension, top
-    logprobs (the keys are catalogue.LACKS's)."""
-    tests = {"tokens": lambda r: r.tokens_counted, "extension": lambda r: bool(r.extension),
-             "top_logprobs": lambda r: bool(r.top_logprobs)}
-    return {what: np.array([r is not None and r.ok and test(r) for r in rows], dtype=bool)
-            for what, test in tests.items()}
-
-
-def _arm_columns(rows: list[ArmResult | None]) -> ArmColumns:
-    values = _floats([_values(r) for r in rows])
-    has = _carried(rows)
-    values[~has["tokens"], 2] = np.nan  # characters are no token count
+def _arm_columns(cols: ResultColumns, src: np.ndarray, itl_start: np.ndarray) -> ArmColumns:
+    present = src >= 0
+    ok = _take(cols.ok, src, False)
+    counted = ok & _take(cols.tokens_counted, src, False)
+    ext = _take(cols.ext, src, np.nan)
     return ArmColumns(
-        tuple(rows),
-        np.array([r is not None for r in rows], dtype=bool),
-        np.array([r is not None and r.ok for r in rows], dtype=bool),
-        *values[:, :4].T,
-        np.array([r is not None and r.finish_reason == "length" for r in rows], dtype=bool),
-        *values[:, 4:].T,
-        has,
-    )
+        present, ok, _take(cols.e2e, src, np.nan), _take(cols.ttft, src, np.nan),
+        np.where(counted, _take(cols.output_tokens, src, np.nan), np.nan),  # characters: NaN
+        _take(cols.prompt_tokens, src, np.nan), _take(cols.length_stop, src, False),
+        *ext.T,
+        {"tokens": counted, "extension": ok & _take(cols.has_extension, src, False),
+         "top_logprobs": ok & _take(cols.has_top_logprobs, src, False)},
+        _take(cols.has_ids, src, False), _take(cols.ids_len, src, 0),
+        _take(cols.ids_key, src, 0), _take(cols.text_key, src, 0), _take(itl_start, src, 0),
+        _take(cols.itl_len, src, 0), cols.itl, src, cols.outputs)
 
 
-def align(results: Iterable[ArmResult]) -> Aligned:
-    """Shadow-replay rows (repeat 0) by request; a duplicate (request, arm) is an error."""
-    by_arm: dict[str, dict[str, ArmResult]] = {}
-    scenario_of: dict[str, str] = {}
-    for r in results:
-        if r.repeat != 0:
-            continue
-        arm_rows = by_arm.setdefault(r.arm, {})
-        if r.request_id in arm_rows:
-            raise ValueError(f"duplicate result for request {r.request_id!r} on arm {r.arm!r}")
-        arm_rows[r.request_id] = r
-        if r.arm == BASELINE or r.request_id not in scenario_of:
-            scenario_of[r.request_id] = r.scenario
-    order = sorted(scenario_of, key=lambda rid: (scenario_of[rid], rid))
-    names = tuple(sorted(set(scenario_of.values())))
-    code = {s: i for i, s in enumerate(names)}
-    strata = np.array([code[scenario_of[rid]] for rid in order], dtype=np.int64)
-    arms = {arm: _arm_columns([rows.get(rid) for rid in order])
-            for arm, rows in sorted(by_arm.items())}
-    return Aligned(tuple(order), names, strata, arms)
+def _first_per_group(keys: np.ndarray, priority: np.ndarray) -> np.ndarray:
+    """Per distinct key (0..k-1, all present), the row of least priority."""
+    order = np.lexsort((priority, keys))
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = keys[order][1:] != keys[order][:-1]
+    return order[first]
+
+
+def align(results: Iterable[ArmResult] | ResultColumns) -> Aligned:
+    """Shadow-replay rows (repeat 0 when records) by request; a duplicate (request, arm) is
+    an error. A request's scenario is the baseline's, else its first row's."""
+    if not isinstance(results, ResultColumns):
+        results = from_results(r for r in results if r.repeat == 0)
+    cols = results
+    rids, rid_code = np.unique(cols.request_id.astype(str), return_inverse=True)
+    arms, arm_code = np.unique(cols.arm.astype(str), return_inverse=True)
+    key = rid_code.astype(np.int64) * max(len(arms), 1) + arm_code
+    uniq, first, counts = np.unique(key, return_index=True, return_counts=True)
+    if (counts > 1).any():
+        dup = first[np.argmax(counts > 1)]
+        raise ValueError(f"duplicate result for request {cols.request_id[dup]!r} on arm "
+                         f"{cols.arm[dup]!r}")
+    pick = _first_per_group(rid_code, np.where(cols.arm == BASELINE, -1, np.arange(len(cols))))
+    scen = cols.scenario.astype(str)[pick]
+    names, scen_code = np.unique(scen, return_inverse=True)
+    order = np.lexsort((np.arange(len(rids)), scen_code))  # rids are sorted already
+    position = np.empty(len(rids), dtype=np.int64)
+    position[order] = np.arange(len(rids))
+    strata = scen_code[order].astype(np.int64)
+    itl_start = np.cumsum(cols.itl_len) - cols.itl_len
+    by_arm = {}
+    for a, arm in enumerate(arms):
+        rows = np.flatnonzero(arm_code == a)
+        src = np.full(len(rids), -1, dtype=np.int64)
+        src[position[rid_code[rows]]] = rows
+        by_arm[str(arm)] = _arm_columns(cols, src, itl_start)
+    return Aligned(tuple(rids[order].tolist()), tuple(names.tolist()), strata, by_arm)
 
 
 def compared_arms(al: Aligned) -> tuple[str, ...]:

@@ -20,6 +20,7 @@ from exporters import (
 from exporters.aligned import align
 from exporters.bootstrap import resample_sums
 from exporters.catalogue import RER
+from exporters.columns import ResultColumns
 from exporters.config import MetricsConfig
 from exporters.figures import Figure
 from exporters.records import ArmResult, MetricsScrape
@@ -27,7 +28,20 @@ from exporters.records import ArmResult, MetricsScrape
 _SUM_CALCULATORS = (rer, termination, consistency, latency)
 
 
-def compute_figures(results: Iterable[ArmResult], scrapes: Sequence[MetricsScrape] = (),
+def compact(column: np.ndarray) -> np.ndarray:
+    """The column in the narrowest type that holds its values exactly (bool for 0 / 1,
+    float32, else as it is): a hundred-odd columns of a million rows each, mostly counts
+    and flags, would otherwise take a GB. The sums of the bootstrap are the same."""
+    if column.dtype != np.float64:
+        return column
+    if ((column == 0) | (column == 1)).all():
+        return column.astype(bool)
+    narrow = column.astype(np.float32)
+    return narrow if np.array_equal(narrow, column, equal_nan=True) else column
+
+
+def compute_figures(results: Iterable[ArmResult] | ResultColumns,
+                    scrapes: Sequence[MetricsScrape] = (),
                     determinism: Iterable[ArmResult] | None = None,
                     config: MetricsConfig | None = None,
                     offsets: Mapping[str, float] | None = None,
@@ -37,23 +51,27 @@ def compute_figures(results: Iterable[ArmResult], scrapes: Sequence[MetricsScrap
     suite (`determinism`: the rows of the run's determinism sub-run, or, when None, the rows
     of `results` that belong to repeated prompts). `offsets` (request id -> intended send
     time, from the run's traffic) and `max_in_flight` (an open-loop replay's limit) feed the
-    saturation check."""
+    saturation check. `results` as columns (a run's store read as `harness.store` reads it)
+    hold the shadow replay's rows only; the repeat suite's come in `determinism`."""
     config = config if config is not None else MetricsConfig()
-    results = list(results)
-    # prompts sent more than once belong to a repeat suite, not to the shadow replay
-    repeated = {(r.arm, r.request_id, r.concurrency) for r in results if r.repeat > 0}
-    if repeated:
-        replay = [r for r in results if (r.arm, r.request_id, r.concurrency) not in repeated]
-        if determinism is None:
-            determinism = [r for r in results
-                           if (r.arm, r.request_id, r.concurrency) in repeated]
-        results = replay
+    if not isinstance(results, ResultColumns):
+        results = list(results)
+        # prompts sent more than once belong to a repeat suite, not to the shadow replay
+        repeated = {(r.arm, r.request_id, r.concurrency) for r in results if r.repeat > 0}
+        if repeated:
+            replay = [r for r in results if (r.arm, r.request_id, r.concurrency) not in repeated]
+            if determinism is None:
+                determinism = [r for r in results
+                               if (r.arm, r.request_id, r.concurrency) in repeated]
+            results = replay
     al = align(results)
+    del results  # the aligned arms hold what is needed: at a million rows, memory counts
     columns = {}
     for calc in (*_SUM_CALCULATORS, cache_hit):
-        columns |= calc.columns(al, config)
+        columns |= {name: compact(col) for name, col in calc.columns(al, config).items()}
     table = resample_sums(columns, al.strata, len(al.scenario_names), config.n_resamples,
                           config.seed)
+    del columns  # the sums are all the figures need of them
     figures: list[Figure] = []
     for calc in _SUM_CALCULATORS:
         figures += calc.figures(table, al, config)

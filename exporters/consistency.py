@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from exporters import tokenizer
-from exporters.aligned import Aligned, compared_arms, lacking
+from exporters.aligned import Aligned, ArmColumns, compared_arms, lacking
 from exporters.bootstrap import SumTable
 from exporters.catalogue import (
     BASELINE,
@@ -28,13 +28,13 @@ from exporters.catalogue import (
     EXACT_MATCH,
     FIRST_DIVERGENCE,
     TOKEN_KL,
+    Answer,
     compared_tokens,
     same_output,
 )
 from exporters.config import MetricsConfig
 from exporters.estimate import SumStat, estimate
 from exporters.figures import Figure
-from exporters.records import ArmResult
 from exporters.textstats import (
     BLEU_ORDER,
     CHRF_ORDER,
@@ -52,7 +52,7 @@ CHRF_COLS = 3 * CHRF_ORDER
 Cut = Callable[[str], Sequence]
 
 
-def compare(a: ArmResult, x: ArmResult, cut: Cut | None = None) -> tuple[bool, int]:
+def compare(a: Answer, x: Answer, cut: Cut | None = None) -> tuple[bool, int]:
     """(the same output, common prefix length): in token ids when both carry them, else in
     whitespace words; with `cut`, always in the texts cut by it (a tokenizer)."""
     sa, sx = compared_tokens(a, x) if cut is None else (cut(a.output_text), cut(x.output_text))
@@ -62,8 +62,14 @@ def compare(a: ArmResult, x: ArmResult, cut: Cut | None = None) -> tuple[bool, i
     return False, next((i for i in range(n) if sa[i] != sx[i]), n)
 
 
+SAMPLE_RULE = ("above text_sample pairs, a sample without replacement of round(text_sample x "
+               "share) pairs per scenario, drawn by numpy's default_rng(seed + 1) among the "
+               "requests the baseline answered, in (scenario, request id) order")
+
+
 def text_sample(al: Aligned, eligible: np.ndarray, size: int, seed: int) -> np.ndarray:
-    """Row indices: all eligible rows, or a seeded sample proportional per scenario."""
+    """Row indices: all eligible rows, or a seeded sample proportional per scenario
+    (SAMPLE_RULE)."""
     rows = np.flatnonzero(eligible)
     if rows.size <= size:
         return rows
@@ -81,13 +87,18 @@ def divergence_unit(al: Aligned, config: MetricsConfig) -> tuple[str, Cut | None
     same thing: token ids when every answer carries them; else the texts re-tokenised with
     the configured tokenizer; else whitespace words."""
     arms = (BASELINE, *compared_arms(al))
-    if all(r.token_ids is not None for arm in arms for r in al.arms[arm].rows
-           if r is not None and r.ok):
+    if all(al.arms[arm].has_ids[al.arms[arm].ok].all() for arm in arms):
         return "token ids", None
     path = tokenizer.locate(config.tokenizer) if config.tokenizer else None
     if path is not None:
         return f"tokens of {path}", functools.partial(tokenizer.token_ids, str(path))
     return "whitespace words (no token ids from every arm, no tokenizer)", str.split
+
+
+def _same(a: ArmColumns, x: ArmColumns) -> np.ndarray:
+    """`same_output` on every row, by digest: token ids when both carry them, else text."""
+    both = a.has_ids & x.has_ids
+    return np.where(both, a.ids_key == x.ids_key, a.text_key == x.text_key)
 
 
 def _arm_columns(al: Aligned, arm: str, sample: np.ndarray, cut: Cut | None
@@ -96,14 +107,21 @@ def _arm_columns(al: Aligned, arm: str, sample: np.ndarray, cut: Cut | None
     valid = a.ok & x.ok
     exact, prefix = np.zeros(al.n), np.zeros(al.n)
     kl_sum, kl_pos = np.zeros(al.n), np.zeros(al.n)
-    for i in np.flatnonzero(valid):
-        ra, rx = a.rows[i], x.rows[i]
-        same, pre = compare(ra, rx, cut)
-        exact[i], prefix[i] = same, pre
+    if cut is None:  # token ids on every row: an identical pair's prefix is its length
+        same = valid & _same(a, x)
+        exact[same], prefix[same] = 1.0, a.ids_len[same]
+        # only differing pairs, and pairs with top logprobs, need their outputs read
+        read = valid & (~same | (a.has["top_logprobs"] & x.has["top_logprobs"]))
+    else:
+        read = valid
+    rows = np.flatnonzero(read)
+    for i, ra, rx in zip(rows, a.outputs(rows), x.outputs(rows), strict=True):
+        same_i, pre = compare(ra, rx, cut)
+        exact[i], prefix[i] = same_i, pre
         kl_sum[i], kl_pos[i] = request_kl(ra.top_logprobs, rx.top_logprobs, pre)
     rows = sample[valid[sample]]
-    hyps = [x.rows[i].output_text for i in rows]
-    refs = [a.rows[i].output_text for i in rows]
+    hyps = [r.output_text for r in x.outputs(rows)]
+    refs = [r.output_text for r in a.outputs(rows)]
     p = f"cons.{arm}."
     out = {p + "n": valid.astype(float), p + "exact": exact, p + "prefix": prefix,
            p + "kl_sum": kl_sum, p + "kl_pos": kl_pos}
@@ -157,8 +175,11 @@ def figures(table: SumTable, al: Aligned, config: MetricsConfig) -> list[Figure]
                     return {"unit": unit}
                 if name not in (BLEU, CHRF):
                     return {}
-                return {"pairs": int(table.sums(f"cons.{arm}.n", s)[0]),
-                        "sample_limit": config.text_sample}
+                pairs = int(table.sums(f"cons.{arm}.n", s)[0])
+                sampled = int(table.sums(f"cons.{arm}.text_n", s)[0])
+                return {"pairs": pairs, "sample_limit": config.text_sample,
+                        "sampled": sampled, "sample_seed": config.seed + 1,
+                        "sample_rule": SAMPLE_RULE if sampled < pairs else None}
             out += estimate(table, stat, al.scenario_names, config, name, arm,
                             noise=floor[name] if floor else None, detail=detail)
     return out

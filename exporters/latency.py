@@ -14,8 +14,6 @@ ttft_latency_ratio and tpot_latency_ratio the same of TTFT_X / TTFT_A and TPOT_X
 
 from __future__ import annotations
 
-from itertools import chain
-
 import numpy as np
 
 from exporters.aligned import Aligned, ArmColumns, compared_arms, lacking
@@ -49,12 +47,14 @@ def tpot(x: ArmColumns) -> np.ndarray:
         return np.where(x.ok & (x.tokens >= 2), (x.e2e - x.ttft) / (x.tokens - 1), np.nan)
 
 
-def _itl(x: ArmColumns) -> tuple[np.ndarray, np.ndarray]:
-    """All inter-token gaps of ok requests, and the row each came from."""
-    gaps = [r.itl_s if r is not None and r.ok else () for r in x.rows]
-    lengths = np.fromiter(map(len, gaps), dtype=np.int64, count=len(gaps))
-    values = np.fromiter(chain.from_iterable(gaps), dtype=float, count=int(lengths.sum()))
-    return values, np.repeat(np.arange(len(gaps)), lengths)
+def _itl(al: Aligned, x: ArmColumns) -> tuple[np.ndarray, np.ndarray]:
+    """All inter-token gaps of ok requests in row order (so each scenario's are
+    contiguous), and where each stratum's begin and end in them."""
+    rows = np.flatnonzero(x.ok)
+    ends = np.cumsum(x.itl_len[rows])
+    cut = np.searchsorted(rows, np.searchsorted(al.strata, np.arange(len(al.scenario_names)
+                                                                     + 1)))
+    return x.gaps(rows), np.concatenate([[0], ends])[cut]
 
 
 def columns(al: Aligned, config: MetricsConfig) -> dict[str, np.ndarray]:
@@ -91,14 +91,15 @@ def columns(al: Aligned, config: MetricsConfig) -> dict[str, np.ndarray]:
 
 def _quantile_figures(al: Aligned, arm: str, config: MetricsConfig) -> list[Figure]:
     x = al.arms[arm]
-    itl_values, itl_rows = _itl(x)
-    series = {"ttft": (np.where(x.ok, x.ttft, np.nan), al.strata),
-              "tpot": (tpot(x), al.strata), "itl": (itl_values, al.strata[itl_rows]),
-              "e2e": (np.where(x.ok, x.e2e, np.nan), al.strata)}
+    itl_values, itl_bounds = _itl(al, x)
+    series = {"ttft": np.where(x.ok, x.ttft, np.nan), "tpot": tpot(x), "itl": itl_values,
+              "e2e": np.where(x.ok, x.e2e, np.nan)}
     out = []
     for label, stratum in scenarios(al.scenario_names):
-        for kind, (values, strata) in series.items():
-            v = values if stratum is None else values[strata == stratum]
+        for kind, values in series.items():
+            bounds = itl_bounds if kind == "itl" else np.searchsorted(
+                al.strata, np.arange(len(al.scenario_names) + 1))
+            v = values if stratum is None else values[bounds[stratum]:bounds[stratum + 1]]
             n = int(np.isfinite(v).sum())
             got = dict(zip(QUANTILES, quantiles_ci(v, tuple(QUANTILES.values()),
                                                    config.confidence), strict=True))

@@ -32,10 +32,11 @@ class ScheduleLag:
                 f"{_ms(self.p99_s)}, max {_ms(self.max_s)} ({self.n} sends)")
 
 
-def schedule_lag(lags: Iterable[float | None]) -> ScheduleLag | None:
-    """The lag quantiles of the sends that recorded one; None when none did (a run older
-    than the field)."""
-    values = np.fromiter((x for x in lags if x is not None), dtype=float)
+def schedule_lag(lags: Iterable[float | None] | np.ndarray) -> ScheduleLag | None:
+    """The lag quantiles of the sends that recorded one (an array: the lags recorded);
+    None when none did (a run older than the field)."""
+    values = lags if isinstance(lags, np.ndarray) else np.fromiter(
+        (x for x in lags if x is not None), dtype=float)
     if not len(values):
         return None
     p50, p99 = np.quantile(values, [0.5, 0.99])

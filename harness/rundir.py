@@ -10,26 +10,35 @@ creates nothing.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from exporters import tokenizer
+from exporters.answers import Tally
+from exporters.columns import ResultColumns, concat, from_results
 from exporters.recorded import recorded_results
 from exporters.records import ArmResult, MetricsScrape
+from exporters.schedule_lag import ScheduleLag, schedule_lag
 from exporters.traffic import (
+    Schedule,
     TrafficError,
     TrafficFile,
     TrafficRecord,
+    read_schedule,
     read_traffic,
     traffic_sha256,
     write_traffic,
 )
 from harness.manifest import Manifest, parse_manifest
 from harness.store import ResultStore, StoreError
+from harness.store.columns import Scan
 
 MANIFEST = "manifest.json"
 RESULTS = "results.sqlite"
@@ -46,14 +55,57 @@ class RunDirError(RuntimeError):
     with ExitCode.INFRASTRUCTURE)."""
 
 
+class StoredResults(Sequence[ArmResult]):
+    """Every result of a run's store as records, read on first use: figures read the store
+    as columns and never need this; reports that show single requests do."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @functools.cached_property
+    def _rows(self) -> list[ArmResult]:
+        with ResultStore(self.path, create=False) as store:
+            return store.results()
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self._rows[i]
+
+    def __iter__(self) -> Iterator[ArmResult]:
+        return iter(self._rows)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 @dataclass(frozen=True)
 class Run:
     path: Path
     manifest: Manifest
-    results: list[ArmResult]
+    results: Sequence[ArmResult]  # read from the store on first use (StoredResults)
     scrapes: list[MetricsScrape]
-    traffic: TrafficFile | None
     determinism: Run | None = None
+
+    @functools.cached_property
+    def traffic(self) -> TrafficFile | None:
+        """The run's traffic, every record validated (read on first use); None without."""
+        run = RunDir(self.path)
+        return run.read_traffic() if run.traffic_path.is_file() else None
+
+    @functools.cached_property
+    def schedule(self) -> Schedule | None:
+        """What figures need of the traffic (offsets, recorded responses), read lean."""
+        path = self.path / TRAFFIC
+        if not path.is_file():
+            return None
+        try:
+            return read_schedule(path)
+        except TrafficError as exc:
+            raise RunDirError(f"run traffic is invalid: {exc}") from exc
 
     @property
     def complete(self) -> bool:
@@ -69,21 +121,59 @@ class Run:
         found = tokenizer.for_arms(self.manifest.arms, config.get("models") or {}, None)
         return next(iter(found.values()), None)
 
-    def results_with_recorded(self) -> list[ArmResult]:
-        """`results` plus a row on arm `recorded` for each replayed request whose traffic line
-        carries a recorded response: the rows both `metrics` and `gate` compute figures from.
-        A malformed recorded response raises RunDirError."""
-        if self.traffic is None:
-            return list(self.results)
+    def _store(self) -> ResultStore:
         try:
-            recorded = recorded_results((t.id, t.scenario, t.response)
-                                        for t in self.traffic.records)
+            return ResultStore(self.path / RESULTS, create=False)
+        except StoreError as exc:
+            raise RunDirError(str(exc)) from exc
+
+    @functools.cached_property
+    def _scan(self) -> Scan:
+        """The store read once for everything below (harness.store.columns)."""
+        with self._store() as store:
+            return store.scan()
+
+    @property
+    def tallies(self) -> list[Tally]:
+        """Every answer counted by arm, scenario, ok, token source and quirks."""
+        return self._scan.tallies
+
+    @functools.cached_property
+    def send_lag(self) -> ScheduleLag | None:
+        """How late the run's sends went out (every row's `send_lag_s`); None when no row
+        recorded it."""
+        lags = self._scan.send_lag
+        return schedule_lag(lags[~np.isnan(lags)])
+
+    @property
+    def result_count(self) -> int:
+        return sum(t.count for t in self.tallies)
+
+    def repeated(self) -> list[ArmResult]:
+        """The rows of prompts the run itself sent more than once (a repeat suite)."""
+        if not len(self._scan.repeated):
+            return []
+        with self._store() as store:
+            return store.results_at(self._scan.repeated)
+
+    def columns_with_recorded(self) -> ResultColumns:
+        """The shadow replay's rows as columns, plus a row on arm `recorded` for each
+        replayed request whose traffic line carries a recorded response: the rows both
+        `metrics` and `gate` compute figures from. A malformed recorded response raises
+        RunDirError."""
+        replay = self._scan.replay
+        if self.schedule is None:
+            return replay
+        try:
+            recorded = recorded_results(self.schedule.recorded)
         except ValueError as exc:
             raise RunDirError(f"{self.path / TRAFFIC}: {exc}") from exc
+        if not recorded:
+            return replay
         # a request the run never replayed would only add an empty row, and with it perhaps
         # a scenario whose every figure is not computable
-        replayed = {r.request_id for r in self.results}
-        return [*self.results, *(r for r in recorded if r.request_id in replayed)]
+        replayed = set(replay.request_id.tolist())
+        return concat([replay, from_results(r for r in recorded if r.request_id in replayed)])
 
 
 class RunDir:
@@ -233,11 +323,10 @@ class RunDir:
         if not self.path.is_dir():
             raise RunDirError(f"{self.path}: no such run directory")
         manifest = self.read_manifest()
-        with self.open_store(create=False) as store:
-            results = store.results()
-        traffic = self.read_traffic() if self.traffic_path.is_file() else None
+        self.open_store(create=False).close()  # a readable store, or RunDirError now
+        results = StoredResults(self.results_path)
         determinism = self.determinism.load() if self.determinism.path.is_dir() else None
-        return Run(self.path, manifest, results, self.read_scrapes(), traffic, determinism)
+        return Run(self.path, manifest, results, self.read_scrapes(), determinism)
 
 
 def load_run(path: str | Path) -> Run:

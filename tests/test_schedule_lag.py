@@ -53,7 +53,7 @@ def test_the_policy_key_is_checked_and_shipped() -> None:
     (0.5, [0.01] * 50 + [2.0] * 50, "inconclusive", True)])
 def test_the_check_in_each_state(bound, lags, status, gating) -> None:
     policy = parse_policy({**RULES, **({"max_send_lag_p99_s": bound} if bound else {})})
-    check = schedule_check(policy, rows(lags))
+    check = schedule_check(policy, schedule_lag(lags))
     assert (check.name, check.arm, check.status, check.gating) == (SCHEDULE_LAG, "all", status,
                                                                   gating)
     if status == "inconclusive":

@@ -75,7 +75,7 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     try:
         with err.status(f"reading {run_dir}"):
             run = load_run(run_dir)
-        with err.status(f"computing figures for {len(run.results)} results (bootstrap CIs)"):
+        with err.status(f"computing figures for {run.result_count} results (bootstrap CIs)"):
             result = evaluate_run(run, policy)
     except RunDirError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)

@@ -82,7 +82,7 @@ def command(ctx: click.Context, run_dir: Path, json_path: Path | None, port: int
         with err.status(f"reading {run_dir}"):
             run = load_run(run_dir)
         config = _config(run, policy, settings)
-        with err.status(f"computing figures for {len(run.results)} results "
+        with err.status(f"computing figures for {run.result_count} results "
                         f"({config.n_resamples} bootstrap resamples)"):
             figures = _figures(run, config)
             # the verdict judges the very figures shown and served, not a second computation
@@ -203,7 +203,7 @@ def _print_tables(run: Run, figures: list[Figure], gate: Any) -> None:
         console.print(per)
     answers = Table("arm", "token counts from", "quirks (answers)",
                     title="what each arm's answers carried", title_justify="left")
-    for arm, seen in answer_summary(run.results).items():
+    for arm, seen in answer_summary(run.tallies).items():
         answers.add_row(arm, describe(seen["tokens_from"]), describe(seen["quirks"]))
     console.print(answers)
     if gate is not None:
@@ -215,7 +215,7 @@ def _write_json(path: Path, run: Run, figures: list[Figure], gate: Any) -> None:
 
     out = {"run": {"id": run.manifest.id, "kind": run.manifest.kind,
                    "status": run.manifest.status, "arms": run.manifest.arms,
-                   "counts": run.manifest.counts, "answers": answer_summary(run.results)},
+                   "counts": run.manifest.counts, "answers": answer_summary(run.tallies)},
            "verdict": gate.verdict if gate is not None else None,
            "figures": [{**asdict(f), "unit": f.unit} for f in figures]}
     try:

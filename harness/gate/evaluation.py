@@ -54,15 +54,14 @@ def evaluate_run(run: Run, policy: Policy, config: MetricsConfig | None = None) 
 
 def run_figures(run: Run, config: MetricsConfig) -> list:
     """Every figure of `run` as the gate and `layergate metrics` compute them."""
-    determinism = run.determinism.results if run.determinism is not None else None
+    determinism = run.determinism.results if run.determinism is not None else run.repeated()
     # The traffic's recorded responses only feed termination_accuracy_recorded, which no
     # policy gates; termination_accuracy is judged against the baseline the candidate ran
     # beside (a recording from another server scored even an A/A run 0.9 on 20 saas-mix
     # requests). So the gate sees the same figures as `layergate metrics`.
-    results = run.results_with_recorded()
-    offsets = {t.id: t.offset_s for t in run.traffic.records} if run.traffic else None
+    offsets = run.schedule.offsets if run.schedule else None
     try:
-        figures = compute_figures(results, run.scrapes, determinism=determinism,
+        figures = compute_figures(run.columns_with_recorded(), run.scrapes, determinism=determinism,
                                   config=config, offsets=offsets,
                                   max_in_flight=in_flight_limit(run.manifest.config))
     except ValueError as exc:  # two rows for one (request, arm), a malformed response...
@@ -87,4 +86,5 @@ def judge_figures(run: Run, policy: Policy, figures: list) -> GateResult:
     """`policy` applied to figures already computed from `run` (so a caller that shows
     them judges exactly what it shows)."""
     sub = run.determinism.manifest.to_json() if run.determinism is not None else None
-    return apply_policy(policy, figures, run.manifest.to_json(), run.results, run.path, sub)
+    return apply_policy(policy, figures, run.manifest.to_json(), run.tallies, run.path, sub,
+                        records=run.results, schedule=run.send_lag)

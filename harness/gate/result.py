@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from exporters.answers import Tally
 from exporters.catalogue import exit_code
 from exporters.figures import OVERALL, Figure
 from exporters.records import ArmResult
+from exporters.schedule_lag import ScheduleLag
 from harness.gate.checks import Check
 from harness.gate.policy import Policy
 from harness.gate.recommendation import Rollout
@@ -24,7 +27,9 @@ class GateResult:
     rollout: Rollout
     run_id: str
     manifest: dict[str, Any] = field(default_factory=dict)
-    results: tuple[ArmResult, ...] = ()
+    results: Sequence[ArmResult] = ()  # the run's records, for reports of single requests
+    tallies: tuple[Tally, ...] = ()  # every answer counted (exporters.answers)
+    schedule: ScheduleLag | None = None  # the run's send lag (None: not recorded)
     run_dir: Path | None = None
 
     @property
@@ -47,11 +52,11 @@ class GateResult:
     @property
     def arms(self) -> list[str]:
         arms = self.manifest.get("arms") or {}
-        return list(arms) or sorted({r.arm for r in self.results})
+        return list(arms) or sorted({t.arm for t in self.tallies})
 
     def request_counts(self) -> dict[str, dict[str, int]]:
         counts: dict[str, dict[str, int]] = {
             arm: {"ok": 0, "error": 0} for arm in self.arms}
-        for r in self.results:
-            counts.setdefault(r.arm, {"ok": 0, "error": 0})["ok" if r.ok else "error"] += 1
+        for t in self.tallies:
+            counts.setdefault(t.arm, {"ok": 0, "error": 0})["ok" if t.ok else "error"] += t.count
         return counts

@@ -4,12 +4,9 @@ arms, so it is inconclusive, never a pass or a fail. Without a bound it is only 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from exporters.catalogue import INCONCLUSIVE, PASS, SCHEDULE_LAG
 from exporters.figures import OVERALL
-from exporters.records import ArmResult
-from exporters.schedule_lag import ScheduleLag, schedule_lag
+from exporters.schedule_lag import ScheduleLag
 from harness.gate.checks import INFO, SKIPPED, Check
 from harness.gate.policy import Policy
 
@@ -17,12 +14,9 @@ _BEHIND = ("the load tool, not the arms, was the limit: replay a slower schedule
            "(import-trace --time-scale, replay --speed or --rate) or with more --processes")
 
 
-def run_lag(results: Sequence[ArmResult]) -> ScheduleLag | None:
-    return schedule_lag(r.send_lag_s for r in results)
-
-
-def schedule_check(policy: Policy, results: Sequence[ArmResult]) -> Check:
-    lag, bound = run_lag(results), policy.max_send_lag_p99_s
+def schedule_check(policy: Policy, lag: ScheduleLag | None) -> Check:
+    """The check of the run's send lag (`exporters.schedule_lag`; None: not recorded)."""
+    bound = policy.max_send_lag_p99_s
     base = dict(name=SCHEDULE_LAG, scenario=OVERALL, arm="all", critical=True,
                 threshold=bound, direction="<=", unit="s")
     if lag is None:

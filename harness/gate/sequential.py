@@ -384,9 +384,9 @@ def until_decided(policy_path: str | Path | Policy | None, budget: int | None = 
     reason to stop once the sequential verdict is decided or the budget is spent, else None.
     The policy is read once, here, so a bad one is an error before anything is sent."""
     policy = policy_path if isinstance(policy_path, Policy) else load_policy(policy_path)
-    # the saturation check's scipy takes seconds to import on a busy host: pay that before
+    # the intervals' scipy.special takes a second to import on a busy host: pay that before
     # sending, not at the first look (a fast run could end before that look returns)
-    import scipy.stats  # noqa: F401
+    import scipy.special  # noqa: F401
 
     def stop(source: Source) -> str | None:
         decision = decide(source, policy, budget)

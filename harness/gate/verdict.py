@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from exporters.answers import Tally, as_tallies
 from exporters.catalogue import (
     CANDIDATE,
     FAIL,
@@ -23,6 +24,7 @@ from exporters.catalogue import (
 from exporters.figures import OVERALL, Figure
 from exporters.records import ArmResult
 from exporters.saturation import LOWER_THE_RATE, not_comparable, saturated_arms
+from exporters.schedule_lag import ScheduleLag, schedule_lag
 from harness.gate.checks import INFO, Check, judge
 from harness.gate.policy import Policy
 from harness.gate.recommendation import recommend
@@ -31,11 +33,23 @@ from harness.gate.schedule import schedule_check
 
 
 def apply_policy(policy: Policy, figures: Sequence[Figure], manifest: dict[str, Any],
-                 results: Sequence[ArmResult], run_dir: Path | None = None,
-                 determinism_manifest: dict[str, Any] | None = None) -> GateResult:
-    """Judge `figures` under `policy`; `manifest` / `results` feed the fail-closed checks
-    (and `determinism_manifest` those of the run's `determinism/` sub-run, if any)."""
-    checks = [*_run_checks(policy, manifest, results), *_figure_checks(policy, figures, results)]
+                 results: Sequence[ArmResult] | Sequence[Tally], run_dir: Path | None = None,
+                 determinism_manifest: dict[str, Any] | None = None,
+                 records: Sequence[ArmResult] | None = None,
+                 schedule: ScheduleLag | None = None) -> GateResult:
+    """Judge `figures` under `policy`; `manifest` / `results` (records, or their tallies)
+    feed the fail-closed checks (and `determinism_manifest` those of the run's
+    `determinism/` sub-run, if any). `records`: the results the reports show request by
+    request (default: `results` when they are records). `schedule`: the run's send lag
+    (default: that of `results` when they are records; None: not recorded)."""
+    counted = as_tallies(results)
+    given = [r for r in results if isinstance(r, ArmResult)]
+    if records is None:
+        records = tuple(given)
+    if schedule is None and given:
+        schedule = schedule_lag(r.send_lag_s for r in given)
+    checks = [*_run_checks(policy, manifest, counted, schedule),
+              *_figure_checks(policy, figures, counted)]
     if determinism_manifest is not None and policy.require_complete:
         checks.append(_complete_check("determinism_complete", determinism_manifest))
     verdict, reasons = decide(checks)
@@ -43,7 +57,8 @@ def apply_policy(policy: Policy, figures: Sequence[Figure], manifest: dict[str, 
         verdict=verdict, reasons=tuple(reasons), checks=tuple(checks), figures=tuple(figures),
         policy=policy, rollout=recommend(verdict, list(figures), policy),
         run_id=str(manifest.get("id") or (run_dir.name if run_dir else "run")),
-        manifest=manifest, results=tuple(results), run_dir=run_dir)
+        manifest=manifest, results=records, tallies=tuple(counted), schedule=schedule,
+        run_dir=run_dir)
 
 
 def decide(checks: Iterable[Check]) -> tuple[str, list[str]]:
@@ -64,25 +79,26 @@ def _words(check: Check) -> str:
 
 
 def _run_checks(policy: Policy, manifest: dict[str, Any],
-                results: Sequence[ArmResult]) -> list[Check]:
-    checks = [schedule_check(policy, results)]
+                results: Sequence[Tally], lag: ScheduleLag | None) -> list[Check]:
+    checks = [schedule_check(policy, lag)]
     if policy.require_complete:
         checks.append(_complete_check("run_complete", manifest))
     arms = list(manifest.get("arms") or {}) or sorted({r.arm for r in results})
     for arm in arms:
-        rows = [r for r in results if r.arm == arm]
+        total = sum(t.count for t in results if t.arm == arm)
+        failed = sum(t.count for t in results if t.arm == arm and not t.ok)
         limit = policy.error_limit(arm)
-        if not rows:
+        if not total:
             checks.append(Check(name="error_rate", scenario=OVERALL, arm=arm, critical=True,
                                 counts=True, status=FAIL, threshold=limit, direction="<=",
                                 reason="no results recorded for this arm"))
             continue
-        rate = sum(not r.ok for r in rows) / len(rows)
+        rate = failed / total
         checks.append(Check(
             name="error_rate", scenario=OVERALL, arm=arm, critical=True, counts=True,
             status=PASS if rate <= limit else FAIL, threshold=limit, direction="<=",
-            value=rate, compared=rate, compared_low=rate, compared_high=rate, n=len(rows),
-            reason=f"{sum(not r.ok for r in rows)} of {len(rows)} requests failed "
+            value=rate, compared=rate, compared_low=rate, compared_high=rate, n=total,
+            reason=f"{failed} of {total} requests failed "
                    f"({rate:.2%}; limit {limit:.2%})"))
     return checks
 
@@ -98,7 +114,7 @@ def _complete_check(name: str, manifest: dict[str, Any]) -> Check:
 
 
 def _figure_checks(policy: Policy, figures: Sequence[Figure],
-                   results: Sequence[ArmResult]) -> list[Check]:
+                   results: Sequence[Tally]) -> list[Check]:
     index: dict[tuple[str, str, str], Figure] = {}
     for fig in figures:
         index.setdefault((fig.name, fig.arm, fig.scenario), fig)

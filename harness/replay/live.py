@@ -8,13 +8,10 @@ Labels are `arm` and `scenario` (+ `status`) only; the registry is injected.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from exporters.catalogue import BASELINE, same_output
 from exporters.records import ArmResult
-from harness.store import ResultStore
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
                    120.0)
@@ -68,20 +65,3 @@ class ReplayMetrics:
             if same_output(base, other):
                 self.exact.labels(other.arm, other.scenario).inc()
             del seen[other.arm]
-
-
-class StoreTail:
-    """Feeds rows that appear in the store to its observers (the live metrics, the circuit
-    breaker), in write order: each poll reads only the rows written since the last."""
-
-    def __init__(self, store: ResultStore,
-                 observers: Sequence[Callable[[ArmResult], None]], after: int = 0) -> None:
-        self.store, self.observers, self.last = store, tuple(observers), after
-
-    def poll(self) -> int:
-        rows = self.store.rows_after(self.last)
-        for rowid, result in rows:
-            for observe in self.observers:
-                observe(result)
-            self.last = rowid
-        return len(rows)

@@ -18,10 +18,12 @@ found an arm down (the run is then `interrupted`, for `--resume`). Locust's own 
 runs out (its worker died) is put back in the queue and sent again.
 
 `should_stop` (optional): a predicate the run asks with the results so far, every
-STOP_CHECK_S or less often when it is slow. Once it answers yes (True, or the reason as a
-string) the queue hands out nothing more, the records in flight finish, and the run ends
-`complete` with `stopped_early` and the reason in its manifest (e.g. a sequential test that
-has decided).
+STOP_CHECK_S or less often when it is slow; the results are read incrementally (each check
+reads only the rows written since the last; a check with none skips the question). Once it
+answers yes (True, or the reason as a string) the queue hands out nothing more, the records
+in flight finish, and the run ends `complete` with `stopped_early` and the reason in its
+manifest (e.g. a sequential test that has decided). A run of more than BIG_RUN records
+notes its footprint: the peak memory of Locust's master and the size of the store.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -52,7 +55,7 @@ from harness.replay.breaker import CircuitBreaker
 from harness.replay.channel import parse_address
 from harness.replay.config import ConfigError, ReplayConfig
 from harness.replay.errors import ArmDown, WorkersShort
-from harness.replay.live import ReplayMetrics, StoreTail
+from harness.replay.live import ReplayMetrics
 from harness.replay.plan import load_records, pending_items
 from harness.replay.preflight import check_arms
 from harness.replay.scrape import scrape_arms
@@ -60,6 +63,7 @@ from harness.replay.work import WorkerPlan
 from harness.replay.workers import LOCUSTFILE, connect_host, worker_command, worker_env
 from harness.rundir import RunDir, RunDirError
 from harness.store import ResultStore
+from harness.store.tail import Latest, StoreTail
 
 POLL_S = 0.25
 RELEASE_S = 5.0  # how often expired leases go back to the queue (a write: not every poll)
@@ -67,6 +71,7 @@ RELEASE_S = 5.0  # how often expired leases go back to the queue (a write: not e
 # its cost under 1 / STOP_CHECK_SHARE of the time (a decided run stops within a few requests)
 STOP_CHECK_S = 0.5
 STOP_CHECK_SHARE = 5
+BIG_RUN = 100_000  # records: a run this big notes its memory and store size
 STATS_SETTLE_S = 1.0  # > the ack round trip + a worker's STATS_S (channel_work.py)
 
 # the results so far -> falsy to go on, True or the reason (a string) to stop early
@@ -207,7 +212,7 @@ class _Outcome:
     broken: str | None = None  # the circuit breaker's reason: the run stays interrupted
 
 
-def _follow(proc: subprocess.Popen, store: ResultStore, tails: list[StoreTail],
+def _follow(proc: subprocess.Popen, store: ResultStore, tail: StoreTail,
             breaker: CircuitBreaker, show: bool, total: int,
             should_stop: StopHook | None) -> _Outcome:
     """Wait until every queued record is done (or, once `should_stop` said so, every record
@@ -218,21 +223,25 @@ def _follow(proc: subprocess.Popen, store: ResultStore, tails: list[StoreTail],
     released = time.monotonic()
     next_check = released + STOP_CHECK_S
     outcome = _Outcome()
+    results = None
+    if should_stop is not None:  # every result of the run, resumed ones too
+        results = Latest()
+        tail.follow(results)
     with Progress(*columns, disable=not show, transient=False) as bar:
         task = bar.add_task("replay", total=total, rows=0)
         while True:
-            for tail in tails:
-                tail.poll()
+            tail.poll()
             if breaker.tripped and outcome.broken is None:
                 store.queue.stop()  # the records in flight finish; nothing more goes out
                 outcome.broken = breaker.tripped
             if time.monotonic() - released > RELEASE_S:
                 store.queue.release_expired()
                 released = time.monotonic()
-            if (should_stop is not None and outcome.stop_reason is None
+            if (results is not None and outcome.stop_reason is None
                     and outcome.broken is None and time.monotonic() >= next_check):
                 began = time.monotonic()
-                answer = should_stop(store.results())
+                # only new rows are read; with none, the answer cannot have changed
+                answer = should_stop(results.results) if results.changed else None
                 spent = time.monotonic() - began
                 next_check = time.monotonic() + max(STOP_CHECK_S, STOP_CHECK_SHARE * spent)
                 if answer:
@@ -279,7 +288,7 @@ def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Pat
     store = run.open_store()
     notes = list(manifest.notes)
     status = "interrupted"
-    server = tail = None
+    server = None
     outcome = _Outcome(finished=True)
     resent = total = 0
     workers: dict = {}
@@ -292,14 +301,14 @@ def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Pat
         # the breaker sees this invocation's results only (a resume starts afresh); the
         # live metrics count the whole run
         breaker = CircuitBreaker(config.breaker)
-        tails = [StoreTail(store, [breaker.observe], after=store.last_rowid())]
+        tail = StoreTail(store)
+        tail.follow(breaker.observe, after=store.last_rowid())
         if config.metrics_port:
             server, metrics = _serve_metrics(config.metrics_port, config.bind_host)
-            tail = StoreTail(store, [metrics.observe])
-            tails.append(tail)
+            tail.follow(metrics.observe)
             console.print(f"live metrics: http://{config.bind_host}:{config.metrics_port}/metrics")
         if total:
-            outcome, resent, workers = _send(config, run, store, tails, breaker, total,
+            outcome, resent, workers = _send(config, run, store, tail, breaker, total,
                                              should_stop, console, notes, address, token)
         notes += scrape_arms(config.arms, run, "after")
         missing = pending_items(records, config.arms, store.pairs())
@@ -310,7 +319,7 @@ def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Pat
         if total and not workers:  # interrupted mid-send: what the master wrote so far
             with contextlib.suppress(RunDirError):
                 workers = run.read_workers() or {}
-        if server is not None and tail is not None:
+        if server is not None:
             if status == "complete" and config.metrics_linger_s > 0:
                 tail.poll()  # the last rows, then one scrape interval for Prometheus to see them
                 time.sleep(config.metrics_linger_s)
@@ -330,7 +339,7 @@ def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Pat
     return run.path
 
 
-def _send(config: ReplayConfig, run: RunDir, store: ResultStore, tails: list[StoreTail],
+def _send(config: ReplayConfig, run: RunDir, store: ResultStore, tail: StoreTail,
           breaker: CircuitBreaker, total: int, should_stop: StopHook | None,
           console: Console, notes: list[str], address: tuple[str, int],
           token: dict[str, str]) -> tuple[_Outcome, int, dict]:
@@ -352,9 +361,12 @@ def _send(config: ReplayConfig, run: RunDir, store: ResultStore, tails: list[Sto
                       f"process(es), {config.expect_workers} other worker(s), {total} records "
                       f"to send; log in {run.locust_log}")
         try:
-            outcome = _follow(proc, store, tails, breaker, config.progress, total, should_stop)
+            outcome = _follow(proc, store, tail, breaker, config.progress, total, should_stop)
             if outcome.finished:
                 time.sleep(STATS_SETTLE_S)  # the workers' last stats reach Locust's master
+            if total > BIG_RUN:
+                notes.append(_footprint(proc.pid, run))
+                console.print(notes[-1])
         finally:
             # the run is ending: workers that leave from now on were stopped, not lost
             store.queue.stop()
@@ -375,6 +387,22 @@ def _send(config: ReplayConfig, run: RunDir, store: ResultStore, tails: list[Sto
     workers = run.read_workers() or {}
     notes += _worker_notes(workers)
     return outcome, resent, workers
+
+
+def _footprint(master_pid: int, run: RunDir) -> str:
+    """The big run's cost in memory and disk: the peak resident memory of Locust's master
+    (it holds the schedule and writes the store) and of this process, and the store's size."""
+    try:
+        status = Path(f"/proc/{master_pid}/status").read_text()
+        peak = next(int(line.split()[1]) // 1024 for line in status.splitlines()
+                    if line.startswith("VmHWM:"))
+        master = f"{peak} MiB"
+    except (OSError, StopIteration, ValueError):
+        master = "unknown (no /proc)"
+    mine = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    size = sum(p.stat().st_size for p in run.path.glob(f"{run.results_path.name}*")) / 2**20
+    return (f"footprint: replay master peak memory {master}, this process {mine} MiB; "
+            f"store {size:.0f} MiB ({run.results_path.name} with its WAL)")
 
 
 def _worker_notes(summary: dict) -> list[str]:

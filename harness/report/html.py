@@ -134,7 +134,7 @@ def _header(result: GateResult) -> str:
     answers = "".join(f"<br>{escape(arm)}: token counts from "
                       f"{escape(describe(seen['tokens_from']))}; quirks "
                       f"{escape(describe(seen['quirks']))}"
-                      for arm, seen in answer_summary(result.results).items())
+                      for arm, seen in answer_summary(result.tallies).items())
     return (f"<div class=card><span class='verdict v-{result.verdict}'>"
             f"{wording.VERDICT_WORDS[result.verdict]}</span>"
             f"<h1 style='display:inline'>layergate gate</h1>"

@@ -11,7 +11,6 @@ from exporters.answers import answer_summary
 from exporters.catalogue import CANDIDATE
 from harness.gate.checks import Check
 from harness.gate.result import GateResult
-from harness.gate.schedule import run_lag
 
 
 def metric_key(check: Check) -> str:
@@ -46,7 +45,7 @@ def to_dict(result: GateResult) -> dict[str, Any]:
             "arms": result.manifest.get("arms") or {a: None for a in result.arms},
             "requests": result.request_counts(),
             # per arm: where token counts came from, and the servers' quirks
-            "answers": answer_summary(result.results),
+            "answers": answer_summary(result.tallies),
             # how far the sends lagged their intended times (null: not recorded)
             "schedule": _schedule(result),
             "policy": {"name": result.policy.name,
@@ -65,7 +64,7 @@ def to_dict(result: GateResult) -> dict[str, Any]:
 
 
 def _schedule(result: GateResult) -> dict[str, Any] | None:
-    lag = run_lag(result.results)
+    lag = result.schedule
     if lag is None:
         return None
     return {**lag.to_json(), "bound_s": result.policy.max_send_lag_p99_s}

@@ -8,14 +8,19 @@ is how `--resume` turns an error into a result).
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from exporters.answers import Tally
+from exporters.columns import ResultColumns
 from exporters.records import ArmResult
+from harness.store.columns import REPLAY, Scan, read_scan, tallies
 from harness.store.queue import WorkQueue
 from harness.store.rows import add_missing_columns, decode, encode_row, insert_rows, schema
-from harness.store.sqlite import connect
+from harness.store.sqlite import connect, write_transaction
 
 
 class StoreError(RuntimeError):
@@ -51,13 +56,44 @@ class ResultStore:
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: not a readable results store: {exc}") from exc
         self.queue = WorkQueue(self.conn)
+        self.rows_read = 0  # results decoded by this instance (a tail reads only new ones)
 
     def put(self, result: ArmResult, intended_at: float | None = None,
             worker: str | None = None) -> None:
         insert_rows(self.conn, [encode_row(result, intended_at, worker)])
 
+    def put_many(self, results: Iterable[ArmResult], worker: str | None = None) -> int:
+        """Write `results` in one transaction; returns how many."""
+        rows = [encode_row(r, None, worker) for r in results]
+        with write_transaction(self.conn) as conn:
+            insert_rows(conn, rows)
+        return len(rows)
+
     def results(self) -> list[ArmResult]:
         rows = self.conn.execute("SELECT * FROM results ORDER BY rowid").fetchall()
+        self.rows_read += len(rows)
+        return [decode(r) for r in rows]
+
+    def columns(self) -> ResultColumns:
+        """The shadow replay's rows (those of no repeat suite) as columns, in write order."""
+        return self.scan().replay
+
+    def scan(self) -> Scan:
+        """The replay's columns, the repeat suite's rows, the tallies and the send lags, in
+        one pass over the store."""
+        return read_scan(self.path)
+
+    def results_at(self, rowids: Iterable[int]) -> list[ArmResult]:
+        """The rows `rowids`, in write order."""
+        rows = self.conn.execute("SELECT * FROM results WHERE rowid IN (SELECT value FROM "
+                                 "json_each(?)) ORDER BY rowid",
+                                 (json.dumps([int(r) for r in rowids]),)).fetchall()
+        return [decode(r) for r in rows]
+
+    def repeated(self) -> list[ArmResult]:
+        """The rows of prompts sent more than once (a repeat suite in the run itself)."""
+        rows = self.conn.execute(f"SELECT * FROM results WHERE NOT ({REPLAY}) "
+                                 "ORDER BY rowid").fetchall()
         return [decode(r) for r in rows]
 
     def rows(self) -> list[StoredResult]:
@@ -70,6 +106,7 @@ class ResultStore:
         """Rows written after `rowid` (a replaced row gets a new rowid), for live tailing."""
         rows = self.conn.execute("SELECT rowid AS _rowid, * FROM results WHERE rowid > ? "
                                  "ORDER BY rowid", (rowid,)).fetchall()
+        self.rows_read += len(rows)
         return [(r["_rowid"], decode(r)) for r in rows]
 
     def send_lags(self) -> list[float]:
@@ -93,6 +130,10 @@ class ResultStore:
         where = " WHERE ok = 1" if ok_only else ""
         rows = self.conn.execute(f"SELECT request_id, arm FROM results{where}")
         return {(r[0], r[1]) for r in rows}
+
+    def tallies(self) -> list[Tally]:
+        """Answers counted by arm, scenario, ok, token source and quirks (every row)."""
+        return tallies(self.conn)
 
     def counts_by_arm(self) -> dict[str, dict[str, int]]:
         counts: dict[str, dict[str, int]] = {}

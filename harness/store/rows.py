@@ -13,6 +13,7 @@ from dataclasses import fields
 from typing import Any
 
 from exporters.records import ArmResult
+from harness.store.summary import gaps, summary
 
 _JSON_FIELDS = {"itl_s", "token_ids", "logprobs", "top_logprobs", "extension",
                 "quirks"}
@@ -20,8 +21,10 @@ _COLUMNS = [f.name for f in fields(ArmResult)]
 _TYPES = {"ok": "INTEGER NOT NULL", "http_status": "INTEGER", "ttft_s": "REAL", "e2e_s": "REAL",
           "output_tokens": "INTEGER", "prompt_tokens": "INTEGER", "max_tokens": "INTEGER",
           "repeat": "INTEGER NOT NULL", "concurrency": "INTEGER NOT NULL", "send_lag_s": "REAL"}
-# extra columns beyond ArmResult: when it was meant to be sent, written, and by which process
-_EXTRA = {"intended_at": "REAL", "recorded_at": "REAL NOT NULL", "worker": "TEXT"}
+# extra columns beyond ArmResult: when it was meant to be sent, written, and by which
+# process; the row's numbers and its gaps in binary, for bulk reads (summary.py)
+_EXTRA = {"intended_at": "REAL", "recorded_at": "REAL NOT NULL", "worker": "TEXT",
+          "summary": "BLOB", "itl_f64": "BLOB"}
 _NAMES = [*_COLUMNS, *_EXTRA]
 _QUOTED = ", ".join(f'"{name}"' for name in _NAMES)
 _INSERT = (f"INSERT OR REPLACE INTO results ({_QUOTED}) "
@@ -43,10 +46,11 @@ def add_missing_columns(conn: sqlite3.Connection) -> None:
     """Columns `ArmResult` gained after the store was written (a resume of an older run):
     added empty, read back as the field's default."""
     have = {row[1] for row in conn.execute("PRAGMA table_info(results)")}
-    for name in _COLUMNS:
-        if name not in have:
-            with contextlib.suppress(sqlite3.OperationalError):  # another process added it
-                conn.execute(f"ALTER TABLE results ADD COLUMN {_column(name)}")
+    added = [_column(name) for name in _COLUMNS if name not in have]
+    added += [f'"{name}" BLOB' for name in ("summary", "itl_f64") if name not in have]
+    for column in added:
+        with contextlib.suppress(sqlite3.OperationalError):  # another process added it
+            conn.execute(f"ALTER TABLE results ADD COLUMN {column}")
 
 
 def this_process() -> str:
@@ -56,7 +60,8 @@ def this_process() -> str:
 
 def encode_row(result: ArmResult, intended_at: float | None, worker: str | None) -> list[Any]:
     """The row's values, computed before a transaction so the write lock is held briefly."""
-    return [*_encode(result), intended_at, time.time(), worker or this_process()]
+    return [*_encode(result), intended_at, time.time(), worker or this_process(),
+            summary(result), gaps(result)]
 
 
 def _encode(result: ArmResult) -> list[Any]:

@@ -1,0 +1,137 @@
+"""A run's shadow-replay results as columns: one row per (request, arm), the numbers as numpy
+arrays, each output by a digest, the outputs themselves fetched only for the rows that
+need them. `exporters.aligned` lays these out per arm.
+
+Built from records here (`from_results`) or read from a run's store
+(`harness.store.columns`), with the same values either way, so a million results need no
+million records. A digest is 8 bytes of BLAKE2b of the text (of the token ids: their JSON,
+as the store writes it), the same in every process: equal outputs have equal digests;
+unequal ones collide with probability 2^-64 per pair, far below any figure's resolution.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from exporters.records import ArmResult
+
+# the `layergate` extension's numbers the calculators read, in `ResultColumns.ext` order
+EXT_KEYS = ("theoretical_saving", "computed_tokens", "peak_memory_bytes",
+            "prefix_cache_hit_tokens", "prefix_cache_query_tokens")
+
+
+
+class Output(NamedTuple):
+    """What calculators read of an answer's output (an `ArmResult` carries the same)."""
+
+    output_text: str
+    token_ids: Sequence[int] | None
+    top_logprobs: Sequence[dict[str, float]] | None
+
+
+# row indices -> those rows' outputs (`Output`s, or the records themselves)
+Outputs = Callable[[np.ndarray], Sequence[Output | ArmResult]]
+
+
+@dataclass(frozen=True)
+class ResultColumns:
+    """One row per result; NaN where a number is absent."""
+
+    request_id: np.ndarray  # str
+    arm: np.ndarray  # str
+    scenario: np.ndarray  # str
+    ok: np.ndarray  # bool
+    e2e: np.ndarray
+    ttft: np.ndarray
+    output_tokens: np.ndarray  # float, as reported (a count of characters included)
+    prompt_tokens: np.ndarray  # NaN when 0 or not reported
+    length_stop: np.ndarray  # bool: finish_reason == "length"
+    tokens_counted: np.ndarray  # bool: output_tokens counts tokens (ArmResult.tokens_counted)
+    send_lag: np.ndarray  # s the request went out behind its intended time (NaN: unknown)
+    ext: np.ndarray  # (n, len(EXT_KEYS)) the extension's numbers
+    has_extension: np.ndarray  # bool: a non-empty extension
+    has_top_logprobs: np.ndarray  # bool
+    has_ids: np.ndarray  # bool: token ids returned
+    ids_len: np.ndarray  # int: how many token ids
+    ids_key: np.ndarray  # int64 digest of the token ids (0 without)
+    text_key: np.ndarray  # int64 digest of the text
+    itl: np.ndarray  # every row's inter-token gaps, concatenated in row order
+    itl_len: np.ndarray  # int: gaps per row
+    outputs: Outputs
+
+    def __len__(self) -> int:
+        return len(self.ok)
+
+
+def number(value: object) -> float:
+    """A JSON number as float; anything else (a bool, a string, None) NaN."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+        else np.nan
+
+
+def digest(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little",
+                          signed=True)
+
+
+def ids_digest(token_ids: Sequence[int] | None) -> int:
+    """The digest of token ids, equal to the one of their stored JSON."""
+    return 0 if token_ids is None else digest(json.dumps(list(token_ids)))
+
+
+def from_results(results: Iterable[ArmResult]) -> ResultColumns:
+    rows = list(results)
+    ext = [r.extension if isinstance(r.extension, dict) else {} for r in rows]
+    gaps = [r.itl_s or () for r in rows]
+    return ResultColumns(
+        request_id=np.array([r.request_id for r in rows], dtype=object),
+        arm=np.array([r.arm for r in rows], dtype=object),
+        scenario=np.array([r.scenario for r in rows], dtype=object),
+        ok=np.array([r.ok for r in rows], dtype=bool),
+        e2e=np.array([number(r.e2e_s) for r in rows], dtype=float),
+        ttft=np.array([number(r.ttft_s) for r in rows], dtype=float),
+        output_tokens=np.array([number(r.output_tokens) for r in rows], dtype=float),
+        prompt_tokens=np.array([number(r.prompt_tokens or None) for r in rows], dtype=float),
+        length_stop=np.array([r.finish_reason == "length" for r in rows], dtype=bool),
+        tokens_counted=np.array([r.tokens_counted for r in rows], dtype=bool),
+        send_lag=np.array([number(r.send_lag_s) for r in rows], dtype=float),
+        ext=np.array([[number(e.get(k)) for k in EXT_KEYS] for e in ext],
+                     dtype=float).reshape(len(rows), len(EXT_KEYS)),
+        has_extension=np.array([bool(r.extension) for r in rows], dtype=bool),
+        has_top_logprobs=np.array([bool(r.top_logprobs) for r in rows], dtype=bool),
+        has_ids=np.array([r.token_ids is not None for r in rows], dtype=bool),
+        ids_len=np.array([len(r.token_ids or ()) for r in rows], dtype=np.int64),
+        ids_key=np.array([ids_digest(r.token_ids) for r in rows], dtype=np.int64),
+        text_key=np.array([digest(r.output_text) for r in rows], dtype=np.int64),
+        itl=np.fromiter((g for gs in gaps for g in gs), dtype=float),
+        itl_len=np.array([len(g) for g in gaps], dtype=np.int64),
+        outputs=lambda idx: [rows[i] for i in idx],
+    )
+
+
+def concat(parts: Sequence[ResultColumns]) -> ResultColumns:
+    """The rows of several column sets, in order (e.g. the store's and the recorded ones)."""
+    parts = [p for p in parts if len(p)] or list(parts[:1])
+    if len(parts) == 1:
+        return parts[0]
+    starts = np.cumsum([0, *(len(p) for p in parts)])
+
+    def outputs(idx: np.ndarray) -> list[Output | ArmResult]:
+        idx = np.asarray(idx, dtype=np.int64)
+        which = np.searchsorted(starts, idx, side="right") - 1
+        out: list[Output | ArmResult | None] = [None] * len(idx)
+        for k, part in enumerate(parts):
+            pos = np.flatnonzero(which == k)
+            for j, got in zip(pos, part.outputs(idx[pos] - starts[k]), strict=True):
+                out[j] = got
+        return out  # type: ignore[return-value]
+
+    names = [f for f in ResultColumns.__dataclass_fields__ if f != "outputs"]
+    return ResultColumns(**{f: np.concatenate([getattr(p, f) for p in parts]) for f in names},
+                         outputs=outputs)
