@@ -192,3 +192,37 @@ def test_bad_input_is_a_usage_error(tmp_path: Path, args: list[str], words: str)
                                        *args])
     assert result.exit_code == 2, result.output
     assert words in result.output
+
+
+def _sweep_dir(tmp_path: Path, status: str) -> Path:
+    """A stored sweep: the baseline and baseline2 carry about 4 req/s, the candidate 8."""
+    from harness.capacity.state import Step, SweepDir
+
+    config = _config(out=tmp_path / "sweep", arms={BASELINE: "http://a", BASELINE2: "http://c",
+                                                   CANDIDATE: "http://b"})
+    steps = [*_steps(BASELINE, [(2, 1.0), (4, 0.96), (5, 0.6)]),
+             *_steps(BASELINE2, [(2, 1.0), (4, 0.97), (5, 0.5)]),
+             *_steps(CANDIDATE, [(2, 1.0), (4, 1.0), (8, 0.96), (10, 0.4)])]
+    state = SweepState(config.to_json(), status=status)
+    for i, load in enumerate(sorted({s.load for s in steps})):
+        at = tuple(s for s in steps if s.load == load)
+        state.steps.append(Step(i, load, tuple(s.arm for s in at), 100, 1.0, at))
+    SweepDir(config.out).write(state)
+    return config.out
+
+
+@pytest.mark.parametrize(("status", "code", "verdict"), [("complete", 0, "pass"),
+                                                         ("interrupted", 1, "fail")])
+def test_gate_judges_a_capacity_sweep_under_a_policy(tmp_path: Path, status: str, code: int,
+                                                     verdict: str) -> None:
+    out = _sweep_dir(tmp_path, status)
+    report = tmp_path / "gate.json"
+    result = CliRunner().invoke(main, ["gate", str(out), "--policy", "capacity", "--json",
+                                       str(report)])
+    assert result.exit_code == code, result.output
+    import json
+
+    gate = json.loads(report.read_text())
+    assert gate["verdict"] == verdict
+    ratio = gate["metrics"]["capacity_ratio"]
+    assert ratio["value"] > 1.9 and ratio["noise_floor"] is not None

@@ -1,5 +1,5 @@
 """`layergate capacity` end to end against echo servers of known capacity (benchmarks/
-echo_server.py --slots: N requests at once, 0.2 s a token, the rest queue): 4 slots against
+echo_server.py --slots: N requests at once, 0.1 s a token, the rest queue): 4 slots against
 6 slots, with a second 4-slot server as baseline2. The sweep is killed mid-way and resumed;
 the measured ratio must fall within 10 % of the true one (an M/D/c queue, simulated in
 tests/support/slots.py) with its interval covering it, and the identical servers' ratio
@@ -24,11 +24,13 @@ from tests.support.processes import layergate_cmd
 from tests.support.replay_rig import traffic
 from tests.support.slots import true_capacity
 
-TOKEN_S, TOKENS = 0.2, 4  # traffic() asks for 4 tokens: 0.8 s a request
-SLO, ATTAINMENT = "ttft:1s", 0.9  # a request may wait 0.8 s for a slot
+TOKEN_S, TOKENS = 0.1, 4  # traffic() asks for 4 tokens: 0.4 s a request
+SLO, LIMIT_S, ATTAINMENT = "ttft:500ms", 0.5, 0.9  # a request may wait 0.4 s for a slot
 SLOTS = {BASELINE: 4, BASELINE2: 4, CANDIDATE: 6}
-LADDER = ("--start", "2.5", "--factor", "2", "--bisections", "2", "--warmup", "1",
-          "--min-duration", "4", "--min-requests", "30", "--max-in-flight", "48",
+# steps of 2 s warm-up and 5 s measured (5 and 12 service times): a finite step measures
+# within a few % of the steady state the truth is computed for
+LADDER = ("--start", "5", "--factor", "2", "--bisections", "2", "--warmup", "2",
+          "--min-duration", "5", "--min-requests", "30", "--max-in-flight", "64",
           "--resamples", "400", "--slo-attainment", str(ATTAINMENT), "--no-progress")
 
 
@@ -81,8 +83,9 @@ def test_four_slots_against_six_measure_the_known_ratio(sweep) -> None:
     out, done, _ = sweep
     assert done.returncode == ExitCode.PASS, done.stdout + done.stderr
     report = json.loads((out / REPORT).read_text())
-    true = (true_capacity(6, TOKEN_S * TOKENS, 1.0 - TOKEN_S, ATTAINMENT)
-            / true_capacity(4, TOKEN_S * TOKENS, 1.0 - TOKEN_S, ATTAINMENT))
+    true = (true_capacity(6, TOKEN_S * TOKENS, LIMIT_S - TOKEN_S, ATTAINMENT)
+            / true_capacity(4, TOKEN_S * TOKENS, LIMIT_S - TOKEN_S, ATTAINMENT))
+    assert 1.6 < true < 1.7  # more than 6 / 4: more slots queue less at the same load
     ratio = _figure(report, "capacity_ratio", CANDIDATE)
     assert ratio["value"] == pytest.approx(true, rel=0.10), report["arms"]
     assert ratio["ci_low"] <= true <= ratio["ci_high"], ratio
@@ -109,7 +112,7 @@ def test_a_killed_sweep_resumes_where_it_stopped(sweep) -> None:
 
 
 def test_no_capacity_and_a_lower_bound_are_reported_as_such(servers, tmp_path: Path) -> None:
-    """A 100 ms TTFT is missed even unloaded (the first token takes 0.2 s): no capacity,
+    """A 50 ms TTFT is missed even unloaded (the first token takes 0.1 s): no capacity,
     not 0. With --max-load at the first step, an arm that meets a loose SLO there has only
     a capacity >= it. Both exit 3."""
     arms = _arm_args({BASELINE: servers[BASELINE], CANDIDATE: servers[CANDIDATE]})
@@ -123,7 +126,7 @@ def test_no_capacity_and_a_lower_bound_are_reported_as_such(servers, tmp_path: P
                                             "--slo", slo, *extra),
                               capture_output=True, text=True, timeout=300)
 
-    tight = capacity("tight", "ttft:100ms")
+    tight = capacity("tight", "ttft:50ms")
     assert tight.returncode == ExitCode.INCONCLUSIVE, tight.stdout + tight.stderr
     assert "capacity baseline: none (fails the SLO at its lowest step, 1 req/s)" in tight.stdout
     report = json.loads((tmp_path / "tight" / REPORT).read_text())
