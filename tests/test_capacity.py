@@ -4,26 +4,27 @@ simulated slot servers (M/D/c queues) whose capacity is known."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from exporters import capacity as cap
-from exporters.capacity_step import StepArm, step_arms
+from exporters.capacity_step import StepArm
 from exporters.catalogue import BASELINE, BASELINE2, CANDIDATE, FIGURES
 from exporters.figures import Figure
 from exporters.records import ArmResult
 from exporters.slo import SLO, SLOError, parse_slo
-from harness import scenarios
 from harness.capacity.config import CapacityConfig
 from harness.capacity.ladder import DONE_BRACKETED, DONE_NONE, next_step, propose
-from harness.capacity.state import SweepState
+from harness.capacity.report import build_report
+from harness.capacity.state import Step, SweepState
 from harness.capacity.sweep import step_size
 from harness.cli import main
-from tests.support.slots import true_capacity, waits
+from harness.report.capacity_plots import FRONTIER, write_frontier
+from tests.support.slots import simulated_step, true_capacity
 
 TOKEN_S, TOKENS = 0.2, 4  # the slot servers: 0.8 s a request
 SLO_TTFT = 1.0  # s: a request may wait 0.8 s for a slot
@@ -112,11 +113,8 @@ def test_the_ladder_is_geometric_then_bisects_and_an_arm_that_failed_stops() -> 
 
 
 def _simulated_sweep(slots: dict[str, int], config: CapacityConfig) -> list[StepArm]:
-    """The sweep's ladder and judge on simulated slot servers: each step's arrivals are the
-    sweep's own Poisson schedule, TTFT = the wait for a slot + one token."""
+    """The sweep's ladder and judge on ideal slot servers (tests/support/slots.py)."""
     state, out = SweepState({}), []
-    from harness.capacity.state import Step
-
     while True:
         outcomes = {arm: [(s.load, s.passes(config.slo_attainment, config.max_error_rate))
                           for s in out if s.arm == arm] for arm in slots}
@@ -124,13 +122,8 @@ def _simulated_sweep(slots: dict[str, int], config: CapacityConfig) -> list[Step
         if load is None:
             return out
         n = step_size(config, load, state)
-        sent = np.array(scenarios.poisson_offsets(n, load, config.seed))
-        rows, sent_at = [], {f"c{i:06d}": float(t) for i, t in enumerate(sent)}
-        for arm in arms:
-            wait = waits(sent, slots[arm], TOKEN_S * TOKENS)
-            rows += [_result(f"c{i:06d}", ttft=w + TOKEN_S, e2e=w + TOKEN_S * TOKENS,
-                             tokens=TOKENS, arm=arm) for i, w in enumerate(wait)]
-        step = step_arms(rows, sent_at, load, config.parsed_slo, config.warmup, None)
+        step = [simulated_step(arm, load, n, slots[arm], TOKEN_S, TOKENS, config.parsed_slo,
+                               config.warmup, config.seed) for arm in arms]
         out += step
         state.steps.append(Step(len(state.steps), load, arms, n, 0.0, tuple(step)))
 
@@ -170,8 +163,6 @@ def test_a_closed_loop_step_is_sized_from_the_rate_users_carried() -> None:
     config = _config(load="users", start=4, warmup=1, min_duration=5, min_requests=10)
     state = SweepState({})
     assert step_size(config, 4, state) == 10 + 8  # nothing carried yet: a guess
-    from harness.capacity.state import Step
-
     state.steps.append(Step(0, 4, (BASELINE,), 40, 10, (StepArm(BASELINE, 4, (True,) * 40,
                                                                  0, 10.0),)))
     assert step_size(config, 8, state) == math.ceil(8 * 1) + 8 * 5  # 1 req/s per user
@@ -196,7 +187,7 @@ def test_bad_input_is_a_usage_error(tmp_path: Path, args: list[str], words: str)
 
 def _sweep_dir(tmp_path: Path, status: str) -> Path:
     """A stored sweep: the baseline and baseline2 carry about 4 req/s, the candidate 8."""
-    from harness.capacity.state import Step, SweepDir
+    from harness.capacity.state import SweepDir
 
     config = _config(out=tmp_path / "sweep", arms={BASELINE: "http://a", BASELINE2: "http://c",
                                                    CANDIDATE: "http://b"})
@@ -207,7 +198,9 @@ def _sweep_dir(tmp_path: Path, status: str) -> Path:
     for i, load in enumerate(sorted({s.load for s in steps})):
         at = tuple(s for s in steps if s.load == load)
         state.steps.append(Step(i, load, tuple(s.arm for s in at), 100, 1.0, at))
-    SweepDir(config.out).write(state)
+    sweep = SweepDir(config.out)
+    sweep.write(state)
+    sweep.write_json(sweep.report_path, build_report(state, config))
     return config.out
 
 
@@ -217,12 +210,23 @@ def test_gate_judges_a_capacity_sweep_under_a_policy(tmp_path: Path, status: str
                                                      verdict: str) -> None:
     out = _sweep_dir(tmp_path, status)
     report = tmp_path / "gate.json"
+    html = tmp_path / "gate.html"
     result = CliRunner().invoke(main, ["gate", str(out), "--policy", "capacity", "--json",
-                                       str(report)])
+                                       str(report), "--html", str(html)])
     assert result.exit_code == code, result.output
-    import json
-
     gate = json.loads(report.read_text())
     assert gate["verdict"] == verdict
     ratio = gate["metrics"]["capacity_ratio"]
     assert ratio["value"] > 1.9 and ratio["noise_floor"] is not None
+    page = html.read_text()
+    for stem in FRONTIER:  # the SLO frontier: goodput, TTFT and TPOT against the load
+        assert f'id="plot-{stem}"><img' in page
+
+
+def test_the_frontier_pngs_draw_every_arm(tmp_path: Path) -> None:
+    out = _sweep_dir(tmp_path, "complete")
+    report = json.loads((out / "capacity-report.json").read_text())
+    written = write_frontier(report, tmp_path)
+    assert [p.name for p in written] == [f"{stem}.png" for stem in FRONTIER]
+    assert all(p.read_bytes().startswith(b"\x89PNG") for p in written)
+    assert report["arms"][CANDIDATE]["capacity"] == pytest.approx(8 + 2 * 0.01 / 0.56)

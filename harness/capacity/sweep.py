@@ -37,6 +37,7 @@ from harness.capacity.state import (
 from harness.manifest import now_iso
 from harness.replay.config import ConfigError, ReplayConfig
 from harness.replay.runner import run_replay
+from harness.report.capacity_plots import write_frontier
 from harness.rundir import RunDir
 
 POOL = 1000  # records drawn from a mix, then cycled
@@ -123,7 +124,9 @@ def run_capacity(config: CapacityConfig, echo: Callable[[str], None] | None = No
         raise
     finally:
         sweep.write(state)
-        sweep.write_json(sweep.report_path, build_report(state, config))
+        report = build_report(state, config)
+        sweep.write_json(sweep.report_path, report)
+        write_frontier(report, sweep.path)
     return state, config
 
 

@@ -36,3 +36,21 @@ def true_capacity(slots: int, service_s: float, wait_limit_s: float,
         low, high = (mid, high) if attainment(mid, slots, service_s, wait_limit_s) >= target \
             else (low, mid)
     return low
+
+
+def simulated_step(arm: str, load: float, n: int, slots: int, token_s: float, tokens: int,
+                   slo, warmup_s: float, seed: int):
+    """One step of a capacity sweep (the sweep's own Poisson schedule for `n` requests at
+    `load`) on an ideal slot server, judged as the sweep judges: TTFT = the wait for a
+    slot + one token."""
+    from exporters.capacity_step import step_arms
+    from exporters.records import ArmResult
+    from harness import scenarios
+
+    sent = np.array(scenarios.poisson_offsets(n, load, seed))
+    wait = waits(sent, slots, token_s * tokens)
+    rows = [ArmResult(f"c{i:06d}", arm, "s", True, ttft_s=w + token_s,
+                      e2e_s=w + token_s * tokens, output_tokens=tokens)
+            for i, w in enumerate(wait)]
+    sent_at = {f"c{i:06d}": float(t) for i, t in enumerate(sent)}
+    return step_arms(rows, sent_at, load, slo, warmup_s, None)[0]
