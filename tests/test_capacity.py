@@ -108,6 +108,8 @@ def test_the_ladder_is_geometric_then_bisects_and_an_arm_that_failed_stops() -> 
     assert (load, arms, done) == (2.828, (BASELINE,), {})
     users = _config(load="users", start=4, factor=2)
     assert propose([(4, True), (8, False)], users).load == 6
+    assert propose([(4, True), (8, False)], _config(load="users", bisections=0)).why == \
+        DONE_BRACKETED
     assert propose([(4, True), (5, False)], users).why == DONE_BRACKETED
     assert propose([(4, True)], _config(start=4, max_load=6)).load == 6
 
@@ -230,3 +232,33 @@ def test_the_frontier_pngs_draw_every_arm(tmp_path: Path) -> None:
     assert [p.name for p in written] == [f"{stem}.png" for stem in FRONTIER]
     assert all(p.read_bytes().startswith(b"\x89PNG") for p in written)
     assert report["arms"][CANDIDATE]["capacity"] == pytest.approx(8 + 2 * 0.01 / 0.56)
+
+
+def test_each_step_and_the_capacity_are_served_to_prometheus(tmp_path: Path) -> None:
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from harness.capacity.live import SweepMetrics
+    from harness.capacity.report import sweep_figures
+    from harness.capacity.state import SweepDir
+    from tests.support.processes import free_port
+
+    out = _sweep_dir(tmp_path, "complete")
+    state = SweepDir(out).read()
+    port = free_port()
+    live = SweepMetrics(port, "127.0.0.1", "sweep", 0.95, 0.01)
+    try:
+        live.update(state.steps, sweep_figures(state, _config(out=out)))
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    finally:
+        live.close()
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(text) for s in family.samples}
+    step = (("arm", CANDIDATE), ("run", "sweep"), ("step", "3"))  # 8 req/s: the candidate only
+    assert samples[("layergate_capacity_step_load", step)] == 8
+    assert samples[("layergate_capacity_step_slo_attainment", step)] == 0.96
+    assert samples[("layergate_capacity_step_passed", step)] == 1
+    assert ("layergate_capacity_step_passed", (("arm", BASELINE), ("run", "sweep"),
+                                               ("step", "3"))) not in samples
+    overall = (("arm", CANDIDATE), ("run", "sweep"), ("scenario", "all"))
+    assert samples[("layergate_run_capacity_ratio", overall)] > 1.9

@@ -47,7 +47,7 @@ class CapacityConfig:
                 "arm fails; bisection then refines the bracket.", "min": 1, "min_open": True})
     bisections: int = field(default=3, metadata={
         "help": "Halvings (in log load) of each arm's bracket after its first failure "
-                "(users: until the bracket is one user wide).", "min": 0})
+                "(users: fewer once the bracket is one user wide).", "min": 0})
     max_load: float | None = field(default=None, metadata={
         "help": "Never step above this load; an arm passing it has capacity >= it.",
         "min": 0, "min_open": True})
@@ -89,6 +89,15 @@ class CapacityConfig:
                 "resamples."})
     models: dict[str, str] = field(default_factory=dict,
                                    metadata={"help": "arm -> model name to put in the body"})
+    metrics_port: int | None = field(default=None, metadata={
+        "help": "Serve each step's figures and the capacity figures so far as Prometheus "
+                "metrics on port P (layergate_capacity_step_*, layergate_run_capacity*).",
+        "min": 1, "max": 65535})
+    metrics_linger_s: float = field(default=15.0, metadata={
+        "help": "With --metrics-port: keep serving S seconds after the sweep, so "
+                "Prometheus scrapes the final figures.", "min": 0})
+    bind_host: str = field(default="127.0.0.1", metadata={
+        "help": "Address for --metrics-port (0.0.0.0 inside a container)."})
     progress: bool = field(default=True, metadata={
         "help": "Show each step's progress bar (--no-progress for logs and CI)."})
 

@@ -2,9 +2,10 @@
 
 Geometric until the arm first fails (each load the last passing one times `factor`), then
 bisection of its bracket [last pass, first fail] in log load until the bracket is narrower
-than `factor ** (1 / 2 ** bisections)` (users: one user wide). An arm that failed never
-steps above its first failure again; one that failed its first step is done (no
-capacity). The next step is the lowest proposed load, sent to every arm proposing it.
+than `factor ** (1 / 2 ** bisections)` (users: or one user wide; the midpoint rounded
+down). An arm that failed never steps above its first failure again; one that failed its
+first step is done (no capacity). The next step is the lowest proposed load, sent to every
+arm proposing it.
 """
 
 from __future__ import annotations
@@ -50,13 +51,10 @@ def propose(outcomes: Sequence[tuple[float, bool]], config: CapacityConfig) -> P
     if not below:
         return Proposal(None, DONE_NONE)
     low = max(below)
-    if users:
-        if fail - low <= 1:
-            return Proposal(None, DONE_BRACKETED)
-        return Proposal(float((low + fail) // 2))
-    if fail / low <= config.factor ** (1 / 2 ** config.bisections) * (1 + 1e-9):
+    if fail / low <= config.factor ** (1 / 2 ** config.bisections) * (1 + 1e-9) or \
+            (users and fail - low <= 1):
         return Proposal(None, DONE_BRACKETED)
-    mid = _rounded(math.sqrt(low * fail), users)
+    mid = float((low + fail) // 2) if users else _rounded(math.sqrt(low * fail), users)
     if not low < mid < fail:
         return Proposal(None, DONE_BRACKETED)
     return Proposal(mid)

@@ -26,7 +26,8 @@ from exporters.traffic import TrafficRecord, read_traffic, write_traffic
 from harness import scenarios
 from harness.capacity.config import RATE, USERS, CapacityConfig
 from harness.capacity.ladder import next_step
-from harness.capacity.report import build_report
+from harness.capacity.live import SweepMetrics
+from harness.capacity.report import build_report, sweep_figures
 from harness.capacity.state import (
     COMPLETE,
     INTERRUPTED,
@@ -43,7 +44,8 @@ from harness.rundir import RunDir
 POOL = 1000  # records drawn from a mix, then cycled
 # what --resume takes from this invocation: where the arms are now, the bounds, the display
 RESUMED_FROM_CALL = ("out", "arms", "models", "max_requests", "max_time", "progress",
-                     "preflight_timeout", "processes", "resume")
+                     "preflight_timeout", "processes", "resume", "metrics_port",
+                     "metrics_linger_s", "bind_host")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,8 +118,13 @@ def run_capacity(config: CapacityConfig, echo: Callable[[str], None] | None = No
         state = SweepState(config.to_json())
     source = _source(config)
     sweep.write(state)
+    live = None
+    if config.metrics_port:
+        live = SweepMetrics(config.metrics_port, config.bind_host, sweep.path.name,
+                            config.slo_attainment, config.max_error_rate)
+        echo(f"live metrics: http://{config.bind_host}:{config.metrics_port}/metrics")
     try:
-        _ladder(config, sweep, state, source, echo)
+        _ladder(config, sweep, state, source, echo, live)
         state.status = COMPLETE
     except KeyboardInterrupt:
         state.status = INTERRUPTED
@@ -127,11 +134,16 @@ def run_capacity(config: CapacityConfig, echo: Callable[[str], None] | None = No
         report = build_report(state, config)
         sweep.write_json(sweep.report_path, report)
         write_frontier(report, sweep.path)
+        if live is not None:
+            if state.status == COMPLETE:  # one scrape interval for the final figures
+                time.sleep(config.metrics_linger_s)
+            live.close()
     return state, config
 
 
 def _ladder(config: CapacityConfig, sweep: SweepDir, state: SweepState,
-            source: list[TrafficRecord], echo: Callable[[str], None]) -> None:
+            source: list[TrafficRecord], echo: Callable[[str], None],
+            live: SweepMetrics | None) -> None:
     preflight = config.preflight_timeout
     while True:
         outcomes = {arm: [] for arm in config.arms}
@@ -155,6 +167,8 @@ def _ladder(config: CapacityConfig, sweep: SweepDir, state: SweepState,
         state.steps.append(step)
         sweep.write(state)
         echo(_step_line(step, config))
+        if live is not None:
+            live.update(state.steps, sweep_figures(state, config))
 
 
 def _bound(config: CapacityConfig, state: SweepState, load: float, sending: int) -> str:

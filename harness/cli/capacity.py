@@ -53,6 +53,9 @@ def _option(name: str, *flags: str, **attrs: Any):
 @_option("preflight_timeout", metavar="S")
 @_option("resamples", metavar="B")
 @_option("seed")
+@_option("metrics_port")
+@_option("metrics_linger_s", "--metrics-linger", metavar="S")
+@_option("bind_host", metavar="HOST")
 @_option("progress")
 @click.pass_context
 def command(ctx: click.Context, **params: Any) -> None:
