@@ -112,9 +112,12 @@ def step_arms(results: Sequence[ArmResult], sent_at: dict[str, float], load: flo
     out = []
     for arm, rows in by_arm.items():
         sends = sorted(sent_at[r.request_id] for r in rows)
-        # the n sends span n - 1 gaps: the window is n mean gaps (n / the rate sent)
-        window = (sends[-1] - sends[0]) * len(sends) / (len(sends) - 1) if len(sends) > 1 \
+        # the n sends span n - 1 gaps: n mean gaps is n / the rate sent; the answers may
+        # take longer than that (a closed loop sends a user's first requests at once)
+        gaps = (sends[-1] - sends[0]) * len(sends) / (len(sends) - 1) if len(sends) > 1 \
             else 0.0
+        done = max(sent_at[r.request_id] + (r.e2e_s or 0.0) for r in rows) - sends[0]
+        window = max(gaps, done)
         saving = [r.extension["theoretical_saving"] for r in rows
                   if isinstance(r.extension.get("theoretical_saving"), (int, float))]
         out.append(StepArm(arm, load, tuple(slo.meets(r) for r in rows),

@@ -135,8 +135,8 @@ def test_a_killed_sweep_resumes_where_it_stopped(sweep) -> None:
 
 def test_no_capacity_and_a_lower_bound_are_reported_as_such(servers, tmp_path: Path) -> None:
     """A 50 ms TTFT is missed even unloaded (the first token takes 0.1 s): no capacity,
-    not 0. With --max-load at the first step, an arm that meets a loose SLO there has only
-    a capacity >= it. Both exit 3."""
+    not 0. An arm that meets a loose SLO up to --max-load has only a capacity >= it. Both
+    exit 3. A sweep stopped by SIGTERM (as by Ctrl-C) is interrupted with its report."""
     arms = _arm_args({BASELINE: servers[BASELINE], CANDIDATE: servers[CANDIDATE]})
     t = traffic(tmp_path / "t.jsonl", 8, 0.1)
     common = ["--traffic", str(t), *arms, "--start", "1", "--max-load", "1", "--warmup",
@@ -154,9 +154,22 @@ def test_no_capacity_and_a_lower_bound_are_reported_as_such(servers, tmp_path: P
     report = json.loads((tmp_path / "tight" / REPORT).read_text())
     assert report["arms"][BASELINE]["capacity"] is None
     assert _figure(report, "capacity_ratio", CANDIDATE)["status"] == "not_computable"
-    loose = capacity("loose", "ttft:5s")
-    assert loose.returncode == ExitCode.INCONCLUSIVE, loose.stdout + loose.stderr
-    assert "capacity baseline: >= 1 req/s" in loose.stdout
+    # SIGTERM (as Ctrl-C) after the first of two steps: interrupted, with a readable report
+    loose = tmp_path / "loose"
+    cmd = layergate_cmd("capacity", *common, "--out", str(loose), "--slo", "ttft:5s")
+    cmd[cmd.index("--max-load") + 1] = "2"
+    running = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while _steps(loose) < 1 and running.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    running.send_signal(signal.SIGTERM)
+    _, err = running.communicate(timeout=120)
+    assert running.returncode == ExitCode.FAIL and "marked interrupted" in err, err
+    partial = json.loads((loose / REPORT).read_text())
+    assert partial["status"] == "interrupted" and partial["arms"][BASELINE]["steps"]
+    resumed = capacity("loose", "ttft:5s", "--resume")
+    assert resumed.returncode == ExitCode.INCONCLUSIVE, resumed.stdout + resumed.stderr
+    assert "capacity baseline: >= 2 req/s" in resumed.stdout
     # a resume keeps the sweep's SLO: another one is a usage error
     other = capacity("tight", "ttft:5s", "--resume")
     assert other.returncode == ExitCode.USAGE and "the sweep's SLO is" in other.stderr

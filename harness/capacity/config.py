@@ -55,7 +55,8 @@ class CapacityConfig:
         "help": "Seconds at the start of each step whose requests are sent but not "
                 "counted.", "min": 0})
     min_requests: int = field(default=50, metadata={
-        "help": "Measured requests (after the warm-up) per step, at least.", "min": 1})
+        "help": "Measured requests (after the warm-up) per step, at least (closed loop: "
+                "and two per user).", "min": 1})
     min_duration: float = field(default=10.0, metadata={
         "help": "Measured seconds per step, at least (open loop: requests = load x "
                 "duration when that is more than --min-requests).", "min": 0})

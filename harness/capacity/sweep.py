@@ -80,10 +80,12 @@ def step_size(config: CapacityConfig, load: float, state: SweepState) -> int:
         near = [r for s in state.steps for r in s.results if r.window_s > 0]
         per_user = max((r.n / r.window_s / r.load for r in near), default=None)
         rate = load * per_user if per_user else None
+    # closed loop: each user sends two measured requests at least, so that they queue
+    least = config.min_requests if config.load == RATE else max(config.min_requests,
+                                                                 int(2 * load))
     if rate is None:
-        return config.min_requests + int(2 * load)
-    return math.ceil(rate * config.warmup) + max(config.min_requests,
-                                                 math.ceil(rate * config.min_duration))
+        return least + int(2 * load)
+    return math.ceil(rate * config.warmup) + max(least, math.ceil(rate * config.min_duration))
 
 
 def resumed(config: CapacityConfig, stored: dict) -> CapacityConfig:
