@@ -27,7 +27,9 @@ from tests.support.replay_rig import traffic
 from tests.support.slots import simulated_step, true_capacity
 
 TOKEN_S, TOKENS = 0.1, 4  # traffic() asks for 4 tokens: 0.4 s a request
-SLO, LIMIT_S, ATTAINMENT = "ttft:500ms", 0.5, 0.9  # a request may wait 0.4 s for a slot
+# a request may wait one service time (0.4 s) for a slot: a looser SLO lets the saturation
+# detector end the arms first (queueing grows before the SLO is missed)
+SLO, LIMIT_S, ATTAINMENT = "ttft:500ms", 0.5, 0.9
 SLOTS = {BASELINE: 4, BASELINE2: 4, CANDIDATE: 6}
 # steps of 2 s warm-up and 5 s measured (5 and 12 service times): a finite step measures
 # within a few % of the steady state the truth is computed for
@@ -66,7 +68,9 @@ def sweep(servers: dict[str, str], tmp_path_factory: pytest.TempPathFactory
     first = subprocess.Popen(layergate_cmd(*args), stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 240
-    while _steps(out) < 2 and first.poll() is None and time.monotonic() < deadline:
+    in_flight = out / "steps" / "002"  # the third step has begun: kill it mid-step
+    while not (_steps(out) == 2 and in_flight.is_dir()) and first.poll() is None \
+            and time.monotonic() < deadline:
         time.sleep(0.2)
     first.send_signal(signal.SIGKILL)
     output = first.communicate()[0]
