@@ -19,6 +19,8 @@ from harness.capacity.state import REPORT
 from tests.support.processes import EngineProcess, engine, layergate_cmd
 from tests.support.replay_rig import traffic
 
+pytestmark = [pytest.mark.model, pytest.mark.slow]
+
 SKIPPED = ",".join(str(i) for i in range(9, 21))  # 12 middle layers
 
 

@@ -26,6 +26,8 @@ from tests.support.processes import layergate_cmd
 from tests.support.replay_rig import traffic
 from tests.support.slots import simulated_step, true_capacity
 
+pytestmark = pytest.mark.slow  # a sweep is several replays: minutes on two busy cores
+
 TOKEN_S, TOKENS = 0.1, 4  # traffic() asks for 4 tokens: 0.4 s a request
 # a request may wait one service time (0.4 s) for a slot: a looser SLO lets the saturation
 # detector end the arms first (queueing grows before the SLO is missed)
