@@ -97,11 +97,12 @@ def main() -> None:
     for name, full, cand, ratio, real, low in rows:
         value = ratio.get("value")
         ci = (f"{value:.2f} [{ratio['ci_low']:.2f}, {ratio['ci_high']:.2f}]"
-              if value is not None and ratio.get("ci_low") is not None else
-              f"n/a ({ratio.get('reason', '')[:30]})")
+              if value is not None and ratio.get("ci_low") is not None
+              and ratio.get("status") == "ok" else "n/a (a bound, see the capacities)")
         saving = (real.get("detail") or {}).get("theoretical_saving")
+        realised = real.get("value") if real.get("status") == "ok" else None
         print(f"{name:<12} {full:>14} {cand:>14} {ci:>22} {_num(saving):>11} "
-              f"{_num(real.get('value')):>9} {_num(low):>28}")
+              f"{_num(realised):>9} {_num(low):>28}")
 
 
 def _num(x: float | None) -> str:
