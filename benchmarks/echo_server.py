@@ -2,7 +2,11 @@
 prompt's words back as tokens (up to max_tokens), streamed or not, with no model and no
 delay unless `--token-delay` asks for one. Raw ASGI on uvicorn, so its own cost is small.
 
-    python benchmarks/echo_server.py --port 8011 [--token-delay 0.0] [--processes 1]
+    python benchmarks/echo_server.py --port 8011 [--token-delay 0.0] [--slots N] [--processes 1]
+
+`--slots N` makes it a server of known capacity: at most N requests generate at once, each
+taking `--token-delay` per token; the others wait in a queue (first come, first served), so
+under a load the waiting shows in the TTFT, as in an engine with N batch slots.
 
 `--processes N` runs N uvicorn worker processes on the one port, so that the server is not
 what limits a benchmark of several replay workers.
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import time
@@ -69,7 +74,9 @@ async def _send_json(send, status: int, obj: Any, content_type: str = "applicati
     await send({"type": "http.response.body", "body": data})
 
 
-def make_app(token_delay: float = 0.0):
+def make_app(token_delay: float = 0.0, slots: int = 0):
+    gate = asyncio.Semaphore(slots) if slots else contextlib.nullcontext()
+
     async def app(scope, receive, send):
         if scope["type"] != "http":
             return
@@ -83,28 +90,33 @@ def make_app(token_delay: float = 0.0):
             return await _send_json(send, 404, {"error": {"message": f"no route {path}"}})
         body = json.loads(await _read_body(receive) or b"{}")
         COUNTER["requests"] += 1
-        chat = path.endswith("chat/completions")
-        out, finish, usage, ext = _answer(body)
-        if not body.get("stream"):
-            choice = {"index": 0, "finish_reason": finish}
-            text = "".join(out)
-            choice.update({"message": {"role": "assistant", "content": text}} if chat
-                          else {"text": text})
-            return await _send_json(send, 200, {"id": "echo", "model": "echo",
-                                                "created": int(time.time()),
-                                                "choices": [choice], "usage": usage,
-                                                "layergate": ext})
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream")]})
-        for i, word in enumerate(out):
-            if token_delay:
-                await asyncio.sleep(token_delay)
-            last = i == len(out) - 1
-            chunk = _chunk(chat, word, finish if last else None,
-                           **({"usage": usage, "layergate": ext} if last else {}))
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+        async with gate:  # a free slot, after those that came first
+            await _generate(send, path, body, token_delay)
     return app
+
+
+async def _generate(send, path: str, body: dict[str, Any], token_delay: float) -> None:
+    chat = path.endswith("chat/completions")
+    out, finish, usage, ext = _answer(body)
+    if not body.get("stream"):
+        choice = {"index": 0, "finish_reason": finish}
+        text = "".join(out)
+        choice.update({"message": {"role": "assistant", "content": text}} if chat
+                      else {"text": text})
+        return await _send_json(send, 200, {"id": "echo", "model": "echo",
+                                            "created": int(time.time()),
+                                            "choices": [choice], "usage": usage,
+                                            "layergate": ext})
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")]})
+    for i, word in enumerate(out):
+        if token_delay:
+            await asyncio.sleep(token_delay)
+        last = i == len(out) - 1
+        chunk = _chunk(chat, word, finish if last else None,
+                       **({"usage": usage, "layergate": ext} if last else {}))
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
 
 
 DELAY_ENV = "ECHO_TOKEN_DELAY"
@@ -120,6 +132,8 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--token-delay", type=float, default=0.0, help="seconds per token")
+    parser.add_argument("--slots", type=int, default=0,
+                        help="requests generating at once, the rest queue (0: no limit)")
     parser.add_argument("--processes", type=int, default=1, help="uvicorn worker processes")
     args = parser.parse_args()
     if args.processes > 1:
@@ -128,8 +142,8 @@ def main() -> None:
                     app_dir=os.path.dirname(os.path.abspath(__file__)), host=args.host,
                     port=args.port, log_level="warning", access_log=False)
         return
-    uvicorn.run(make_app(args.token_delay), host=args.host, port=args.port, log_level="warning",
-                access_log=False)
+    uvicorn.run(make_app(args.token_delay, args.slots), host=args.host, port=args.port,
+                log_level="warning", access_log=False)
 
 
 if __name__ == "__main__":

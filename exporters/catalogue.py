@@ -27,7 +27,9 @@ class FigureSpec:
     traffic flows (from Prometheus), not by `compute_figures` over a finished run.
     `timing`: a paired performance figure whose interval includes the between-process
     term (exporters/process_spread.py): "ratio" when the value is the arm's time over the
-    baseline's, "saving" when it is 1 minus that ratio; saturation makes it inconclusive."""
+    baseline's, "saving" when it is 1 minus that ratio; saturation makes it inconclusive.
+    `sweep`: computed from the steps of a capacity sweep (`layergate capacity`), not by
+    `compute_figures` over one replay."""
 
     name: str
     unit: str  # fraction (a share in [0, 1]), ratio, s, bytes, tokens, score (0-100), nats
@@ -37,6 +39,7 @@ class FigureSpec:
     not_gated: str = ""
     live: bool = False
     timing: str = ""
+    sweep: bool = False
 
     @property
     def gateable(self) -> bool:
@@ -52,10 +55,12 @@ FIGURES: dict[str, FigureSpec] = {}
 
 
 def _figure(name: str, unit: str, better: Better, meaning: str, *, excess: bool = False,
-            not_gated: str = "", live: bool = False, timing: str = "") -> str:
+            not_gated: str = "", live: bool = False, timing: str = "",
+            sweep: bool = False) -> str:
     if name in FIGURES:
         raise ValueError(f"figure {name!r} catalogued twice")
-    FIGURES[name] = FigureSpec(name, unit, better, meaning, excess, not_gated, live, timing)
+    FIGURES[name] = FigureSpec(name, unit, better, meaning, excess, not_gated, live, timing,
+                               sweep)
     return name
 
 
@@ -150,6 +155,19 @@ CACHE_HIT_RATE_DELTA = _figure("cache_hit_rate_delta", "fraction", "higher", "pr
 LAYERS_EXECUTED_SHARE = _figure("layers_executed_share", "fraction", "lower", "layers the "
                                 "candidate executed / layers it could have executed",
                                 not_gated=_LIVE, live=True)
+
+# a capacity sweep's figures (exporters/capacity.py): from the steps of `layergate capacity`,
+# not from one replay
+CAPACITY = _figure("capacity", "load", "higher", "highest offered load (requests/s open "
+                   "loop, users closed loop) at which the arm met the SLO, interpolated "
+                   "between its last passing and first failing step", sweep=True)
+CAPACITY_GOODPUT = _figure("capacity_goodput", "req/s", "higher", "requests/s that met "
+                           "the SLO at the arm's capacity", sweep=True)
+CAPACITY_RATIO = _figure("capacity_ratio", "ratio", "higher", "capacity of the arm / the "
+                         "baseline's, paired step by step", excess=True, sweep=True)
+CAPACITY_REALISATION = _figure("capacity_realisation", "ratio", "higher", "(capacity_ratio "
+                               "- 1) / (1 / (1 - rer_theoretical) - 1): the capacity gained "
+                               "against the speed-up the skipped compute promises", sweep=True)
 
 
 def judged_on_latency(name: str) -> bool:

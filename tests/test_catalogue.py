@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from exporters import capacity
+from exporters.capacity_step import StepArm
 from exporters.catalogue import (
     ARMS,
     FIGURES,
@@ -72,7 +74,8 @@ def _every_figure() -> list[Figure]:
 
 def test_the_calculators_emit_exactly_the_catalogued_figures() -> None:
     figures = _every_figure()
-    assert {f.name for f in figures} == {name for name, f in FIGURES.items() if not f.live}
+    assert {f.name for f in figures} == {name for name, f in FIGURES.items()
+                                         if not f.live and not f.sweep}
     assert all(f.value is not None for f in figures if f.scenario == OVERALL
                and f.arm == "candidate"), [f for f in figures if f.value is None]
 
@@ -80,7 +83,21 @@ def test_the_calculators_emit_exactly_the_catalogued_figures() -> None:
 def test_the_noise_floor_excess_is_where_the_catalogue_says() -> None:
     figures = [f for f in _every_figure() if f.arm == "candidate" and f.scenario == OVERALL]
     carries = {f.name for f in figures if "excess" in f.detail}
-    assert carries == {name for name, spec in FIGURES.items() if spec.excess}
+    assert carries == {name for name, spec in FIGURES.items() if spec.excess and not spec.sweep}
+
+
+def test_the_capacity_calculators_emit_exactly_the_sweep_figures() -> None:
+    def steps(arm: str, saving: float | None, points: list[tuple[float, float]]):
+        return [StepArm(arm, load, tuple(i < att * 20 for i in range(20)), 0, 20 / load,
+                        theoretical=saving) for load, att in points]
+
+    sweep = [*steps("baseline", 0.0, [(1, 1.0), (2, 0.5)]),
+             *steps("baseline2", 0.0, [(1, 1.0), (2, 0.6)]),
+             *steps("candidate", 0.3, [(1, 1.0), (2, 1.0), (4, 0.5)])]
+    figures = capacity.figures(sweep, capacity.SweepJudge(resamples=50), "req/s")
+    assert {f.name for f in figures} == {name for name, f in FIGURES.items() if f.sweep}
+    carries = {f.name for f in figures if f.arm == "candidate" and "excess" in f.detail}
+    assert carries == {name for name, f in FIGURES.items() if f.sweep and f.excess}
 
 
 def test_the_docs_define_every_figure() -> None:

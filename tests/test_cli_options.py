@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from exporters.config import MetricsConfig
+from harness.capacity.config import CapacityConfig
 from harness.capture.config import CaptureConfig
 from harness.cli import COMMANDS, main
 from harness.cli.options import FieldOption, config_field, field_choices, field_default
@@ -35,6 +36,8 @@ CONFIGS: dict[str, tuple[type | None, list[str]]] = {
     "replay": (ReplayConfig, ["--baseline", "http://a", "--candidate", "http://b",
                               "--out", "run"]),
     "replay-worker": (WorkerConfig, ["--master", "127.0.0.1:5557"]),
+    "capacity": (CapacityConfig, ["--baseline", "http://a", "--candidate", "http://b",
+                                  "--out", "sweep"]),
     "determinism": (DeterminismConfig, ["--target", "http://b", "--traffic", "t.jsonl",
                                         "--out", "run"]),
     "metrics": (MetricsConfig, ["run"]),

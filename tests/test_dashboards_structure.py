@@ -119,9 +119,10 @@ def test_dashboard_provider_points_at_the_mounted_json() -> None:
     assert f"./dashboards/grafana:{provider['options']['path']}:ro" in mounts
 
 
-# a raw engine family (not the replayer's, the exporter's nor the watch's) or a rule over them
-ENGINE_SERIES = re.compile(r"(?<![\w:])layergate_(?!replay_|run_|watch_)\w+|arm:layergate_(engine|"
-                           r"length_finish|termination_accuracy_upper_bound)")
+# a raw engine family (not the replayer's, the exporter's, the watch's nor a capacity
+# sweep's) or a rule over them
+ENGINE_SERIES = re.compile(r"(?<![\w:])layergate_(?!replay_|run_|watch_|capacity_)\w+|"
+                           r"arm:layergate_(engine|length_finish|termination_accuracy_upper_bound)")
 CACHE_RULES = re.compile(r"arm:layergate_(prefix_cache_hit|cache_hit_delta)")
 
 

@@ -15,6 +15,7 @@ COMMANDS: dict[str, str] = {
     "import-trace": "import_trace",
     "replay": "replay",
     "replay-worker": "replay_worker",
+    "capacity": "capacity",
     "determinism": "determinism",
     "metrics": "metrics",
     "gate": "gate",

@@ -59,7 +59,9 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     """
     from rich.console import Console
 
+    from harness.capacity.state import is_sweep
     from harness.gate import PolicyError, evaluate_run, load_policy
+    from harness.gate.capacity import evaluate_sweep
     from harness.rundir import RunDirError, load_run
 
     try:
@@ -73,10 +75,15 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     if budget is not None:
         raise click.BadParameter("only with --sequential", param_hint="--budget")
     try:
-        with err.status(f"reading {run_dir}"):
-            run = load_run(run_dir)
-        with err.status(f"computing figures for {run.result_count} results (bootstrap CIs)"):
-            result = evaluate_run(run, policy)
+        if is_sweep(run_dir):  # a `layergate capacity` sweep: its capacity figures
+            with err.status(f"judging the capacity sweep in {run_dir}"):
+                result = evaluate_sweep(run_dir, policy)
+        else:
+            with err.status(f"reading {run_dir}"):
+                run = load_run(run_dir)
+            with err.status(f"computing figures for {run.result_count} results "
+                            "(bootstrap CIs)"):
+                result = evaluate_run(run, policy)
     except RunDirError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         raise SystemExit(ExitCode.INFRASTRUCTURE) from exc

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from exporters import tokenizer
 from exporters.catalogue import ARMS, REQUIRED_ARMS
@@ -45,6 +45,9 @@ def check_tokenizer(spec: str | None) -> None:
 
 @dataclass(frozen=True)
 class ReplayConfig:
+    # arms a run must have; a capacity step sends only to the arms still stepping
+    required_arms: ClassVar[tuple[str, ...]] = REQUIRED_ARMS
+
     out: Path = field(metadata={
         "help": "Run directory to create (or to start or fill with --resume)."})
     arms: dict[str, str] = field(metadata={"help": "arm name -> OpenAI-compatible base URL"})
@@ -138,7 +141,9 @@ class ReplayConfig:
         self._check_until_decided()
         if (self.traffic is None) == (self.scenario is None) and not self.resume:
             raise ConfigError("give exactly one of traffic (--traffic) or scenario (--scenario)")
-        for name in REQUIRED_ARMS:
+        if not self.arms:
+            raise ConfigError("no arm to send to")
+        for name in self.required_arms:
             if name not in self.arms:
                 raise ConfigError(f"the {name} arm needs a URL (--{name})")
         unknown = set(self.arms) - set(ARMS)

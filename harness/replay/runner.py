@@ -95,7 +95,7 @@ def _locust_cmd(config: ReplayConfig, run: RunDir, host: str, port: int) -> list
     # are in; the web UI then only shows it, on loopback unless --web-port says otherwise
     web = (config.bind_host, config.web_port) if config.web_port else ("127.0.0.1", _free_port())
     return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "-u", users, "-r", spawn,
-            "--host", config.arms["baseline"], "--csv", str(run.locust_csv_prefix),
+            "--host", next(iter(config.arms.values())), "--csv", str(run.locust_csv_prefix),
             "--loglevel", "WARNING", "--logfile", str(run.locust_log),
             "--master", "--master-bind-host", host, "--master-bind-port", str(port),
             "--enable-rebalancing", "--web-host", web[0], "--web-port", str(web[1])]

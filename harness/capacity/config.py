@@ -1,0 +1,136 @@
+"""`CapacityConfig`: the whole configuration of a capacity sweep, recorded in its state."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from exporters.catalogue import ARMS, REQUIRED_ARMS
+from exporters.slo import SLO, SLOError, parse_slo
+from harness.replay.config import ConfigError
+
+RATE, USERS = "rate", "users"
+UNITS = {RATE: "req/s", USERS: "users"}
+
+
+@dataclass(frozen=True)
+class CapacityConfig:
+    out: Path = field(metadata={
+        "help": "Sweep directory to create (or to continue with --resume): capacity.json, "
+                "the report, and one replay run directory per step under steps/."})
+    arms: dict[str, str] = field(metadata={"help": "arm name -> OpenAI-compatible base URL"})
+    slo: str = field(default="", metadata={
+        "help": "Per-request latency limits, all of which a request must meet (and not "
+                "error): ttft, tpot, e2e, e.g. ttft:2s,tpot:150ms (s or ms; a bare number "
+                "is seconds)."})
+    traffic: Path | None = field(default=None, metadata={
+        "help": "JSONL traffic file whose requests every step draws, in order and cycled."})
+    scenario: str | None = field(default=None, metadata={
+        "help": "A bundled mix by name or a mix YAML path, instead of --traffic."})
+    slo_attainment: float = field(default=0.95, metadata={
+        "help": "An arm passes a step when at least this share of its measured requests "
+                "meet the SLO (and its error rate is within --max-error-rate, and it did "
+                "not saturate).", "min": 0, "max": 1, "min_open": True})
+    max_error_rate: float = field(default=0.01, metadata={
+        "help": "The most errors (share of measured requests) a passing step may have.",
+        "min": 0, "max": 1})
+    load: str = field(default=RATE, metadata={
+        "help": "What the ladder steps: an open-loop Poisson request rate (requests/s) or "
+                "a closed-loop number of users.", "choices": (RATE, USERS)})
+    start: float = field(default=1.0, metadata={
+        "help": "The ladder's first load (requests/s, or users).", "min": 0,
+        "min_open": True})
+    factor: float = field(default=2.0, metadata={
+        "help": "Geometric ladder: each load is the last passing one times F, until the "
+                "arm fails; bisection then refines the bracket.", "min": 1, "min_open": True})
+    bisections: int = field(default=3, metadata={
+        "help": "Halvings (in log load) of each arm's bracket after its first failure "
+                "(users: fewer once the bracket is one user wide).", "min": 0})
+    max_load: float | None = field(default=None, metadata={
+        "help": "Never step above this load; an arm passing it has capacity >= it.",
+        "min": 0, "min_open": True})
+    warmup: float = field(default=2.0, metadata={
+        "help": "Seconds at the start of each step whose requests are sent but not "
+                "counted.", "min": 0})
+    min_requests: int = field(default=50, metadata={
+        "help": "Measured requests (after the warm-up) per step, at least (closed loop: "
+                "and two per user).", "min": 1})
+    min_duration: float = field(default=10.0, metadata={
+        "help": "Measured seconds per step, at least (open loop: requests = load x "
+                "duration when that is more than --min-requests).", "min": 0})
+    max_requests: int = field(default=100_000, metadata={
+        "help": "Bound on the requests the whole sweep sends (all arms' steps, resumes "
+                "included); the ladder ends when the next step would pass it.", "min": 1})
+    max_time: float = field(default=3600.0, metadata={
+        "help": "Bound on the sweep's seconds of stepping (resumes included); no step "
+                "starts after it.", "min": 0, "min_open": True})
+    resume: bool = field(default=False, metadata={
+        "help": "Continue the sweep in --out with its stored SLO, ladder and traffic (this "
+                "call's arm URLs and bounds): its stored steps count, the step that was in "
+                "flight is sent again from its start, and the ladder goes on; start a sweep "
+                "where --out holds none."})
+    timeout: float = field(default=60.0, metadata={
+        "help": "Seconds from the intended send until the whole answer must be in (else "
+                "the request is an error).", "min": 0, "min_open": True})
+    max_in_flight: int = field(default=256, metadata={
+        "help": "Open loop: requests in flight at once per step (each to every arm); "
+                "reaching it counts as saturation.", "min": 1})
+    processes: int = field(default=1, metadata={
+        "help": "Locust worker processes on this machine for each step.", "min": 1})
+    preflight_timeout: float = field(default=10.0, metadata={
+        "help": "Before the first step, check that every arm answers GET /v1/models "
+                "within S seconds (0: no check).", "min": 0})
+    resamples: int = field(default=1000, metadata={
+        "help": "Bootstrap resamples for the intervals of the capacities and ratios.",
+        "min": 10})
+    seed: int = field(default=0, metadata={
+        "help": "Seed of the Poisson arrivals (the same at every step, scaled) and of the "
+                "resamples."})
+    models: dict[str, str] = field(default_factory=dict,
+                                   metadata={"help": "arm -> model name to put in the body"})
+    metrics_port: int | None = field(default=None, metadata={
+        "help": "Serve each step's figures and the capacity figures so far as Prometheus "
+                "metrics on port P (layergate_capacity_step_*, layergate_run_capacity*).",
+        "min": 1, "max": 65535})
+    metrics_linger_s: float = field(default=15.0, metadata={
+        "help": "With --metrics-port: keep serving S seconds after the sweep, so "
+                "Prometheus scrapes the final figures.", "min": 0})
+    bind_host: str = field(default="127.0.0.1", metadata={
+        "help": "Address for --metrics-port (0.0.0.0 inside a container)."})
+    progress: bool = field(default=True, metadata={
+        "help": "Show each step's progress bar (--no-progress for logs and CI)."})
+
+    def __post_init__(self) -> None:
+        try:
+            if self.slo or not self.resume:  # a resume may take the stored SLO
+                parse_slo(self.slo)
+        except SLOError as exc:
+            raise ConfigError(f"--slo: {exc}") from exc
+        if (self.traffic is None) == (self.scenario is None) and not self.resume:
+            raise ConfigError("give exactly one of traffic (--traffic) or scenario (--scenario)")
+        for name in REQUIRED_ARMS:
+            if name not in self.arms:
+                raise ConfigError(f"the {name} arm needs a URL (--{name})")
+        unknown = set(self.arms) - set(ARMS)
+        if unknown:
+            raise ConfigError(f"unknown arm {sorted(unknown)[0]!r}: arms are {', '.join(ARMS)}")
+        if self.load == USERS and self.start != int(self.start):
+            raise ConfigError(f"--start {self.start:g}: a number of users is whole")
+        if self.max_load is not None and self.max_load < self.start:
+            raise ConfigError(f"--max-load {self.max_load:g} is below --start {self.start:g}")
+
+    @property
+    def parsed_slo(self) -> SLO:
+        return parse_slo(self.slo)
+
+    @property
+    def unit(self) -> str:
+        return UNITS[self.load]
+
+    def to_json(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        for key in ("out", "traffic"):
+            out[key] = None if out[key] is None else str(out[key])
+        return out

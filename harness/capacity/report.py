@@ -1,0 +1,59 @@
+"""The report of a sweep (`capacity-report.json`, also written for a partial sweep): per
+arm its capacity and every step it ran, and the catalogued capacity figures."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from exporters import capacity as cap
+from exporters.capacity_step import StepArm
+from exporters.catalogue import CAPACITY, ExitCode
+from exporters.figures import Figure
+from harness.capacity.config import CapacityConfig
+from harness.capacity.state import COMPLETE, KIND, SweepState
+
+
+def judge_of(config: CapacityConfig) -> cap.SweepJudge:
+    return cap.SweepJudge(config.slo_attainment, config.max_error_rate, config.resamples,
+                          config.seed)
+
+
+def sweep_figures(state: SweepState, config: CapacityConfig) -> list[Figure]:
+    return cap.figures(state.arm_steps(), judge_of(config), config.unit)
+
+
+def _step_json(r: StepArm, config: CapacityConfig) -> dict[str, Any]:
+    return {"load": r.load, "n": r.n, "attainment": r.attainment, "error_rate": r.error_rate,
+            "goodput": r.goodput, "saturated": list(r.saturated),
+            "passed": r.passes(config.slo_attainment, config.max_error_rate),
+            "why": r.why_not(config.slo_attainment, config.max_error_rate), **r.percentiles}
+
+
+def build_report(state: SweepState, config: CapacityConfig) -> dict[str, Any]:
+    figures = sweep_figures(state, config)
+    arms: dict[str, Any] = {}
+    for arm in config.arms:
+        steps = sorted((r for r in state.arm_steps() if r.arm == arm), key=lambda r: r.load)
+        c = next((f for f in figures if f.name == CAPACITY and f.arm == arm), None)
+        arms[arm] = {"capacity": c.value if c else None,
+                     "bound": c.detail["bound"] if c else cap.NONE,
+                     "text": c.detail["text"] if c else "no step",
+                     "ladder": state.done.get(arm, ""),
+                     "steps": [_step_json(r, config) for r in steps]}
+    return {"kind": KIND, "status": state.status, "slo": config.parsed_slo.text(),
+            "slo_attainment": config.slo_attainment, "load": config.load,
+            "unit": config.unit, "sent": state.sent, "seconds": state.seconds,
+            "arms": arms, "notes": state.notes, "exit": int(exit_of(state, figures)),
+            "figures": [{**asdict(f), "unit": f.unit} for f in figures]}
+
+
+def exit_of(state: SweepState, figures: list[Figure]) -> ExitCode:
+    """0: every arm has a capacity; 3: an arm has none (fails the SLO at its lowest step)
+    or only a lower bound; 1: the sweep did not finish."""
+    if state.status != COMPLETE:
+        return ExitCode.FAIL
+    bounds = [f.detail.get("bound") for f in figures if f.name == CAPACITY]
+    if not bounds or any(b != cap.EXACT for b in bounds):
+        return ExitCode.INCONCLUSIVE
+    return ExitCode.PASS

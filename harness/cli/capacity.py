@@ -1,0 +1,123 @@
+"""`layergate capacity`: capacity at the SLO for every arm, paired step by step, with the
+ratio to the baseline and its noise floor. Its options are `CapacityConfig`'s fields and
+one URL and one model option per catalogued arm (as `replay`'s)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import click
+
+from exporters.catalogue import ARMS, ExitCode
+from harness.capacity.config import CapacityConfig
+from harness.cli.exits import exit_codes_help
+from harness.cli.options import config_values, field_option
+from harness.cli.replay import _arm_options, _interrupt
+
+
+def _option(name: str, *flags: str, **attrs: Any):
+    return field_option(CapacityConfig, name, *flags, **attrs)
+
+
+@click.command(name="capacity", epilog=exit_codes_help(
+    ExitCode.PASS, ExitCode.FAIL, ExitCode.USAGE, ExitCode.INCONCLUSIVE,
+    ExitCode.INFRASTRUCTURE, PASS="every arm's capacity found",
+    FAIL="interrupted (go on with --resume)",
+    INCONCLUSIVE="an arm fails the SLO at the lowest step, or its ladder reached the "
+                 "bounds first (capacity >= X)",
+    INFRASTRUCTURE="an arm is not there or went down, or --out is unreadable"))
+@_option("traffic", type=click.Path(dir_okay=False, path_type=Path))
+@_option("scenario", metavar="NAME")
+@_arm_options
+@_option("out", required=True, type=click.Path(file_okay=False, path_type=Path))
+@_option("slo", metavar="KEY:LIMIT,...")
+@_option("slo_attainment", metavar="SHARE")
+@_option("max_error_rate", metavar="SHARE")
+@_option("load")
+@_option("start", metavar="LOAD")
+@_option("factor", metavar="F")
+@_option("bisections", metavar="K")
+@_option("max_load", metavar="LOAD")
+@_option("warmup", metavar="S")
+@_option("min_requests", metavar="N")
+@_option("min_duration", metavar="S")
+@_option("max_requests", metavar="N")
+@_option("max_time", metavar="S")
+@_option("resume")
+@_option("timeout", metavar="S")
+@_option("max_in_flight", metavar="N")
+@_option("processes", metavar="N")
+@_option("preflight_timeout", metavar="S")
+@_option("resamples", metavar="B")
+@_option("seed")
+@_option("metrics_port")
+@_option("metrics_linger_s", "--metrics-linger", metavar="S")
+@_option("bind_host", metavar="HOST")
+@_option("progress")
+@click.pass_context
+def command(ctx: click.Context, **params: Any) -> None:
+    """Step the offered load for every arm until each misses its SLO, and report each
+    arm's capacity (the highest load it carries within the SLO) and the candidate's
+    capacity against the baseline's, with baseline2's as the noise floor.
+
+    A geometric ladder (--start, --factor) finds each arm's bracket, bisection refines it
+    (--bisections); every step replays the same requests at the same intended times to
+    every arm still stepping (open loop: Poisson at the step's rate; --load users: closed
+    loop). An arm passes a step when --slo-attainment of its measured requests (after
+    --warmup) meet every --slo limit, its errors are within --max-error-rate and it did not
+    saturate. Each step is stored as it completes (capacity.json, steps/NNN/ replay run
+    directories); Ctrl-C leaves the sweep interrupted with its partial report, and
+    --resume goes on. `layergate gate OUT` judges the report under a policy.
+    """
+    from exporters.traffic import TrafficError
+    from harness.capacity.report import exit_of, sweep_figures
+    from harness.capacity.state import StateError, SweepDir
+    from harness.capacity.sweep import run_capacity
+    from harness.replay import ConfigError, ReplayError
+    from harness.rundir import RunDirError
+    from harness.scenarios import MixError
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)
+    arms = {arm: params[arm] for arm in ARMS if params[arm]}
+    models = {arm: params[f"model_{arm}"] for arm in ARMS if params[f"model_{arm}"]}
+    try:
+        config = CapacityConfig(arms=arms, models=models, **config_values(ctx, CapacityConfig))
+        state, config = run_capacity(config, echo=lambda line: click.echo(line, err=True))
+    except (ConfigError, TrafficError, MixError) as exc:
+        raise click.UsageError(str(exc)) from exc
+    except (RunDirError, ReplayError, StateError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(ExitCode.INFRASTRUCTURE) from None
+    except KeyboardInterrupt:
+        click.echo(f"interrupted: the sweep in {params['out']} is marked interrupted, its "
+                   f"partial report is {SweepDir(params['out']).report_path}; go on with "
+                   "--resume", err=True)
+        raise SystemExit(ExitCode.FAIL) from None
+    figures = sweep_figures(state, config)
+    _print(figures, state, config)
+    raise SystemExit(exit_of(state, figures))
+
+
+def _print(figures, state, config: CapacityConfig) -> None:
+    from exporters.catalogue import CAPACITY, CAPACITY_RATIO
+
+    click.echo(f"{state.status}: {config.out} (SLO {config.parsed_slo.text()}, attainment "
+               f">= {config.slo_attainment:g}; {len(state.steps)} steps, {state.sent} "
+               f"requests)")
+    for f in figures:
+        if f.name == CAPACITY:
+            ci = f" [{f.ci_low:.4g}, {f.ci_high:.4g}]" if f.ci_low is not None else ""
+            click.echo(f"capacity {f.arm}: {f.detail['text']}{ci}")
+    for f in figures:
+        if f.name == CAPACITY_RATIO:
+            value = "n/a" if f.value is None else f"{f.value:.3f}"
+            ci = f" [{f.ci_low:.3f}, {f.ci_high:.3f}]" if f.ci_low is not None else ""
+            floor = f", noise floor {f.noise_floor:.3f}" if f.noise_floor is not None else ""
+            why = f" ({f.reason})" if f.reason else ""
+            click.echo(f"capacity ratio {f.arm} / baseline: {value}{ci}{floor}{why}")
+    for note in state.notes:
+        click.echo(f"note: {note}", err=True)
