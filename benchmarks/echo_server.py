@@ -2,10 +2,11 @@
 prompt's words back as tokens (up to max_tokens), streamed or not, with no model and no
 delay unless `--token-delay` asks for one. Raw ASGI on uvicorn, so its own cost is small.
 
-    python benchmarks/echo_server.py --port 8011 [--token-delay 0.0] [--processes 1]
+    python benchmarks/echo_server.py --port 8011 [--token-delay 0.0] [--processes 1] [--garble]
 
 `--processes N` runs N uvicorn worker processes on the one port, so that the server is not
-what limits a benchmark of several replay workers.
+what limits a benchmark of several replay workers. `--garble` answers other words than the
+prompt's (a candidate whose outputs are broken, for tests of the gate).
 """
 
 from __future__ import annotations
@@ -41,8 +42,9 @@ def _chunk(chat: bool, text: str | None, finish: str | None, **extra: Any) -> by
     return f"data: {json.dumps(payload)}\n\n".encode()
 
 
-def _answer(body: dict[str, Any]) -> tuple[list[str], str, dict[str, Any], dict[str, Any]]:
-    words = _words(body)
+def _answer(body: dict[str, Any], garble: bool = False
+            ) -> tuple[list[str], str, dict[str, Any], dict[str, Any]]:
+    words = [w[::-1] + "x" for w in _words(body)] if garble else _words(body)
     max_tokens = int(body.get("max_tokens") or 16)
     out = [w + " " for w in (words * (max_tokens // len(words) + 1))[:max_tokens]]
     finish = "length"
@@ -69,7 +71,7 @@ async def _send_json(send, status: int, obj: Any, content_type: str = "applicati
     await send({"type": "http.response.body", "body": data})
 
 
-def make_app(token_delay: float = 0.0):
+def make_app(token_delay: float = 0.0, garble: bool = False):
     async def app(scope, receive, send):
         if scope["type"] != "http":
             return
@@ -84,7 +86,7 @@ def make_app(token_delay: float = 0.0):
         body = json.loads(await _read_body(receive) or b"{}")
         COUNTER["requests"] += 1
         chat = path.endswith("chat/completions")
-        out, finish, usage, ext = _answer(body)
+        out, finish, usage, ext = _answer(body, garble)
         if not body.get("stream"):
             choice = {"index": 0, "finish_reason": finish}
             text = "".join(out)
@@ -121,6 +123,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--token-delay", type=float, default=0.0, help="seconds per token")
     parser.add_argument("--processes", type=int, default=1, help="uvicorn worker processes")
+    parser.add_argument("--garble", action="store_true", help="answer other words")
     args = parser.parse_args()
     if args.processes > 1:
         os.environ[DELAY_ENV] = str(args.token_delay)
@@ -128,7 +131,8 @@ def main() -> None:
                     app_dir=os.path.dirname(os.path.abspath(__file__)), host=args.host,
                     port=args.port, log_level="warning", access_log=False)
         return
-    uvicorn.run(make_app(args.token_delay), host=args.host, port=args.port, log_level="warning",
+    uvicorn.run(make_app(args.token_delay, args.garble), host=args.host, port=args.port,
+                log_level="warning",
                 access_log=False)
 
 

@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "determinism": "determinism",
     "metrics": "metrics",
     "gate": "gate",
+    "compare": "compare",
     "watch": "watch",
     "dashboards": "dashboards",
     "demo": "demo",

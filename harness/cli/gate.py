@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from exporters.catalogue import ExitCode
+from exporters.catalogue import REQUIRE_ANY, ExitCode
 from harness.cli.exits import RUN_DIR_UNREADABLE, exit_codes_help
 from harness.cli.options import field_option
 from harness.gate.sequential_config import SequentialConfig
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from harness.gate import GateResult
+    from harness.gate.family import FamilyResult
 
 
 @click.command("gate", epilog=exit_codes_help(*ExitCode, INFRASTRUCTURE=RUN_DIR_UNREADABLE))
@@ -34,11 +35,16 @@ if TYPE_CHECKING:
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write one self-contained HTML report with tables, plots and the worst "
                    "diverging requests.")
+@click.option("--require", default=REQUIRE_ANY, show_default=True, metavar="all|any|NAME",
+              help="With several candidates in the run: the run passes when every candidate "
+                   "passes (all), when one does (any: choosing among them), or when the "
+                   "candidate NAME does. The exit code follows it.")
 @field_option(SequentialConfig, "sequential")
 @field_option(SequentialConfig, "budget", metavar="N")
 def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
             junit_path: Path | None, markdown_path: Path | None,
-            html_path: Path | None, sequential: bool, budget: int | None) -> None:
+            html_path: Path | None, require: str, sequential: bool,
+            budget: int | None) -> None:
     """Decide whether the candidate in RUN_DIR may ship, under a gate policy.
 
     Each policy metric passes when its confidence interval lies wholly on the good side of
@@ -54,12 +60,18 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     gate_scenarios,
     scenarios (per-scenario overrides), rollout (RRR bounds for vip / public_5pct / full).
 
+    A run with several candidates (`replay --candidate NAME=URL ...`) judges each against
+    the same baseline and noise floor, at a confidence adjusted across them by the policy's
+    `multiplicity` (Holm by default), and prints a leaderboard and the recommendation: the
+    passing candidate with the highest RER.
+
     --sequential judges the requests in send order with confidence sequences instead
     (docs/METRICS.md, "Sequential verdicts"): the verdict `replay --until-decided` stopped on.
     """
     from rich.console import Console
 
-    from harness.gate import PolicyError, evaluate_run, load_policy
+    from harness.gate import PolicyError, load_policy
+    from harness.gate.family import RequireError, evaluate_family
     from harness.rundir import RunDirError, load_run
 
     try:
@@ -76,25 +88,41 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
         with err.status(f"reading {run_dir}"):
             run = load_run(run_dir)
         with err.status(f"computing figures for {len(run.results)} results (bootstrap CIs)"):
-            result = evaluate_run(run, policy)
+            family = evaluate_family(run, policy, require)
+    except RequireError as exc:
+        raise click.BadParameter(str(exc), param_hint="--require") from exc
     except RunDirError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         raise SystemExit(ExitCode.INFRASTRUCTURE) from exc
-    _write_reports(result, json_path, junit_path, markdown_path, html_path, err)
-    from harness.report import print_summary
+    paths = (json_path, junit_path, markdown_path, html_path)
+    if len(family.candidates) == 1:  # one candidate: the reports of a one-candidate run
+        _write_reports(family.candidates[0].result, *paths, err)
+        from harness.report import print_summary
 
-    print_summary(result)
-    raise SystemExit(result.exit_code)
+        print_summary(family.candidates[0].result)
+    else:
+        _write_reports(family, *paths, err)
+        from harness.report.family import print_family
+
+        print_family(family)
+    raise SystemExit(family.exit_code)
 
 
-def _write_reports(result: GateResult, json_path: Path | None, junit_path: Path | None,
-                   markdown_path: Path | None, html_path: Path | None, err: Console) -> None:
+def _write_reports(result: GateResult | FamilyResult, json_path: Path | None,
+                   junit_path: Path | None, markdown_path: Path | None, html_path: Path | None,
+                   err: Console) -> None:
     from harness import report
+    from harness.gate.family import FamilyResult
+    from harness.report import family as several
 
-    writers = (("--json", json_path, report.write_json),
-               ("--junit", junit_path, report.write_junit),
-               ("--markdown", markdown_path, report.write_markdown),
-               ("--html", html_path, report.write_html))
+    one = not isinstance(result, FamilyResult)
+    writers = (("--json", json_path, report.write_json if one else several.write_family_json),
+               ("--junit", junit_path, report.write_junit if one
+                else several.write_family_junit),
+               ("--markdown", markdown_path, report.write_markdown if one
+                else several.write_family_markdown),
+               ("--html", html_path, report.write_html if one
+                else several.write_family_html))
     for option, path, write in writers:
         if path is None:
             continue

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from exporters import tokenizer
-from exporters.catalogue import ARMS, REQUIRED_ARMS
+from exporters.catalogue import BASELINE, CANDIDATE, candidate_arms, check_candidate_name
 from harness.replay.channel import parse_address
 
 
@@ -138,15 +138,19 @@ class ReplayConfig:
         self._check_until_decided()
         if (self.traffic is None) == (self.scenario is None) and not self.resume:
             raise ConfigError("give exactly one of traffic (--traffic) or scenario (--scenario)")
-        for name in REQUIRED_ARMS:
-            if name not in self.arms:
-                raise ConfigError(f"the {name} arm needs a URL (--{name})")
-        unknown = set(self.arms) - set(ARMS)
-        if unknown:
-            raise ConfigError(f"unknown arm {sorted(unknown)[0]!r}: arms are {', '.join(ARMS)}")
+        if BASELINE not in self.arms:
+            raise ConfigError(f"the {BASELINE} arm needs a URL (--{BASELINE})")
+        candidates = candidate_arms(self.arms)
+        if not candidates:
+            raise ConfigError(f"no candidate: give --{CANDIDATE} URL or --{CANDIDATE} NAME=URL")
+        for name in candidates:
+            try:
+                check_candidate_name(name)
+            except ValueError as exc:
+                raise ConfigError(f"--{CANDIDATE}: {exc}") from exc
         for arm, url in self.arms.items():
             if not url.startswith(("http://", "https://")):
-                raise ConfigError(f"--{arm} must be an http(s) URL: {url!r}")
+                raise ConfigError(f"the {arm} arm's URL must be http(s): {url!r}")
         if self.rate is not None and self.users is not None:
             raise ConfigError("--rate (open loop) and --users (closed loop) exclude each other")
         if self.workers < 1:
