@@ -18,6 +18,7 @@ from exporters.catalogue import (
     REQUIRED_ARMS,
     ExitCode,
     candidate_arms,
+    check_candidate_name,
 )
 from harness.cli.exits import exit_codes_help
 from harness.cli.options import config_values, field_option
@@ -56,6 +57,10 @@ def _named(values: tuple[str, ...], option: str) -> dict[str, str]:
         name, got = (head, tail) if sep and "://" not in head else (CANDIDATE, value)
         if name in out:
             raise click.BadParameter(f"candidate {name!r} given twice", param_hint=option)
+        try:
+            check_candidate_name(name)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint=option) from exc
         out[name] = got
     return out
 

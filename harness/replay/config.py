@@ -8,7 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from exporters import tokenizer
-from exporters.catalogue import BASELINE, CANDIDATE, candidate_arms, check_candidate_name
+from exporters.catalogue import (
+    BASELINE,
+    CANDIDATE,
+    REFERENCE_ARMS,
+    candidate_arms,
+    check_candidate_name,
+)
 from harness.replay.channel import parse_address
 
 
@@ -150,7 +156,8 @@ class ReplayConfig:
                 raise ConfigError(f"--{CANDIDATE}: {exc}") from exc
         for arm, url in self.arms.items():
             if not url.startswith(("http://", "https://")):
-                raise ConfigError(f"the {arm} arm's URL must be http(s): {url!r}")
+                option = f"--{arm}" if arm in REFERENCE_ARMS else f"--{CANDIDATE} {arm}="
+                raise ConfigError(f"{option} must be an http(s) URL: {url!r}")
         if self.rate is not None and self.users is not None:
             raise ConfigError("--rate (open loop) and --users (closed loop) exclude each other")
         if self.workers < 1:
