@@ -15,9 +15,9 @@ import pytest
 from click.testing import CliRunner
 from junitparser import JUnitXml
 
-from exporters.catalogue import FAIL, PASS, REQUIRE_ALL, REQUIRE_ANY
+from exporters.catalogue import FAIL, PASS, REQUIRE_ALL, REQUIRE_ANY, exit_code
 from harness.cli import main
-from harness.gate.family import evaluate_family
+from harness.gate.family import decide_each, evaluate_family
 from harness.gate.policy import load_policy
 from harness.rundir import RunDir, load_run
 from tests.support.echo import echo_server
@@ -136,3 +136,19 @@ def test_metrics_gives_each_candidate_its_figures_on_its_arm(
     exact = {f["arm"]: f["value"] for f in figures
              if f["name"] == "exact_match" and f["scenario"] == "all"}
     assert exact == {"fast": 1.0, "safe": 1.0, "broken": 0.0, "baseline2": 1.0}
+
+
+def test_sequential_verdicts_are_per_candidate(family_run: tuple[Path, Path],
+                                               tmp_path: Path) -> None:
+    out, policy = family_run
+    result = CliRunner().invoke(main, ["gate", str(out), "--sequential", "--policy",
+                                       str(policy), "--json", str(tmp_path / "s.json")])
+    report = json.loads((tmp_path / "s.json").read_text())
+    assert set(report["candidates"]) == set(CANDIDATES)
+    broken = report["candidates"]["broken"]
+    assert broken["verdict"] == FAIL and broken["decided"], broken
+    assert result.exit_code == int(exit_code(report["verdict"])), result.output
+    assert "sequential verdict of candidate broken: FAIL" in result.output
+    # the replay's stop rule judges the rows as the store hands them over, the same way
+    rows = decide_each(load_run(out).results, load_policy(policy))
+    assert rows["broken"].verdict == FAIL and set(rows) == set(CANDIDATES)

@@ -39,6 +39,7 @@ CONFIGS: dict[str, tuple[type | None, list[str]]] = {
                                         "--out", "run"]),
     "metrics": (MetricsConfig, ["run"]),
     "gate": (None, ["run"]),
+    "compare": (None, ["run_a", "run_b"]),
     "demo": (DemoConfig, []),
     "dashboards": (None, []),
     "policies": (None, []),

@@ -57,7 +57,7 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     good side), critical, min_samples, required, subtract_noise_floor (figures with an
     excess over the noise floor: compare B-vs-A minus A'-vs-A), arm;
     top level: extends, target_rer, process_spread, max_error_rate, require_complete,
-    gate_scenarios,
+    gate_scenarios, multiplicity (holm, bonferroni or none: across several candidates),
     scenarios (per-scenario overrides), rollout (RRR bounds for vip / public_5pct / full).
 
     A run with several candidates (`replay --candidate NAME=URL ...`) judges each against
@@ -80,8 +80,8 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
         raise click.BadParameter(str(exc), param_hint="--policy") from exc
     err = Console(stderr=True)
     if sequential:
-        _sequential(run_dir, policy, budget, json_path, (junit_path, markdown_path, html_path),
-                    err)
+        _sequential(run_dir, policy, budget, require, json_path,
+                    (junit_path, markdown_path, html_path), err)
     if budget is not None:
         raise click.BadParameter("only with --sequential", param_hint="--budget")
     try:
@@ -135,12 +135,12 @@ def _write_reports(result: GateResult | FamilyResult, json_path: Path | None,
         err.print(f"wrote {path}", highlight=False)
 
 
-def _sequential(run_dir: Path, policy, budget: int | None, json_path: Path | None,
-                others: tuple[Path | None, ...], err: Console) -> None:
+def _sequential(run_dir: Path, policy, budget: int | None, require: str,
+                json_path: Path | None, others: tuple[Path | None, ...], err: Console) -> None:
     import json
 
-    from exporters.saturation import LOWER_THE_RATE
-    from harness.gate.sequential import decide
+    from exporters.catalogue import exit_code
+    from harness.gate.family import RequireError, check_require, combined, decide_each
     from harness.rundir import RunDirError
 
     if any(p is not None for p in others):
@@ -148,21 +148,41 @@ def _sequential(run_dir: Path, policy, budget: int | None, json_path: Path | Non
                                "--html)")
     try:
         with err.status(f"judging {run_dir} in send order"):
-            decision = decide(run_dir, policy, budget)
+            decisions = decide_each(run_dir, policy, budget)
+        require = check_require(require, tuple(decisions))
+    except RequireError as exc:
+        raise click.BadParameter(str(exc), param_hint="--require") from exc
     except RunDirError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         raise SystemExit(ExitCode.INFRASTRUCTURE) from exc
+    one = next(iter(decisions.values())) if len(decisions) == 1 else None
+    verdict = one.verdict if one else combined({n: d.verdict for n, d in decisions.items()},
+                                               require)
     if json_path is not None:
+        out = one.to_json() if one else {
+            "verdict": verdict, "require": require,
+            "candidates": {n: d.to_json() for n, d in decisions.items()}}
         try:
-            json_path.write_text(json.dumps(decision.to_json(), indent=2) + "\n")
+            json_path.write_text(json.dumps(out, indent=2) + "\n")
         except OSError as exc:
             raise click.BadParameter(f"cannot write {json_path}: {exc.strerror or exc}",
                                      param_hint="--json") from exc
         err.print(f"wrote {json_path}", highlight=False)
+    for name, decision in decisions.items():
+        _print_decision(decision, None if one else name)
+    if one is None:
+        click.echo(f"run verdict (--require {require}): {verdict.upper()}")
+    raise SystemExit(int(exit_code(verdict)))
+
+
+def _print_decision(decision, name: str | None) -> None:
+    from exporters.saturation import LOWER_THE_RATE
+
     budget_text = f" of a budget of {decision.budget}" if decision.budget else ""
     when = (f"decided after {decision.n} requests" if decision.decided
             else f"undecided after {decision.n} requests")
-    click.echo(f"sequential verdict: {decision.verdict.upper()} ({when}{budget_text}; "
+    who = "" if name is None else f" of candidate {name}"
+    click.echo(f"sequential verdict{who}: {decision.verdict.upper()} ({when}{budget_text}; "
                f"{decision.available} judged in send order)")
     for f in decision.figures:
         flag = "" if f.counts else " (not gating)"
@@ -173,4 +193,3 @@ def _sequential(run_dir: Path, policy, budget: int | None, json_path: Path | Non
                    f"{LOWER_THE_RATE}")
     for reason in decision.reasons:
         click.echo(f"reason: {reason}")
-    raise SystemExit(decision.exit_code)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 
 from exporters.catalogue import (
     BONFERRONI,
@@ -19,6 +20,7 @@ from exporters.catalogue import (
     FAIL,
     HOLM,
     INCONCLUSIVE,
+    NO_ADJUSTMENT,
     PASS,
     REQUIRE_ALL,
     REQUIRE_ANY,
@@ -29,10 +31,14 @@ from exporters.catalogue import (
 )
 from exporters.config import MetricsConfig
 from exporters.figures import OVERALL, Figure
+from exporters.records import ArmResult
 from harness.gate.evaluation import evaluate_run, metrics_config, run_figures
 from harness.gate.policy import Policy
 from harness.gate.result import GateResult
-from harness.rundir import Run
+from harness.gate.send_order import Source
+from harness.gate.sequential import SequentialDecision, decide
+from harness.rundir import Run, RunDir
+from harness.store.results import StoredResult
 
 
 class RequireError(ValueError):
@@ -48,10 +54,7 @@ def candidates_of(run: Run) -> tuple[str, ...]:
 def as_candidate(run: Run, name: str) -> Run:
     """`run` with `name` as its one candidate: its rows, scrapes and manifest entries on the
     arm `candidate`, the other candidates' left out."""
-    others = set(candidates_of(run)) - {name}
-
-    def arm(a: str) -> str | None:
-        return None if a in others else CANDIDATE if a == name else a
+    arm = _renaming(candidates_of(run), name)
 
     def keyed(d: dict) -> dict:
         return {arm(k): v for k, v in d.items() if arm(k) is not None}
@@ -62,15 +65,51 @@ def as_candidate(run: Run, name: str) -> Run:
         config["models"] = keyed(config["models"])
     manifest = dataclasses.replace(manifest, arms=keyed(manifest.arms),
                                    counts=keyed(manifest.counts), config=config)
-    results = [r if r.arm != name else dataclasses.replace(r, arm=CANDIDATE)
-               for r in run.results if r.arm not in others]
     scrapes = [s if s.arm != name else dataclasses.replace(s, arm=CANDIDATE)
-               for s in run.scrapes if s.arm not in others]
+               for s in run.scrapes if arm(s.arm) is not None]
     sub = run.determinism
     determinism = as_candidate(sub, name) if sub is not None and name in {
         r.arm for r in sub.results} else sub
-    return dataclasses.replace(run, manifest=manifest, results=results, scrapes=scrapes,
+    return dataclasses.replace(run, manifest=manifest, scrapes=scrapes,
+                               results=rows_as_candidate(run.results, name, candidates_of(run)),
                                determinism=determinism)
+
+
+def _renaming(names: tuple[str, ...], name: str):
+    others = set(names) - {name}
+    return lambda a: None if a in others else CANDIDATE if a == name else a
+
+
+def rows_as_candidate(rows: list[ArmResult], name: str, names: tuple[str, ...]
+                      ) -> list[ArmResult]:
+    """`rows` of the reference arms and of candidate `name` (as the arm `candidate`)."""
+    arm = _renaming(names, name)
+    return [r if r.arm != name else dataclasses.replace(r, arm=CANDIDATE)
+            for r in rows if arm(r.arm) is not None]
+
+
+def decide_each(source: Source, policy: Policy, budget: int | None = None
+                ) -> dict[str, SequentialDecision]:
+    """Each candidate's sequential verdict. Across several, the confidence sequences run at
+    1 - alpha/m (Bonferroni: Holm's steps would need each candidate's verdict at several
+    levels at every look) unless the policy's multiplicity is none."""
+    if isinstance(source, str | Path | RunDir):
+        run: Run | None = RunDir(source).load() if not isinstance(source, RunDir) \
+            else source.load()
+    else:
+        run = source if isinstance(source, Run) else None
+    rows = list(run.results) if run is not None else [
+        r.result if isinstance(r, StoredResult) else r for r in source]
+    names = candidates_of(run) if run is not None else candidate_arms(
+        dict.fromkeys(r.arm for r in rows))
+    if len(names) == 1:  # one candidate: as it always was, in the stored send order
+        return {names[0]: decide(source, policy, budget)}
+    m = 1 if policy.multiplicity == NO_ADJUSTMENT else len(names)
+    level = 1 - (1 - MetricsConfig.confidence) / m
+    if run is not None:
+        return {n: decide(as_candidate(run, n), policy, budget, level) for n in names}
+    return {n: decide(rows_as_candidate(rows, n, names), policy, budget, level)
+            for n in names}
 
 
 def candidate_figures(run: Run, config: MetricsConfig) -> list[Figure]:
@@ -113,14 +152,7 @@ class FamilyResult:
 
     @property
     def verdict(self) -> str:
-        verdicts = {c.name: c.verdict for c in self.candidates}
-        if self.require == REQUIRE_ALL:
-            chosen = list(verdicts.values())
-            return FAIL if FAIL in chosen else INCONCLUSIVE if INCONCLUSIVE in chosen else PASS
-        if self.require == REQUIRE_ANY:
-            chosen = list(verdicts.values())
-            return PASS if PASS in chosen else INCONCLUSIVE if INCONCLUSIVE in chosen else FAIL
-        return verdicts[self.require]
+        return combined({c.name: c.verdict for c in self.candidates}, self.require)
 
     @property
     def exit_code(self) -> int:
@@ -150,6 +182,17 @@ class FamilyResult:
         lines.append(f"recommended: {best.name}" if best is not None else
                      "recommended: none (no candidate passes)")
         return lines
+
+
+def combined(verdicts: dict[str, str], require: str) -> str:
+    """The run's verdict from its candidates' under `--require`: all must pass (any fail
+    fails), any may pass (all failing fails), or the named one's."""
+    chosen = list(verdicts.values())
+    if require == REQUIRE_ALL:
+        return FAIL if FAIL in chosen else INCONCLUSIVE if INCONCLUSIVE in chosen else PASS
+    if require == REQUIRE_ANY:
+        return PASS if PASS in chosen else INCONCLUSIVE if INCONCLUSIVE in chosen else FAIL
+    return verdicts[require]
 
 
 def check_require(require: str, names: tuple[str, ...]) -> str:
