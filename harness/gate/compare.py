@@ -17,7 +17,7 @@ from exporters.figures import OVERALL, Figure
 from exporters.records import ArmResult
 from harness.gate.checks import Check
 from harness.gate.evaluation import evaluate_run
-from harness.gate.family import as_candidate, candidates_of
+from harness.gate.family import Estimate, as_candidate, candidates_of
 from harness.gate.policy import Policy
 from harness.gate.result import GateResult
 from harness.rundir import Run
@@ -28,17 +28,10 @@ class CompareError(ValueError):
 
 
 @dataclass(frozen=True)
-class Side:
-    value: float | None
-    low: float | None
-    high: float | None
-
-
-@dataclass(frozen=True)
 class Change:
     name: str
-    a: Side
-    b: Side
+    a: Estimate
+    b: Estimate
     gated: bool  # a critical rule of the policy judges it (on its `compared` quantity)
     threshold: str  # the rule, in words ("" when not gated)
     outside: bool  # each run's value lies outside the other run's interval
@@ -92,13 +85,13 @@ def pick_arms(run_a: Run, run_b: Run, arm_a: str | None, arm_b: str | None
     return a, b
 
 
-def _side(check: Check) -> Side:
+def _side(check: Check) -> Estimate:
     if check.subtract_noise_floor:
-        return Side(check.compared, check.compared_low, check.compared_high)
-    return Side(check.value, check.ci_low, check.ci_high)
+        return Estimate(check.compared, check.compared_low, check.compared_high)
+    return Estimate(check.value, check.ci_low, check.ci_high)
 
 
-def _outside(a: Side, b: Side) -> bool:
+def _outside(a: Estimate, b: Estimate) -> bool:
     def out(x: float | None, low: float | None, high: float | None) -> bool:
         return x is not None and low is not None and high is not None and not low <= x <= high
     return out(a.value, b.low, b.high) and out(b.value, a.low, a.high)
@@ -113,11 +106,11 @@ def _past(check: Check) -> bool:
 
 
 def _figure_change(name: str, fa: Figure, fb: Figure) -> Change:
-    a, b = Side(fa.value, fa.ci_low, fa.ci_high), Side(fb.value, fb.ci_low, fb.ci_high)
+    a, b = Estimate(fa.value, fa.ci_low, fa.ci_high), Estimate(fb.value, fb.ci_low, fb.ci_high)
     return Change(name, a, b, False, "", _outside(a, b), _worse(name, a, b), False)
 
 
-def _worse(name: str, a: Side, b: Side) -> bool:
+def _worse(name: str, a: Estimate, b: Estimate) -> bool:
     if a.value is None or b.value is None:
         return False
     higher = figure_spec(name).better == "higher"

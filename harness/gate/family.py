@@ -127,6 +127,15 @@ def candidate_figures(run: Run, config: MetricsConfig) -> list[Figure]:
 
 
 @dataclass(frozen=True)
+class Estimate:
+    """A figure's value and interval, as leaderboards and comparisons lay them side by side."""
+
+    value: float | None
+    low: float | None
+    high: float | None
+
+
+@dataclass(frozen=True)
 class CandidateVerdict:
     name: str
     result: GateResult  # judged with `name` as the arm `candidate`

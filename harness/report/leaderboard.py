@@ -9,17 +9,10 @@ from dataclasses import dataclass
 
 from exporters.catalogue import CANDIDATE, CHRF, EXACT_MATCH, RER
 from exporters.figures import OVERALL, Figure
-from harness.gate.family import CandidateVerdict, FamilyResult
+from harness.gate.family import CandidateVerdict, Estimate, FamilyResult
 
 SAVING, CONSISTENCY = RER, EXACT_MATCH  # the plot's axes
 COLUMNS = (RER, EXACT_MATCH, CHRF)
-
-
-@dataclass(frozen=True)
-class Cell:
-    value: float | None
-    low: float | None
-    high: float | None
 
 
 @dataclass(frozen=True)
@@ -27,18 +20,18 @@ class Row:
     name: str
     verdict: str
     confidence: float
-    cells: dict[str, Cell]  # figure name -> value and interval
+    cells: dict[str, Estimate]  # figure name -> value and interval
     pareto: bool  # no other candidate saves at least as much and is at least as consistent
     recommended: bool
     reasons: tuple[str, ...]
 
 
-def _cell(c: CandidateVerdict, name: str) -> Cell:
+def _cell(c: CandidateVerdict, name: str) -> Estimate:
     f: Figure | None = next((f for f in c.result.figures if f.name == name
                              and f.arm == CANDIDATE and f.scenario == OVERALL), None)
     if f is None:
-        return Cell(None, None, None)
-    return Cell(f.value, f.ci_low, f.ci_high)
+        return Estimate(None, None, None)
+    return Estimate(f.value, f.ci_low, f.ci_high)
 
 
 def rows(family: FamilyResult) -> list[Row]:
@@ -65,7 +58,7 @@ def _on_front(name: str, points: dict[str, tuple[float | None, float | None]]) -
     return True
 
 
-def fmt(cell: Cell) -> str:
+def fmt(cell: Estimate) -> str:
     if cell.value is None:
         return "—"
     interval = "" if cell.low is None or cell.high is None else \
