@@ -167,9 +167,10 @@ def run_demo(config: DemoConfig, console: Console | None = None) -> DemoOutcome:
         words = [line for c in family.candidates for line in _words(config, c)]
         if len(family.candidates) > 1:
             words += family.reasons()
+        rows = sum(c["ok"] + c["error"] for c in RunDir(run_dir).read_manifest()
+                   .counts.values())
         outcome = DemoOutcome(run_dir, family.verdict, best.result.rollout.label, reports,
-                              links, clock.timings, tuple(words),
-                              len(best.result.results))
+                              links, clock.timings, tuple(words), rows)
         _write_summary(outcome, best.result.rollout.reason)
         _where_to_look(outcome, best.result.rollout.reason, config.hold, console)
         if config.hold:

@@ -39,13 +39,15 @@ def _static_layers() -> tuple[str, ...]:
     return ("--skip-layers", ",".join(str(i) for i in sorted(ranking[:STATIC_SKIPPED])))
 
 
-def rules_of(candidate: str) -> Path:
-    """The rules file a demo candidate serves with (calibration's notes are read from it)."""
-    return bundled.rules_file(LOOSE_RULES if candidate == "dynamic" else DEFAULT_MODEL)
+def rules_of(candidate: str) -> Path | None:
+    """The rules file a demo candidate serves with (calibration's notes are read from it);
+    None when it serves with none (static prunes a fixed set)."""
+    calibrated = {"dynamic": LOOSE_RULES, "speculative": DEFAULT_MODEL}.get(candidate)
+    return None if calibrated is None else bundled.rules_file(calibrated)
 
 
 def _loose_rules() -> tuple[str, ...]:
-    return ("--rules", str(rules_of("dynamic")))
+    return ("--rules", str(bundled.rules_file(LOOSE_RULES)))
 
 
 CANDIDATES = {

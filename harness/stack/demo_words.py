@@ -20,7 +20,7 @@ def calibration_notes(candidate: str, path: Path | None = None) -> list[str]:
     """What calibration said about this skip policy (e.g. that no setting keeps outputs),
     from the rules file it serves with (default: the demo's, `rules_of`)."""
     path = path if path is not None else rules_of(candidate)
-    if candidate not in SKIPPING or not path.is_file():
+    if candidate not in SKIPPING or path is None or not path.is_file():
         return []
     notes = json.loads(path.read_text()).get("notes", [])
     return [f"Calibration ({path.name}): {n}" for n in notes if n.startswith(f"{candidate}:")]
