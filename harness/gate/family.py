@@ -102,8 +102,8 @@ def decide_each(source: Source, policy: Policy, budget: int | None = None
         r.result if isinstance(r, StoredResult) else r for r in source]
     names = candidates_of(run) if run is not None else candidate_arms(
         dict.fromkeys(r.arm for r in rows))
-    if len(names) == 1:  # one candidate: as it always was, in the stored send order
-        return {names[0]: decide(source, policy, budget)}
+    if len(names) <= 1:  # one candidate (or no row yet): as it always was, in send order
+        return {names[0] if names else CANDIDATE: decide(source, policy, budget)}
     m = 1 if policy.multiplicity == NO_ADJUSTMENT else len(names)
     level = 1 - (1 - MetricsConfig.confidence) / m
     if run is not None:
