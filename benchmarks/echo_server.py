@@ -3,13 +3,15 @@ prompt's words back as tokens (up to max_tokens), streamed or not, with no model
 delay unless `--token-delay` asks for one. Raw ASGI on uvicorn, so its own cost is small.
 
     python benchmarks/echo_server.py --port 8011 [--token-delay 0.0] [--slots N] [--processes 1]
+        [--garble]
 
 `--slots N` makes it a server of known capacity: at most N requests generate at once, each
 taking `--token-delay` per token; the others wait in a queue (first come, first served), so
 under a load the waiting shows in the TTFT, as in an engine with N batch slots.
 
 `--processes N` runs N uvicorn worker processes on the one port, so that the server is not
-what limits a benchmark of several replay workers.
+what limits a benchmark of several replay workers. `--garble` answers other words than the
+prompt's (a candidate whose outputs are broken, for tests of the gate).
 """
 
 from __future__ import annotations
@@ -46,8 +48,9 @@ def _chunk(chat: bool, text: str | None, finish: str | None, **extra: Any) -> by
     return f"data: {json.dumps(payload)}\n\n".encode()
 
 
-def _answer(body: dict[str, Any]) -> tuple[list[str], str, dict[str, Any], dict[str, Any]]:
-    words = _words(body)
+def _answer(body: dict[str, Any], garble: bool = False
+            ) -> tuple[list[str], str, dict[str, Any], dict[str, Any]]:
+    words = [w[::-1] + "x" for w in _words(body)] if garble else _words(body)
     max_tokens = int(body.get("max_tokens") or 16)
     out = [w + " " for w in (words * (max_tokens // len(words) + 1))[:max_tokens]]
     finish = "length"
@@ -74,7 +77,7 @@ async def _send_json(send, status: int, obj: Any, content_type: str = "applicati
     await send({"type": "http.response.body", "body": data})
 
 
-def make_app(token_delay: float = 0.0, slots: int = 0):
+def make_app(token_delay: float = 0.0, slots: int = 0, garble: bool = False):
     gate = asyncio.Semaphore(slots) if slots else contextlib.nullcontext()
 
     async def app(scope, receive, send):
@@ -91,13 +94,14 @@ def make_app(token_delay: float = 0.0, slots: int = 0):
         body = json.loads(await _read_body(receive) or b"{}")
         COUNTER["requests"] += 1
         async with gate:  # a free slot, after those that came first
-            await _generate(send, path, body, token_delay)
+            await _generate(send, path, body, token_delay, garble)
     return app
 
 
-async def _generate(send, path: str, body: dict[str, Any], token_delay: float) -> None:
+async def _generate(send, path: str, body: dict[str, Any], token_delay: float,
+                    garble: bool = False) -> None:
     chat = path.endswith("chat/completions")
-    out, finish, usage, ext = _answer(body)
+    out, finish, usage, ext = _answer(body, garble)
     if not body.get("stream"):
         choice = {"index": 0, "finish_reason": finish}
         text = "".join(out)
@@ -135,6 +139,7 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=0,
                         help="requests generating at once, the rest queue (0: no limit)")
     parser.add_argument("--processes", type=int, default=1, help="uvicorn worker processes")
+    parser.add_argument("--garble", action="store_true", help="answer other words")
     args = parser.parse_args()
     if args.processes > 1:
         os.environ[DELAY_ENV] = str(args.token_delay)
@@ -142,8 +147,8 @@ def main() -> None:
                     app_dir=os.path.dirname(os.path.abspath(__file__)), host=args.host,
                     port=args.port, log_level="warning", access_log=False)
         return
-    uvicorn.run(make_app(args.token_delay, args.slots), host=args.host, port=args.port,
-                log_level="warning", access_log=False)
+    uvicorn.run(make_app(args.token_delay, args.slots, args.garble), host=args.host,
+                port=args.port, log_level="warning", access_log=False)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from here (docs/METRICS.md defines each).
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -205,6 +206,46 @@ ARM_ROLES = {
     CANDIDATE: "The change under test (B).",
 }
 REQUIRED_ARMS = (BASELINE, CANDIDATE)
+# A run may carry several candidates, each an arm of its own name (`replay --candidate
+# NAME=URL`); the arm list is then baseline, baseline2, then the candidates in the order given.
+# An unnamed candidate is the arm `candidate`. Each is judged as B against the same A and A'.
+REFERENCE_ARMS = (BASELINE, BASELINE2)
+_RESERVED_ARMS = (*REFERENCE_ARMS, RECORDED)
+_ARM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+
+
+def check_candidate_name(name: str) -> str:
+    """`name` when it may name a candidate arm (a Prometheus label value and a file name);
+    a ValueError saying why not."""
+    if name in _RESERVED_ARMS:
+        raise ValueError(f"candidate name {name!r} is taken: it names another arm")
+    if not _ARM_NAME.fullmatch(name):
+        raise ValueError(f"candidate name {name!r}: use letters, digits, '_', '.' or '-' "
+                         "(at most 63, starting with a letter or digit)")
+    return name
+
+
+def candidate_arms(arms) -> tuple[str, ...]:
+    """The candidates among a run's arms, in their order: every arm but the references."""
+    return tuple(a for a in arms if a not in _RESERVED_ARMS)
+
+
+def run_arms(candidates) -> tuple[str, ...]:
+    """A run's arms in order: baseline, baseline2, then the candidates."""
+    return (*REFERENCE_ARMS, *candidates)
+
+
+# How the gate controls, across a run's candidates, the chance of passing any harmful one
+# (policy key `multiplicity`; docs/METRICS.md, "Several candidates").
+HOLM, BONFERRONI, NO_ADJUSTMENT = "holm", "bonferroni", "none"
+MULTIPLICITY = {
+    HOLM: "Holm's step-down: judged at confidence 1 - alpha/m, then the rest at "
+          "1 - alpha/(m - passed) while more pass",
+    BONFERRONI: "every candidate judged at confidence 1 - alpha/m",
+    NO_ADJUSTMENT: "every candidate judged at the policy's confidence, as if alone",
+}
+# `gate --require`: which candidates must pass for the run to pass (or a candidate's name)
+REQUIRE_ALL, REQUIRE_ANY = "all", "any"
 
 # --- what an arm returned ---------------------------------------------------------------
 

@@ -42,6 +42,7 @@ CONFIGS: dict[str, tuple[type | None, list[str]]] = {
                                         "--out", "run"]),
     "metrics": (MetricsConfig, ["run"]),
     "gate": (None, ["run"]),
+    "compare": (None, ["run_a", "run_b"]),
     "demo": (DemoConfig, []),
     "dashboards": (None, []),
     "policies": (None, []),
@@ -92,7 +93,8 @@ def test_serve_offers_the_skip_policy_registry() -> None:
     ("serve", "--policy", "--skip-policy", "static", "skip_policy", "static"),
     ("serve", "--policy-option", "--skip-policy-option", "gamma=3", "skip_policy_options",
      (("gamma", "3"),)),
-    ("demo", "--candidate-policy", "--candidate", "speculative", "candidate", "speculative"),
+    ("demo", "--candidate-policy", "--candidate", "speculative", "candidates",
+     ("speculative",)),
 ])
 def test_an_old_flag_still_works_and_says_so(command: str, old: str, new: str, value: str,
                                              field: str, expected: object,

@@ -1,6 +1,7 @@
-"""`layergate demo --quick` end to end, as `make demo` runs it but smaller: three real
-engines, a real Prometheus, a real replay, the repeat suite, the gate and the reports;
-then the HTML report is rendered in headless Chromium."""
+"""`layergate demo --quick` end to end, as `make demo` runs it but smaller: five real
+engines (baseline, baseline2 and the three candidates), a real Prometheus, a real replay,
+the repeat suite, each candidate's verdict, the leaderboard and the reports; then the HTML
+report is rendered in headless Chromium."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 from junitparser import JUnitXml
+
+from harness.stack.demo_config import DEFAULT_CANDIDATES as CANDIDATES
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu",
@@ -38,20 +41,28 @@ def test_quick_demo_ends_with_a_verdict_and_a_report(tmp_path: Path,
     gate = json.loads((run_dir / "gate.json").read_text())
     assert gate["verdict"] == verdict.group(1)
     assert Path(verdict.group(3)) == run_dir / "report.html"
-    assert len(JUnitXml.fromfile(str(run_dir / "junit.xml"))) >= 1
+    # a verdict per candidate, with its reasons, and the leaderboard with the recommendation
+    assert set(gate["candidates"]) == set(CANDIDATES)
+    assert {row["name"] for row in gate["leaderboard"]} == set(CANDIDATES)
+    for name in CANDIDATES:
+        assert re.search(rf"{name}: (PASS|FAIL|INCONCLUSIVE)", proc.stdout), name
+        assert re.search(rf"• {name}: (pass|fail|inconclusive) at confidence", proc.stdout)
+    assert "Leaderboard" in proc.stdout and "recommended: " in proc.stdout
+    assert len(JUnitXml.fromfile(str(run_dir / "junit.xml"))) == len(CANDIDATES)
     for expected in ("where to look", "rollout stage", "/graph?g0.expr="):
         assert expected in proc.stdout, proc.stdout[-3000:]
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "complete"
-    assert set(manifest["arms"]) == {"baseline", "baseline2", "candidate"}
+    assert list(manifest["arms"]) == ["baseline", "baseline2", *CANDIDATES]
     assert (run_dir / "determinism" / "manifest.json").is_file()
     # every process the demo started is gone
-    for name in ("prometheus", "engine-baseline", "engine-candidate", "exporter"):
+    for name in ("prometheus", "engine-baseline", *(f"engine-{c}" for c in CANDIDATES),
+                 "exporter"):
         assert (run_dir / "stack" / "logs" / f"{name}.log").is_file()
     leftovers = subprocess.run(["pgrep", "-f", str(run_dir)], capture_output=True, text=True)
     assert not leftovers.stdout.strip(), f"processes left running: {leftovers.stdout}"
     urls = re.findall(r"^(?:engine \w+|Prometheus): (http://\S+)$", proc.stdout, re.M)
-    assert len(urls) == 4, proc.stdout[:3000]
+    assert len(urls) == 2 + len(CANDIDATES) + 1, proc.stdout[:3000]
     for url in urls:
         with pytest.raises(httpx.ConnectError):
             httpx.get(url, timeout=5)

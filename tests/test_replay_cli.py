@@ -91,3 +91,21 @@ def test_capture_usage_errors(tmp_path: Path) -> None:
                           (["--upstream", "http://x", "--sample", "0", *out], "--sample")]:
         result = CliRunner().invoke(capture, args)
         assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_several_candidates_are_named_and_checked(tmp_path: Path, traffic: Path) -> None:
+    out = ["--out", str(tmp_path / "run"), "--traffic", str(traffic)]
+    base = ["--baseline", "http://127.0.0.1:9"]
+    cases = [
+        ([*base, "--candidate", "a=http://127.0.0.1:9", "--candidate", "a=http://127.0.0.1:8",
+          *out], "candidate 'a' given twice"),
+        ([*base, "--candidate", "baseline2=http://127.0.0.1:9", *out], "is taken"),
+        ([*base, "--candidate", "a b=http://127.0.0.1:9", *out], "use letters, digits"),
+        ([*base, "--candidate", "fast=localhost:1", *out], "--candidate fast= must be"),
+        ([*base, "--candidate", "fast=http://127.0.0.1:9", "--model-candidate", "slow=m",
+          *out], "no candidate named 'slow'"),
+    ]
+    for args, message in cases:
+        result = CliRunner().invoke(replay, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert message in result.output, (args, result.output)

@@ -18,7 +18,7 @@ from harness.stack.demo_words import calibration_notes
 
 @pytest.mark.parametrize("name", sorted(CANDIDATES))
 def test_each_candidate_gets_three_single_thread_engines(name: str, tmp_path: Path) -> None:
-    engines = DemoConfig(out=tmp_path, candidate=name).engines()
+    engines = DemoConfig(out=tmp_path, candidates=(name,)).engines()
     assert [e.arm for e in engines] == ["baseline", "baseline2", "candidate"]
     assert all(e.threads == 1 and e.url is None for e in engines)
     baseline, baseline2, candidate = engines
@@ -29,7 +29,7 @@ def test_each_candidate_gets_three_single_thread_engines(name: str, tmp_path: Pa
 
 
 def test_engine_switches_turn_both_savings_off_in_the_baselines(tmp_path: Path) -> None:
-    baseline, _, candidate = DemoConfig(out=tmp_path, candidate="engine-switches") \
+    baseline, _, candidate = DemoConfig(out=tmp_path, candidates=("engine-switches",)) \
         .engines()
     assert baseline.extra_args == ("--prefix-cache", "off", "--padding", "max")
     assert candidate.extra_args == ("--prefix-cache", "on", "--padding", "bucketed")
@@ -42,7 +42,20 @@ def test_quick_is_much_smaller(tmp_path: Path) -> None:
     assert DemoConfig.quick(tmp_path, requests=4).requests == 4  # what is given wins
 
 
-@pytest.mark.parametrize("bad", [{"candidate": "turbo"}, {"requests": 0},
+def test_the_default_demo_judges_three_candidates_beside_one_pair_of_baselines(
+        tmp_path: Path) -> None:
+    engines = DemoConfig(out=tmp_path).engines()
+    assert [e.arm for e in engines] == ["baseline", "baseline2", "static", "speculative",
+                                        "dynamic"]
+    static, dynamic = engines[2].command(1), engines[4].command(1)
+    assert len(static[static.index("--skip-layers") + 1].split(",")) == 12
+    rules = Path(dynamic[dynamic.index("--rules") + 1])
+    assert json.loads(rules.read_text())["dynamic"]["rules"], "the loose rules skip nothing"
+    with pytest.raises(ValueError, match="engine-switches runs alone"):
+        DemoConfig(out=tmp_path, candidates=("static", "engine-switches"))
+
+
+@pytest.mark.parametrize("bad", [{"candidates": ("turbo",)}, {"requests": 0},
                                  {"threads": 0}, {"rate": 0.0}])
 def test_bad_config_is_refused(bad: dict, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=next(iter(bad)).split("_")[0]):

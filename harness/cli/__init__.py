@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "determinism": "determinism",
     "metrics": "metrics",
     "gate": "gate",
+    "compare": "compare",
     "watch": "watch",
     "dashboards": "dashboards",
     "demo": "demo",

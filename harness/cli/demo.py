@@ -25,7 +25,7 @@ def _demo_option(name: str, *flags: str, **attrs: Any):
     PASS="the demo reached a verdict (whatever it is: a fail is a finding, not an error)",
     INFRASTRUCTURE="a part of the stack failed"))
 @_demo_option("out", type=click.Path(file_okay=False, path_type=Path))
-@_demo_option("candidate", deprecated=("--candidate-policy",))
+@_demo_option("candidates", "--candidate", multiple=True, deprecated=("--candidate-policy",))
 @_demo_option("scenario")
 @_demo_option("requests")
 @_demo_option("max_tokens")
@@ -41,12 +41,16 @@ def _demo_option(name: str, *flags: str, **attrs: Any):
 @click.pass_context
 def command(ctx: click.Context, quick: bool, **_: Any) -> None:
     """Run the main job on the bundled model: start baseline, baseline2 (the noise floor)
-    and a candidate engine, a real Prometheus scraping them, replay the saas-mix traffic,
-    run the determinism suite on a sample, compute the figures, gate the candidate and write
-    runs/<id>/ with report.html, gate.json, junit.xml and report.md.
+    and an engine per candidate (default: static, speculative and dynamic), a real
+    Prometheus scraping them, replay the saas-mix traffic to all of them at the same
+    intended times, run the determinism suite on a sample, compute the figures, gate every
+    candidate against the same baselines and write runs/<id>/ with report.html, gate.json,
+    junit.xml and report.md.
 
-    Prints the verdict, the rollout stage, what the candidate saved and broke in plain
-    words, and where to look. Ctrl-C stops every process it started.
+    Prints each candidate's verdict and why, the leaderboard, the recommendation (the
+    passing candidate that saves the most, or none), what each saved and broke in plain
+    words, and where to look. `--candidate X` runs one. Ctrl-C stops every process it
+    started.
     """
     from harness.gate import PolicyError, load_policy
     from harness.rundir import RunDirError

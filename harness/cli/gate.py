@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from exporters.catalogue import ExitCode
+from exporters.catalogue import REQUIRE_ANY, ExitCode
 from harness.cli.exits import RUN_DIR_UNREADABLE, exit_codes_help
 from harness.cli.options import field_option
 from harness.gate.sequential_config import SequentialConfig
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from harness.gate import GateResult
+    from harness.gate.family import FamilyResult
 
 
 @click.command("gate", epilog=exit_codes_help(*ExitCode, INFRASTRUCTURE=RUN_DIR_UNREADABLE))
@@ -34,11 +35,16 @@ if TYPE_CHECKING:
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write one self-contained HTML report with tables, plots and the worst "
                    "diverging requests.")
+@click.option("--require", default=REQUIRE_ANY, show_default=True, metavar="all|any|NAME",
+              help="With several candidates in the run: the run passes when every candidate "
+                   "passes (all), when one does (any: choosing among them), or when the "
+                   "candidate NAME does. The exit code follows it.")
 @field_option(SequentialConfig, "sequential")
 @field_option(SequentialConfig, "budget", metavar="N")
 def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
             junit_path: Path | None, markdown_path: Path | None,
-            html_path: Path | None, sequential: bool, budget: int | None) -> None:
+            html_path: Path | None, require: str, sequential: bool,
+            budget: int | None) -> None:
     """Decide whether the candidate in RUN_DIR may ship, under a gate policy.
 
     Each policy metric passes when its confidence interval lies wholly on the good side of
@@ -51,8 +57,13 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     good side), critical, min_samples, required, subtract_noise_floor (figures with an
     excess over the noise floor: compare B-vs-A minus A'-vs-A), arm;
     top level: extends, target_rer, process_spread, max_error_rate, require_complete,
-    gate_scenarios,
+    gate_scenarios, multiplicity (holm, bonferroni or none: across several candidates),
     scenarios (per-scenario overrides), rollout (RRR bounds for vip / public_5pct / full).
+
+    A run with several candidates (`replay --candidate NAME=URL ...`) judges each against
+    the same baseline and noise floor, at a confidence adjusted across them by the policy's
+    `multiplicity` (Holm by default), and prints a leaderboard and the recommendation: the
+    passing candidate with the highest RER.
 
     --sequential judges the requests in send order with confidence sequences instead
     (docs/METRICS.md, "Sequential verdicts"): the verdict `replay --until-decided` stopped on.
@@ -60,8 +71,9 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     from rich.console import Console
 
     from harness.capacity.state import is_sweep
-    from harness.gate import PolicyError, evaluate_run, load_policy
+    from harness.gate import PolicyError, load_policy
     from harness.gate.capacity import evaluate_sweep
+    from harness.gate.family import RequireError, evaluate_family
     from harness.rundir import RunDirError, load_run
 
     try:
@@ -70,38 +82,62 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
         raise click.BadParameter(str(exc), param_hint="--policy") from exc
     err = Console(stderr=True)
     if sequential:
-        _sequential(run_dir, policy, budget, json_path, (junit_path, markdown_path, html_path),
-                    err)
+        _sequential(run_dir, policy, budget, require, json_path,
+                    (junit_path, markdown_path, html_path), err)
     if budget is not None:
         raise click.BadParameter("only with --sequential", param_hint="--budget")
     try:
         if is_sweep(run_dir):  # a `layergate capacity` sweep: its capacity figures
             with err.status(f"judging the capacity sweep in {run_dir}"):
-                result = evaluate_sweep(run_dir, policy)
-        else:
-            with err.status(f"reading {run_dir}"):
-                run = load_run(run_dir)
-            with err.status(f"computing figures for {run.result_count} results "
-                            "(bootstrap CIs)"):
-                result = evaluate_run(run, policy)
+                swept = evaluate_sweep(run_dir, policy)
+            _report_one(swept, swept.exit_code, json_path, junit_path, markdown_path,
+                        html_path, err)
+        with err.status(f"reading {run_dir}"):
+            run = load_run(run_dir)
+        with err.status(f"computing figures for {run.result_count} results "
+                        "(bootstrap CIs)"):
+            family = evaluate_family(run, policy, require)
+    except RequireError as exc:
+        raise click.BadParameter(str(exc), param_hint="--require") from exc
     except RunDirError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         raise SystemExit(ExitCode.INFRASTRUCTURE) from exc
-    _write_reports(result, json_path, junit_path, markdown_path, html_path, err)
+    paths = (json_path, junit_path, markdown_path, html_path)
+    if len(family.candidates) == 1:  # one candidate: the reports of a one-candidate run
+        _report_one(family.candidates[0].result, family.exit_code, *paths, err)
+    _write_reports(family, *paths, err)
+    from harness.report.family import print_family
+
+    print_family(family)
+    raise SystemExit(family.exit_code)
+
+
+def _report_one(result: GateResult, exit_code: int, json_path: Path | None,
+                junit_path: Path | None, markdown_path: Path | None, html_path: Path | None,
+                err: Console) -> None:
+    """The reports, the summary and the exit code of one judged candidate (or sweep)."""
     from harness.report import print_summary
 
+    _write_reports(result, json_path, junit_path, markdown_path, html_path, err)
     print_summary(result)
-    raise SystemExit(result.exit_code)
+    raise SystemExit(exit_code)
 
 
-def _write_reports(result: GateResult, json_path: Path | None, junit_path: Path | None,
-                   markdown_path: Path | None, html_path: Path | None, err: Console) -> None:
+def _write_reports(result: GateResult | FamilyResult, json_path: Path | None,
+                   junit_path: Path | None, markdown_path: Path | None, html_path: Path | None,
+                   err: Console) -> None:
     from harness import report
+    from harness.gate.family import FamilyResult
+    from harness.report import family as several
 
-    writers = (("--json", json_path, report.write_json),
-               ("--junit", junit_path, report.write_junit),
-               ("--markdown", markdown_path, report.write_markdown),
-               ("--html", html_path, report.write_html))
+    one = not isinstance(result, FamilyResult)
+    writers = (("--json", json_path, report.write_json if one else several.write_family_json),
+               ("--junit", junit_path, report.write_junit if one
+                else several.write_family_junit),
+               ("--markdown", markdown_path, report.write_markdown if one
+                else several.write_family_markdown),
+               ("--html", html_path, report.write_html if one
+                else several.write_family_html))
     for option, path, write in writers:
         if path is None:
             continue
@@ -114,12 +150,12 @@ def _write_reports(result: GateResult, json_path: Path | None, junit_path: Path 
         err.print(f"wrote {path}", highlight=False)
 
 
-def _sequential(run_dir: Path, policy, budget: int | None, json_path: Path | None,
-                others: tuple[Path | None, ...], err: Console) -> None:
+def _sequential(run_dir: Path, policy, budget: int | None, require: str,
+                json_path: Path | None, others: tuple[Path | None, ...], err: Console) -> None:
     import json
 
-    from exporters.saturation import LOWER_THE_RATE
-    from harness.gate.sequential import decide
+    from exporters.catalogue import exit_code
+    from harness.gate.family import RequireError, check_require, combined, decide_each
     from harness.rundir import RunDirError
 
     if any(p is not None for p in others):
@@ -127,21 +163,41 @@ def _sequential(run_dir: Path, policy, budget: int | None, json_path: Path | Non
                                "--html)")
     try:
         with err.status(f"judging {run_dir} in send order"):
-            decision = decide(run_dir, policy, budget)
+            decisions = decide_each(run_dir, policy, budget)
+        require = check_require(require, tuple(decisions))
+    except RequireError as exc:
+        raise click.BadParameter(str(exc), param_hint="--require") from exc
     except RunDirError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         raise SystemExit(ExitCode.INFRASTRUCTURE) from exc
+    one = next(iter(decisions.values())) if len(decisions) == 1 else None
+    verdict = one.verdict if one else combined({n: d.verdict for n, d in decisions.items()},
+                                               require)
     if json_path is not None:
+        out = one.to_json() if one else {
+            "verdict": verdict, "require": require,
+            "candidates": {n: d.to_json() for n, d in decisions.items()}}
         try:
-            json_path.write_text(json.dumps(decision.to_json(), indent=2) + "\n")
+            json_path.write_text(json.dumps(out, indent=2) + "\n")
         except OSError as exc:
             raise click.BadParameter(f"cannot write {json_path}: {exc.strerror or exc}",
                                      param_hint="--json") from exc
         err.print(f"wrote {json_path}", highlight=False)
+    for name, decision in decisions.items():
+        _print_decision(decision, None if one else name)
+    if one is None:
+        click.echo(f"run verdict (--require {require}): {verdict.upper()}")
+    raise SystemExit(int(exit_code(verdict)))
+
+
+def _print_decision(decision, name: str | None) -> None:
+    from exporters.saturation import LOWER_THE_RATE
+
     budget_text = f" of a budget of {decision.budget}" if decision.budget else ""
     when = (f"decided after {decision.n} requests" if decision.decided
             else f"undecided after {decision.n} requests")
-    click.echo(f"sequential verdict: {decision.verdict.upper()} ({when}{budget_text}; "
+    who = "" if name is None else f" of candidate {name}"
+    click.echo(f"sequential verdict{who}: {decision.verdict.upper()} ({when}{budget_text}; "
                f"{decision.available} judged in send order)")
     for f in decision.figures:
         flag = "" if f.counts else " (not gating)"
@@ -152,4 +208,3 @@ def _sequential(run_dir: Path, policy, budget: int | None, json_path: Path | Non
                    f"{LOWER_THE_RATE}")
     for reason in decision.reasons:
         click.echo(f"reason: {reason}")
-    raise SystemExit(decision.exit_code)

@@ -132,14 +132,18 @@ def _config(run: Run, policy: Any, given: dict[str, Any]) -> MetricsConfig:
 
 
 def _figures(run: Run, config: MetricsConfig) -> list[Figure]:
-    from harness.gate.evaluation import run_figures
+    from harness.gate.family import candidate_figures
 
-    return run_figures(run, config)  # the same rows and figures as the gate's
+    # the same rows and figures as the gate's; each candidate's on the arm of its name
+    return candidate_figures(run, config)
 
 
 def _gate(run: Run, policy: Any, figures: list[Figure]) -> Any:
     from harness.gate.evaluation import judge_figures
+    from harness.gate.family import candidates_of, evaluate_family
 
+    if len(candidates_of(run)) > 1:  # each candidate at its adjusted confidence
+        return evaluate_family(run, policy)
     return judge_figures(run, policy, figures)
 
 

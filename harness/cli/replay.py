@@ -1,5 +1,5 @@
-"""`layergate replay`: shadow replay of traffic to baseline, baseline2 and candidate. Its
-options are `ReplayConfig`'s fields, and one URL and one model option per catalogued arm."""
+"""`layergate replay`: shadow replay of traffic to baseline, baseline2 and one or more
+candidates. Its options are `ReplayConfig`'s fields, and the arms' URLs and models."""
 
 from __future__ import annotations
 
@@ -11,7 +11,15 @@ from typing import Any
 
 import click
 
-from exporters.catalogue import ARM_ROLES, ARMS, REQUIRED_ARMS, ExitCode
+from exporters.catalogue import (
+    ARM_ROLES,
+    CANDIDATE,
+    REFERENCE_ARMS,
+    REQUIRED_ARMS,
+    ExitCode,
+    candidate_arms,
+    check_candidate_name,
+)
 from harness.cli.exits import exit_codes_help
 from harness.cli.options import config_values, field_option
 from harness.replay.config import ReplayConfig
@@ -22,14 +30,55 @@ def _replay_option(name: str, *flags: str, **attrs: Any):
 
 
 def _arm_options(fn: Callable) -> Callable:
-    """--baseline URL ... and --model-baseline NAME ... for every arm of a run."""
-    for arm in reversed(ARMS):
+    """--baseline URL, --baseline2 URL, --candidate [NAME=]URL (repeatable: several
+    candidates in one replay) and a --model-ARM NAME beside each."""
+    fn = click.option(f"--model-{CANDIDATE}", multiple=True, metavar="[NAME=]MODEL",
+                      help="`model` to send to the candidates (NAME=MODEL: to candidate "
+                           "NAME only). Repeatable.")(fn)
+    for arm in reversed(REFERENCE_ARMS):
         fn = click.option(f"--model-{arm}", metavar="NAME",
                           help=f"`model` to send to {arm}.")(fn)
-    for arm in reversed(ARMS):
+    fn = click.option(f"--{CANDIDATE}", multiple=True, required=True, metavar="[NAME=]URL",
+                      help=f"{ARM_ROLES[CANDIDATE]} Repeat it as NAME=URL to judge several "
+                           f"candidates against the same baseline and noise floor in one "
+                           f"replay (a bare URL is the arm `{CANDIDATE}`).")(fn)
+    for arm in reversed(REFERENCE_ARMS):
         fn = click.option(f"--{arm}", required=arm in REQUIRED_ARMS, metavar="URL",
                           help=ARM_ROLES[arm])(fn)
     return fn
+
+
+def _named(values: tuple[str, ...], option: str) -> dict[str, str]:
+    """`[NAME=]VALUE` options as NAME -> VALUE (a bare VALUE is the arm `candidate`). An URL
+    holds '=' only after its scheme, so NAME=URL splits at the first '=' before '://'."""
+    out: dict[str, str] = {}
+    for value in values:
+        head, sep, tail = value.partition("=")
+        name, got = (head, tail) if sep and "://" not in head else (CANDIDATE, value)
+        if name in out:
+            raise click.BadParameter(f"candidate {name!r} given twice", param_hint=option)
+        try:
+            check_candidate_name(name)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint=option) from exc
+        out[name] = got
+    return out
+
+
+def arms_and_models(params: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """The replay's arms (name -> URL, in run order) and models from its options."""
+    arms = {arm: params[arm] for arm in REFERENCE_ARMS if params[arm]}
+    arms.update(_named(params[CANDIDATE], f"--{CANDIDATE}"))
+    models = {arm: params[f"model_{arm}"] for arm in REFERENCE_ARMS if params[f"model_{arm}"]}
+    named = _named(params[f"model_{CANDIDATE}"], f"--model-{CANDIDATE}")
+    for name in named:
+        if name != CANDIDATE and name not in arms:
+            raise click.BadParameter(f"no candidate named {name!r}",
+                                     param_hint=f"--model-{CANDIDATE}")
+    for name in candidate_arms(arms):
+        if name in named or CANDIDATE in named:
+            models[name] = named.get(name, named.get(CANDIDATE))
+    return arms, models
 
 
 @click.command(name="replay", epilog=exit_codes_help(
@@ -95,8 +144,7 @@ def command(ctx: click.Context, **params: Any) -> None:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)
     _traffic_replaces_environment_mix(ctx)
-    arms = {arm: params[arm] for arm in ARMS if params[arm]}
-    models = {arm: params[f"model_{arm}"] for arm in ARMS if params[f"model_{arm}"]}
+    arms, models = arms_and_models(params)
     try:
         config = ReplayConfig(arms=arms, models=models, **config_values(ctx, ReplayConfig))
         # judged as results arrive: sending stops once the policy is decided (or the budget)

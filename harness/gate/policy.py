@@ -15,6 +15,8 @@ from exporters.catalogue import (
     ARMS,
     CANDIDATE,
     FIGURES,
+    HOLM,
+    MULTIPLICITY,
     RER,
     RER_DECODE,
     STAGE_BOUNDS,
@@ -45,7 +47,7 @@ _RULE_KEYS = {"threshold", "direction", "critical", "min_samples", "subtract_noi
               "required", "arm"}
 _TOP_KEYS = {"extends", "name", "description", "require_complete", "min_samples", "target_rer",
              "max_error_rate", "gate_scenarios", "metrics", "scenarios", "rollout",
-             "process_spread", "max_send_lag_p99_s"}
+             "process_spread", "max_send_lag_p99_s", "multiplicity"}
 DEFAULT_PROCESS_SPREAD = MetricsConfig.process_spread
 
 
@@ -82,6 +84,8 @@ class Policy:
     rollout: dict[str, float] = field(default_factory=lambda: dict(STAGE_BOUNDS))
     # bound on the p99 lag of sends behind their intended times; past it: inconclusive
     max_send_lag_p99_s: float | None = None
+    # across several candidates of one run (exporters.catalogue.MULTIPLICITY)
+    multiplicity: str = HOLM
 
     def error_limit(self, arm: str) -> float:
         return self.max_error_rate.get(arm, self.default_max_error_rate)
@@ -171,7 +175,15 @@ def parse_policy(raw: Any, path: Path | None = None) -> Policy:
                                        min_samples, target),
         rollout=_rollout(raw.get("rollout") or {}, where),
         max_send_lag_p99_s=_lag_bound(raw.get("max_send_lag_p99_s"), where),
+        multiplicity=_multiplicity(raw.get("multiplicity", HOLM), where),
     )
+
+
+def _multiplicity(raw: Any, where: Where) -> str:
+    if raw not in MULTIPLICITY:
+        raise where.error("multiplicity", f"unknown method {raw!r}{did_you_mean(raw, MULTIPLICITY)}"
+                          f" (use {', '.join(MULTIPLICITY)})")
+    return raw
 
 
 def _lag_bound(raw: Any, where: Where) -> float | None:

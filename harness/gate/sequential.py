@@ -117,10 +117,12 @@ class SequentialDecision:
 
 
 def decide(source: Source, policy: Policy | str | Path | None = None,
-           budget: int | None = None) -> SequentialDecision:
+           budget: int | None = None,
+           confidence: float = MetricsConfig.confidence) -> SequentialDecision:
     """The sequential verdict on a run directory (or `Run`, or rows as stored / as
     `ArmResult`s in send order): see the module docstring. `budget` None: the run's own
-    (`default_budget`) when it has one, else every request available."""
+    (`default_budget`) when it has one, else every request available. `confidence`: of the
+    confidence sequences (lower than the default across several candidates)."""
     policy = policy if isinstance(policy, Policy) else load_policy(policy)
     got = load(source)
     budget = budget if budget is not None else default_budget(got.config)
@@ -132,7 +134,8 @@ def decide(source: Source, policy: Policy | str | Path | None = None,
         return SequentialDecision(INCONCLUSIVE, False, 0, 0, budget, (),
                                   ("no request answered by every arm yet",))
     config = MetricsConfig(target_rer=policy.target_rer, tokenizer=got.tokenizer,
-                           text_sample=max(len(order), 1), n_resamples=1)
+                           text_sample=max(len(order), 1), n_resamples=1,
+                           confidence=confidence)
     alpha = 1 - config.confidence
     al = align(rows)
     index = {rid: i for i, rid in enumerate(al.request_ids)}
@@ -389,11 +392,17 @@ def until_decided(policy_path: str | Path | Policy | None, budget: int | None = 
     import scipy.special  # noqa: F401
 
     def stop(source: Source) -> str | None:
-        decision = decide(source, policy, budget)
-        if decision.decided:
-            return f"sequential verdict {decision.verdict} after {decision.n} requests"
-        if decision.exhausted:
-            return f"budget of {decision.budget} requests spent: inconclusive"
+        from harness.gate.family import decide_each
+
+        decisions = decide_each(source, policy, budget)
+        if all(d.decided for d in decisions.values()):
+            words = ", ".join(f"{d.verdict} after {d.n} requests" if len(decisions) == 1
+                              else f"{name} {d.verdict} after {d.n}"
+                              for name, d in decisions.items())
+            return f"sequential verdict {words}"
+        if any(d.exhausted for d in decisions.values()):
+            budget_spent = next(d.budget for d in decisions.values() if d.exhausted)
+            return f"budget of {budget_spent} requests spent: inconclusive"
         return None
 
     return stop

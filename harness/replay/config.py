@@ -8,7 +8,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from exporters import tokenizer
-from exporters.catalogue import ARMS, REQUIRED_ARMS
+from exporters.catalogue import (
+    BASELINE,
+    CANDIDATE,
+    REFERENCE_ARMS,
+    REQUIRED_ARMS,
+    candidate_arms,
+    check_candidate_name,
+)
 from harness.replay.channel import parse_address
 
 
@@ -143,15 +150,22 @@ class ReplayConfig:
             raise ConfigError("give exactly one of traffic (--traffic) or scenario (--scenario)")
         if not self.arms:
             raise ConfigError("no arm to send to")
-        for name in self.required_arms:
-            if name not in self.arms:
-                raise ConfigError(f"the {name} arm needs a URL (--{name})")
-        unknown = set(self.arms) - set(ARMS)
-        if unknown:
-            raise ConfigError(f"unknown arm {sorted(unknown)[0]!r}: arms are {', '.join(ARMS)}")
+        candidates = candidate_arms(self.arms)
+        if self.required_arms:  # a replay (a capacity step may go to some arms only)
+            if BASELINE not in self.arms:
+                raise ConfigError(f"the {BASELINE} arm needs a URL (--{BASELINE})")
+            if not candidates:
+                raise ConfigError(
+                    f"no candidate: give --{CANDIDATE} URL or --{CANDIDATE} NAME=URL")
+        for name in candidates:
+            try:
+                check_candidate_name(name)
+            except ValueError as exc:
+                raise ConfigError(f"--{CANDIDATE}: {exc}") from exc
         for arm, url in self.arms.items():
             if not url.startswith(("http://", "https://")):
-                raise ConfigError(f"--{arm} must be an http(s) URL: {url!r}")
+                option = f"--{arm}" if arm in REFERENCE_ARMS else f"--{CANDIDATE} {arm}="
+                raise ConfigError(f"{option} must be an http(s) URL: {url!r}")
         if self.rate is not None and self.users is not None:
             raise ConfigError("--rate (open loop) and --users (closed loop) exclude each other")
         if self.workers < 1:

@@ -192,3 +192,40 @@ def _gap(fig: Figure | None, low: bool) -> float:
 
 def _scenario_order(names: set[str]) -> list[str]:
     return ([OVERALL] if OVERALL in names else []) + sorted(names - {OVERALL})
+
+
+VERDICT_COLOURS = {"pass": "#2e7d32", "fail": "#c62828", "inconclusive": "#f9a825"}
+
+
+def saving_against_consistency(rows: Sequence) -> bytes:
+    """The leaderboard's plot: one point per candidate (`leaderboard.Row`) at its saving and
+    consistency, with both intervals, coloured by verdict; the Pareto front joined."""
+    def draw(fig: Canvas) -> bool:
+        ax = fig.axes[0]
+        drawn = [r for r in rows if r.cells["rer"].value is not None
+                 and r.cells["exact_match"].value is not None]
+        for r in drawn:
+            x, y = r.cells["rer"], r.cells["exact_match"]
+            xerr = [[x.value - x.low], [x.high - x.value]] if x.low is not None \
+                and x.high is not None else None
+            yerr = [[y.value - y.low], [y.high - y.value]] if y.low is not None \
+                and y.high is not None else None
+            ax.errorbar([x.value], [y.value], xerr=xerr, yerr=yerr, fmt="o", capsize=3,
+                        color=VERDICT_COLOURS[r.verdict], label=r.verdict)
+            mark = " ★ recommended" if r.recommended else ""
+            ax.annotate(f"{r.name} ({r.verdict}){mark}", (x.value, y.value),
+                        textcoords="offset points", xytext=(6, 6), fontsize=8)
+        front = sorted((r for r in drawn if r.pareto), key=lambda r: r.cells["rer"].value)
+        if len(front) > 1:
+            ax.plot([r.cells["rer"].value for r in front],
+                    [r.cells["exact_match"].value for r in front], "--", color="#555",
+                    lw=1, label="Pareto front")
+        handles, labels = ax.get_legend_handles_labels()
+        unique = dict(zip(labels, handles, strict=True))
+        ax.legend(unique.values(), unique.keys(), fontsize=8, loc="lower left")
+        ax.set(xlabel="saving: RER (share of time per output token eliminated)",
+               ylabel="consistency: exact match with the baseline",
+               title="Candidates: saving against consistency")
+        ax.grid(alpha=0.3)
+        return bool(drawn)
+    return _png(draw, size=(7.0, 4.2), empty="no candidate has both RER and exact match")

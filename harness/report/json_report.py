@@ -21,12 +21,13 @@ def metric_key(check: Check) -> str:
 
 def check_dict(check: Check) -> dict[str, Any]:
     return {
-        "value": _num(check.value), "ci_low": _num(check.ci_low), "ci_high": _num(check.ci_high),
+        "value": finite(check.value), "ci_low": finite(check.ci_low),
+        "ci_high": finite(check.ci_high),
         "threshold": check.threshold, "direction": check.direction, "status": check.status,
-        "noise_floor": _num(check.noise_floor),
+        "noise_floor": finite(check.noise_floor),
         # what met the threshold: the excess over the noise floor when the policy subtracts it
-        "compared": {"value": _num(check.compared), "ci_low": _num(check.compared_low),
-                     "ci_high": _num(check.compared_high),
+        "compared": {"value": finite(check.compared), "ci_low": finite(check.compared_low),
+                     "ci_high": finite(check.compared_high),
                      "subtract_noise_floor": check.subtract_noise_floor},
         "arm": check.arm, "critical": check.critical, "gating": check.gating, "n": check.n,
         "unit": check.unit, "reason": check.reason,
@@ -54,8 +55,8 @@ def to_dict(result: GateResult) -> dict[str, Any]:
             "exit_code": result.exit_code,
             "reasons": list(result.reasons),
             "rollout": {"stage": rollout.stage, "label": rollout.label,
-                        "rrr": _num(rollout.rrr), "rrr_ci_low": _num(rollout.rrr_low),
-                        "rrr_ci_high": _num(rollout.rrr_high), "reason": rollout.reason},
+                        "rrr": finite(rollout.rrr), "rrr_ci_low": finite(rollout.rrr_low),
+                        "rrr_ci_high": finite(rollout.rrr_high), "reason": rollout.reason},
         },
         "metrics": {metric_key(c): check_dict(c) for c in result.overall},
         "scenarios": {scenario: {metric_key(c): check_dict(c) for c in checks}
@@ -76,6 +77,6 @@ def write_json(result: GateResult, path: str | Path) -> Path:
     return path
 
 
-def _num(x: float | None) -> float | None:
+def finite(x: float | None) -> float | None:
     # JSON has no NaN / Infinity; an undefined number is null
     return None if x is None or not math.isfinite(x) else float(x)

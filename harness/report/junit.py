@@ -18,17 +18,23 @@ from harness.report import wording
 
 
 def render_junit(result: GateResult) -> ET.ElementTree:
-    checks = result.overall + [c for cs in result.scenarios.values() for c in cs]
     suites = ET.Element("testsuites", name="layergate gate")
-    suite = ET.SubElement(suites, "testsuite", name=f"layergate gate {result.run_id}",
-                          tests=str(len(checks)))
+    add_suite(suites, result, f"layergate gate {result.run_id}")
+    return ET.ElementTree(suites)
+
+
+def add_suite(suites: ET.Element, result: GateResult, name: str,
+              classname: str = "layergate.gate") -> ET.Element:
+    """One <testsuite> of `result`'s checks (a run with several candidates has one each)."""
+    checks = result.overall + [c for cs in result.scenarios.values() for c in cs]
+    suite = ET.SubElement(suites, "testsuite", name=name, tests=str(len(checks)))
     props = ET.SubElement(suite, "properties")
-    for name, value in (("verdict", result.verdict), ("policy", result.policy.name),
-                        ("rollout", result.rollout.stage), ("run", result.run_id)):
-        ET.SubElement(props, "property", name=name, value=value)
+    for key, value in (("verdict", result.verdict), ("policy", result.policy.name),
+                       ("rollout", result.rollout.stage), ("run", result.run_id)):
+        ET.SubElement(props, "property", name=key, value=value)
     tally = {"failures": 0, "errors": 0, "skipped": 0}
     for c in checks:
-        case = ET.SubElement(suite, "testcase", classname=f"layergate.gate.{c.scenario}",
+        case = ET.SubElement(suite, "testcase", classname=f"{classname}.{c.scenario}",
                              name=wording.label(c))
         message = wording.summary_line(c)
         if not c.gating and c.status in (FAIL, INCONCLUSIVE):
@@ -49,12 +55,15 @@ def render_junit(result: GateResult) -> ET.ElementTree:
             ET.SubElement(case, "system-out").text = message
     for key, value in tally.items():
         suite.set(key, str(value))
-    return ET.ElementTree(suites)
+    return suite
 
 
-def write_junit(result: GateResult, path: str | Path) -> Path:
+def write_tree(tree: ET.ElementTree, path: str | Path) -> Path:
     path = Path(path)
-    tree = render_junit(result)
     ET.indent(tree)
     tree.write(path, encoding="utf-8", xml_declaration=True)
     return path
+
+
+def write_junit(result: GateResult, path: str | Path) -> Path:
+    return write_tree(render_junit(result), path)

@@ -9,19 +9,21 @@ from harness.gate.result import GateResult
 from harness.report import wording
 
 
-def render_markdown(result: GateResult) -> str:
+def render_markdown(result: GateResult, candidate: str | None = None) -> str:
+    """The summary; `candidate` names the candidate judged, in a run of several."""
     r = result.rollout
-    out = [f"## {wording.ICONS[result.verdict]} layergate gate: "
+    who = "" if candidate is None else f" candidate `{candidate}`"
+    out = [f"## {wording.ICONS[result.verdict]} layergate gate{who}: "
            f"**{wording.VERDICT_WORDS[result.verdict]}**", "",
            f"Run `{result.run_id}` · policy `{result.policy.name}` · exit code "
            f"{result.exit_code} · rollout recommendation: **{r.label}**", ""]
     if wording.saturation(result):
-        out += [f"**{_escape(wording.saturation(result))}**", ""]
+        out += [f"**{escape(wording.saturation(result))}**", ""]
     if result.reasons:
-        out += ["**Why:**", ""] + [f"- {_escape(reason)}" for reason in result.reasons] + [""]
+        out += ["**Why:**", ""] + [f"- {escape(reason)}" for reason in result.reasons] + [""]
     judged = [c for c in result.overall if c.status != INFO]
     info = [c for c in result.overall if c.status == INFO]
-    out += [f"_Rollout:_ {_escape(r.reason)}", "", _counts(result), "",
+    out += [f"_Rollout:_ {escape(r.reason)}", "", _counts(result), "",
             "### Run-wide", "", *_table(judged)]
     if info:  # folded: a CI summary should lead with what decided the verdict
         out += ["", f"<details><summary>{len(info)} more figures, reported and not gated"
@@ -55,9 +57,9 @@ def _table(checks: list[Check]) -> list[str]:
         rows.append(f"| {wording.ICONS[c.status]} | {wording.label(c)}{critical} | "
                     f"{wording.num(c.value)} | {wording.ci(c.ci_low, c.ci_high)} | "
                     f"{wording.num(c.noise_floor)} | {compared} | "
-                    f"{_escape(wording.threshold(c))} | {c.n or ''} | {_escape(c.reason)} |")
+                    f"{escape(wording.threshold(c))} | {c.n or ''} | {escape(c.reason)} |")
     return rows
 
 
-def _escape(text: str) -> str:
+def escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")

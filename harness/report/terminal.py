@@ -20,11 +20,12 @@ VERDICT_STYLES = {PASS: "bold white on green", FAIL: "bold white on red",
 
 
 def print_summary(result: GateResult, console: Console | None = None,
-                  show_info: bool = False) -> None:
+                  show_info: bool = False, candidate: str | None = None) -> None:
     """Verdict, reasons and rollout, then the policy's checks worst first; the figures it
-    does not gate are left to --json / --html unless `show_info`."""
+    does not gate are left to --json / --html unless `show_info`. `candidate` names the
+    candidate judged, in a run of several."""
     console = console or Console()
-    console.print(_header(result))
+    console.print(_header(result, candidate))
     console.print(_table("Run-wide", result.overall, show_info))
     for scenario, checks in result.scenarios.items():
         gated = [c for c in checks if c.status != INFO]
@@ -35,7 +36,7 @@ def print_summary(result: GateResult, console: Console | None = None,
     console.print(LEGEND, style="dim")
 
 
-def _header(result: GateResult) -> Panel:
+def _header(result: GateResult, candidate: str | None = None) -> Panel:
     verdict = wording.VERDICT_WORDS[result.verdict]
     lines = [f"[{VERDICT_STYLES[result.verdict]}] {verdict} [/] "
              f"run [bold]{result.run_id}[/], policy [bold]{result.policy.name}[/], "
@@ -48,7 +49,8 @@ def _header(result: GateResult) -> Panel:
     counts = ", ".join(f"{arm} {c['ok']} ok / {c['error']} err"
                        for arm, c in result.request_counts().items())
     lines.append(f"Requests: {counts}")
-    return Panel("\n".join(lines), title="layergate gate", expand=False)
+    title = "layergate gate" if candidate is None else f"layergate gate: candidate {candidate}"
+    return Panel("\n".join(lines), title=title, expand=False)
 
 
 def _table(title: str, checks: list[Check], show_info: bool) -> Table:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.panel import Panel
 
-from exporters.catalogue import BASELINE, CANDIDATE, FAIL, PASS
+from exporters.catalogue import BASELINE2, FAIL, PASS
 from harness.rundir import RunDir
 from harness.stack.demo_config import DemoConfig
 from harness.stack.demo_locust import locust_table
@@ -26,7 +26,7 @@ from harness.stack.demo_words import plain_words
 from harness.stack.native import NativeStack, RunningStack, StackConfig
 
 if TYPE_CHECKING:
-    from harness.gate import GateResult
+    from harness.gate.family import CandidateVerdict, FamilyResult
 
 SCRAPE_S = 2.0
 DETERMINISM_MAX_TOKENS = 24
@@ -75,7 +75,7 @@ def _replay(config: DemoConfig, stack: RunningStack, run_dir: Path, console: Con
 
     traffic = demo_traffic(config.scenario, run_dir / "stack" / "demo-traffic.jsonl",
                            config.requests, config.max_tokens, config.rate)
-    console.rule(f"replay of {config.scenario} to baseline, baseline2 and candidate")
+    console.rule(f"replay of {config.scenario} to {', '.join(stack.arms)}")
     run_replay(ReplayConfig(out=run_dir, arms=stack.arms, traffic=traffic,
                             metrics_port=stack.replayer_metrics_port, timeout=config.timeout_s,
                             metrics_linger_s=3 * SCRAPE_S, progress=True))
@@ -93,26 +93,37 @@ def _determinism(config: DemoConfig, stack: RunningStack, run_dir: Path,
                                 config.determinism_prompts,
                                 min(config.max_tokens or DETERMINISM_MAX_TOKENS,
                                     DETERMINISM_MAX_TOKENS))
+    targets = {arm: url for arm, url in stack.arms.items() if arm != BASELINE2}
     console.rule(f"determinism: {config.determinism_prompts} prompts x {config.repeats} "
-                 "repeats on baseline and candidate")
-    targets = {arm: stack.arms[arm] for arm in (BASELINE, CANDIDATE)}
+                 f"repeats on {', '.join(targets)}")
     run_determinism(DeterminismConfig(targets=targets, traffic=sample,
                                       out=run.determinism.path, repeats=config.repeats))
 
 
 def _gate_and_reports(config: DemoConfig, run_dir: Path,
-                      console: Console) -> tuple[GateResult, dict[str, Path]]:
-    from harness.gate import evaluate
-    from harness.report import print_summary, write_html, write_json, write_junit, write_markdown
+                      console: Console) -> tuple[FamilyResult, dict[str, Path]]:
+    from harness import report
+    from harness.gate import load_policy
+    from harness.gate.family import evaluate_family
+    from harness.report import family as several
+    from harness.rundir import load_run
 
-    with console.status("computing figures (bootstrap CIs) and the gate's verdict"):
-        result = evaluate(run_dir, config.gate_policy)
-        reports = {"html": write_html(result, run_dir / "report.html"),
-                   "json": write_json(result, run_dir / "gate.json"),
-                   "junit": write_junit(result, run_dir / "junit.xml"),
-                   "markdown": write_markdown(result, run_dir / "report.md")}
-    print_summary(result, console)
-    return result, reports
+    with console.status("computing figures (bootstrap CIs) and the gate's verdicts"):
+        family = evaluate_family(load_run(run_dir), load_policy(config.gate_policy))
+        one = family.candidates[0].result if len(family.candidates) == 1 else None
+        writers = ((report.write_html, several.write_family_html, "report.html"),
+                   (report.write_json, several.write_family_json, "gate.json"),
+                   (report.write_junit, several.write_family_junit, "junit.xml"),
+                   (report.write_markdown, several.write_family_markdown, "report.md"))
+        reports = {kind: (single(one, run_dir / name) if one is not None
+                          else each(family, run_dir / name))
+                   for kind, (single, each, name) in zip(
+                       ("html", "json", "junit", "markdown"), writers, strict=True)}
+    if one is not None:
+        report.print_summary(one, console)
+    else:
+        several.print_family(family, console)
+    return family, reports
 
 
 def _export(stack: RunningStack, run_dir: Path, config: DemoConfig,
@@ -128,16 +139,18 @@ def _export(stack: RunningStack, run_dir: Path, config: DemoConfig,
 def run_demo(config: DemoConfig, console: Console | None = None) -> DemoOutcome:
     console = console or Console()
     clock = _Clock()
-    run_dir = config.out / f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{config.candidate}"
+    run_dir = config.out / (f"demo-{time.strftime('%Y%m%d-%H%M%S')}-"
+                            f"{'-'.join(config.candidates)}")
     (run_dir / "stack").mkdir(parents=True)
     (run_dir / "stack" / "demo-config.json").write_text(json.dumps(config.to_json(), indent=2))
-    console.print(Panel(f"candidate: [bold]{config.candidate}[/] — {config.description}"
+    console.print(Panel(f"candidates: [bold]{', '.join(config.candidates)}[/] — "
+                        f"{config.description}"
                         f"\nrun directory: {run_dir}", title="layergate demo"))
     stack_config = StackConfig(engines=config.engines(), workdir=run_dir / "stack",
                                scrape_interval_s=SCRAPE_S)
     with ExitStack() as exits:
-        with console.status("starting 3 engines (the first start converts the model) and "
-                            "Prometheus") as status:
+        with console.status(f"starting {len(stack_config.engines)} engines (the first start "
+                            "converts the model) and Prometheus") as status:
             stack = exits.enter_context(NativeStack(stack_config, progress=status.update))
         clock.lap("start")
         for arm, url in stack.arms.items():
@@ -147,17 +160,32 @@ def run_demo(config: DemoConfig, console: Console | None = None) -> DemoOutcome:
         clock.lap("replay")
         _determinism(config, stack, run_dir, console)
         clock.lap("determinism")
-        result, reports = _gate_and_reports(config, run_dir, console)
+        family, reports = _gate_and_reports(config, run_dir, console)
         clock.lap("gate")
         links = _export(stack, run_dir, config, console)
-        outcome = DemoOutcome(run_dir, result.verdict, result.rollout.label, reports, links,
-                              clock.timings, tuple(plain_words(result, config.candidate)),
-                              len(result.results))
-        _write_summary(outcome, result.rollout.reason)
-        _where_to_look(outcome, result.rollout.reason, config.hold, console)
+        best = family.recommended or family.candidates[0]
+        words = [line for c in family.candidates for line in _words(config, c)]
+        if len(family.candidates) > 1:
+            words += family.reasons()
+        rows = sum(c["ok"] + c["error"] for c in RunDir(run_dir).read_manifest()
+                   .counts.values())
+        outcome = DemoOutcome(run_dir, family.verdict, best.result.rollout.label, reports,
+                              links, clock.timings, tuple(words), rows)
+        _write_summary(outcome, best.result.rollout.reason)
+        _where_to_look(outcome, best.result.rollout.reason, config.hold, console)
         if config.hold:
             _hold(console)
     return outcome
+
+
+def _words(config: DemoConfig, c: CandidateVerdict) -> list[str]:
+    """One candidate's verdict in plain words (headed by its name among several)."""
+    name = next(n for n in config.candidates if config.arm(n) == c.name)
+    words = plain_words(c.result, name)
+    if len(config.candidates) == 1:
+        return words
+    why = "; ".join(c.result.reasons[:2]) or "every gated figure cleared its threshold"
+    return [f"{c.name}: {c.verdict.upper()} — {why}", *(f"  {w}" for w in words)]
 
 
 def _where_to_look(outcome: DemoOutcome, rollout_reason: str, hold: bool,

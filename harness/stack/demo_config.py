@@ -3,11 +3,15 @@ settings of each candidate the demo can evaluate."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from exporters import bundled
 from exporters.catalogue import BASELINE, BASELINE2, CANDIDATE
+from exporters.model_files import DEFAULT_MODEL
 from harness.stack.engines import FULL_DEPTH, EngineSpec
 
 
@@ -18,23 +22,50 @@ class DemoCandidate:
 
     skip_policy: str
     description: str
-    switches: tuple[str, ...] = ()
+    switches: Callable[[], tuple[str, ...]] = tuple  # read when the engines are started
     baseline_switches: tuple[str, ...] = ()
 
 
+# the static candidate of the demo: the 12 least influential layers of the bundled
+# calibration's ranking (its calibrated set is empty: even one layer breaks exact match)
+STATIC_SKIPPED = 12
+# the dynamic candidate's rules, calibrated at a looser quality target than the bundled
+# default (which skips nothing on this model): exact match >= 0.5 on the calibration prompts
+LOOSE_RULES = "smollm2-135m-em50"
+
+
+def _static_layers() -> tuple[str, ...]:
+    ranking = json.loads(bundled.rules_file(DEFAULT_MODEL).read_text())["static"]["ranking"]
+    return ("--skip-layers", ",".join(str(i) for i in sorted(ranking[:STATIC_SKIPPED])))
+
+
+def rules_of(candidate: str) -> Path | None:
+    """The rules file a demo candidate serves with (calibration's notes are read from it);
+    None when it serves with none (static prunes a fixed set)."""
+    calibrated = {"dynamic": LOOSE_RULES, "speculative": DEFAULT_MODEL}.get(candidate)
+    return None if calibrated is None else bundled.rules_file(calibrated)
+
+
+def _loose_rules() -> tuple[str, ...]:
+    return ("--rules", str(bundled.rules_file(LOOSE_RULES)))
+
+
 CANDIDATES = {
-    "dynamic": DemoCandidate("dynamic", "dynamic layer skipping with the bundled calibrated "
-                                        "rules"),
+    "dynamic": DemoCandidate("dynamic", "dynamic layer skipping with rules calibrated to keep "
+                                        "exact match >= 0.5", _loose_rules),
     "speculative": DemoCandidate("speculative", "self-speculative decoding (lossless: draft "
                                                 "shallow, verify full)"),
-    "static": DemoCandidate("static", "static layer pruning with the bundled calibrated skip "
-                                      "set"),
+    "static": DemoCandidate("static", f"static pruning of the {STATIC_SKIPPED} least "
+                                      "influential layers", _static_layers),
     # the engine's own redundancy switches: lossless, only the cost changes
     "engine-switches": DemoCandidate(
         FULL_DEPTH, "prefix cache on + bucketed padding vs a baseline with both off",
-        ("--prefix-cache", "on", "--padding", "bucketed"),
+        lambda: ("--prefix-cache", "on", "--padding", "bucketed"),
         ("--prefix-cache", "off", "--padding", "max")),
 }
+# the candidates `make demo` judges side by side: one that breaks outputs, one lossless, and
+# the calibrated dynamic one
+DEFAULT_CANDIDATES = ("static", "speculative", "dynamic")
 # preset of `--quick`: a first look in a couple of minutes, and the test suite's demo
 QUICK = {"requests": 8, "max_tokens": 16, "rate": 1.0, "determinism_prompts": 3, "repeats": 2}
 
@@ -43,37 +74,46 @@ QUICK = {"requests": 8, "max_tokens": 16, "rate": 1.0, "determinism_prompts": 3,
 class DemoConfig:
     out: Path = field(default=Path("runs"), metadata={
         "help": "Parent of the run directory runs/<id>/."})
-    candidate: str = field(default="dynamic", metadata={
-        "help": "The candidate: dynamic skipping (bundled calibrated rules), self-speculative "
-                "decoding, static pruning, or engine-switches (prefix cache on + bucketed "
-                "padding against baselines with both off).", "choices": tuple(CANDIDATES)})
+    candidates: tuple[str, ...] = field(default=DEFAULT_CANDIDATES, metadata={
+        "help": "A candidate, repeatable (all are judged against the same baselines in one "
+                "replay): static (12 layers pruned), speculative (self-speculative decoding), "
+                "dynamic (skipping with rules calibrated at exact match >= 0.5), or "
+                "engine-switches (prefix cache on + bucketed padding against baselines with "
+                "both off; alone only).", "choices": tuple(CANDIDATES)})
     scenario: str = field(default="saas-mix", metadata={
         "help": "Bundled traffic mix to replay (scenarios/mixes)."})
-    # sized for three 1-thread engines sharing 2 cores: the offered load stays under their
-    # capacity, so the run measures the candidate rather than a queue
-    requests: int | None = field(default=48, metadata={
+    # sized for five 1-thread engines sharing 2 cores: the offered load stays under their
+    # capacity, so the run measures the candidates rather than a queue
+    requests: int | None = field(default=40, metadata={
         "help": "Requests to replay.", "min": 1})
-    max_tokens: int | None = field(default=32, metadata={
+    max_tokens: int | None = field(default=24, metadata={
         "help": "Cap on each request's max_tokens.", "min": 1})
-    rate: float | None = field(default=0.25, metadata={
-        "help": "Poisson arrivals per second, which three 1-thread engines on 2 cores keep "
+    rate: float | None = field(default=0.2, metadata={
+        "help": "Poisson arrivals per second, which five 1-thread engines on 2 cores keep "
                 "up with.", "min": 0, "min_open": True})
     timeout_s: float = field(default=300.0, metadata={"help": "Per-request replay timeout."})
     determinism_prompts: int = field(default=6, metadata={"help": "Repeat-suite sample."})
     repeats: int = field(default=3, metadata={
         "help": "Repeats per prompt in the determinism suite.", "min": 2})
     threads: int = field(default=1, metadata={
-        "help": "torch threads per engine; three engines share the cores, so keep "
-                "3 x threads <= cores.", "min": 1})
+        "help": "torch threads per engine; the engines (2 + one per candidate) share the "
+                "cores, so keep their threads together near the cores.", "min": 1})
     gate_policy: Path | None = field(default=None, metadata={
         "help": "Gate policy: a bundled name or a YAML file [default: default]."})
     hold: bool = field(default=False, metadata={
         "help": "Keep engines and Prometheus up after the verdict, until Ctrl-C."})
 
     def __post_init__(self) -> None:
-        if self.candidate not in CANDIDATES:
-            raise ValueError(f"unknown candidate {self.candidate!r}: choose one of "
-                             f"{', '.join(CANDIDATES)}")
+        for name in self.candidates:
+            if name not in CANDIDATES:
+                raise ValueError(f"candidates: unknown candidate {name!r}, choose from "
+                                 f"{', '.join(CANDIDATES)}")
+        if not self.candidates or len(set(self.candidates)) != len(self.candidates):
+            raise ValueError("give each candidate once (and at least one)")
+        baselines = {CANDIDATES[n].baseline_switches for n in self.candidates}
+        if len(baselines) > 1:
+            raise ValueError("engine-switches runs alone: its baselines run with other "
+                             "switches than the other candidates'")
         for name in ("requests", "max_tokens", "determinism_prompts", "repeats", "threads"):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -88,21 +128,26 @@ class DemoConfig:
 
     @property
     def description(self) -> str:
-        return CANDIDATES[self.candidate].description
+        return "; ".join(f"{n}: {CANDIDATES[n].description}" for n in self.candidates)
+
+    def arm(self, name: str) -> str:
+        """The arm a candidate runs as: `candidate` when it is the only one, else its name."""
+        return CANDIDATE if len(self.candidates) == 1 else name
 
     def engines(self) -> tuple[EngineSpec, ...]:
-        chosen = CANDIDATES[self.candidate]
+        baselines = CANDIDATES[self.candidates[0]].baseline_switches
 
         def spec(arm: str, skip_policy: str, switches: tuple[str, ...]) -> EngineSpec:
             return EngineSpec(arm, skip_policy=skip_policy, extra_args=switches,
                               threads=self.threads)
 
-        return (spec(BASELINE, FULL_DEPTH, chosen.baseline_switches),
-                spec(BASELINE2, FULL_DEPTH, chosen.baseline_switches),
-                spec(CANDIDATE, chosen.skip_policy, chosen.switches))
+        return (spec(BASELINE, FULL_DEPTH, baselines), spec(BASELINE2, FULL_DEPTH, baselines),
+                *(spec(self.arm(n), CANDIDATES[n].skip_policy, CANDIDATES[n].switches())
+                  for n in self.candidates))
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["out"] = str(self.out)
+        out["candidates"] = list(self.candidates)
         out["gate_policy"] = None if self.gate_policy is None else str(self.gate_policy)
         return out

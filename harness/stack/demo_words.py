@@ -6,22 +6,21 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from exporters import bundled
 from exporters.catalogue import CANDIDATE, EXACT_MATCH, RER, RER_THEORETICAL
 from exporters.figures import OVERALL, Figure
 from harness.gate import GateResult
 from harness.report.wording import saturation
-from harness.stack.demo_config import CANDIDATES
+from harness.stack.demo_config import CANDIDATES, rules_of
 from harness.stack.engines import FULL_DEPTH
 
-# the calibrated settings the skipping candidates serve with, and calibration's own notes
-BUNDLED_RULES = bundled.rules_file("smollm2-135m")
 SKIPPING = tuple(name for name, c in CANDIDATES.items() if c.skip_policy != FULL_DEPTH)
 
 
-def calibration_notes(candidate: str, path: Path = BUNDLED_RULES) -> list[str]:
-    """What calibration said about this skip policy (e.g. that no setting keeps outputs)."""
-    if candidate not in SKIPPING or not path.is_file():
+def calibration_notes(candidate: str, path: Path | None = None) -> list[str]:
+    """What calibration said about this skip policy (e.g. that no setting keeps outputs),
+    from the rules file it serves with (default: the demo's, `rules_of`)."""
+    path = path if path is not None else rules_of(candidate)
+    if candidate not in SKIPPING or path is None or not path.is_file():
         return []
     notes = json.loads(path.read_text()).get("notes", [])
     return [f"Calibration ({path.name}): {n}" for n in notes if n.startswith(f"{candidate}:")]

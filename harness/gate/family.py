@@ -1,0 +1,240 @@
+"""Several candidates of one run, each judged against the same baseline and noise floor.
+
+A run's arms are baseline, baseline2 and one or more candidates (exporters.catalogue). Each
+candidate is judged by the one-candidate gate unchanged: `as_candidate` shows the run with
+that candidate as the arm `candidate` and the others left out. Across the family, the chance
+of passing any harmful candidate is held at the policy's alpha by the policy's
+`multiplicity` method (Holm's step-down by default), and `--require` turns the candidates'
+verdicts into the run's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from exporters.catalogue import (
+    BONFERRONI,
+    CANDIDATE,
+    FAIL,
+    HOLM,
+    INCONCLUSIVE,
+    NO_ADJUSTMENT,
+    PASS,
+    REQUIRE_ALL,
+    REQUIRE_ANY,
+    RER,
+    candidate_arms,
+    did_you_mean,
+    exit_code,
+)
+from exporters.config import MetricsConfig
+from exporters.figures import OVERALL, Figure
+from exporters.records import ArmResult
+from harness.gate.evaluation import evaluate_run, metrics_config, run_figures
+from harness.gate.policy import Policy
+from harness.gate.result import GateResult
+from harness.gate.send_order import Source
+from harness.gate.sequential import SequentialDecision, decide
+from harness.rundir import Run, RunDir
+from harness.store.results import StoredResult
+
+
+class RequireError(ValueError):
+    """A `--require` naming no candidate of the run (a usage error)."""
+
+
+def candidates_of(run: Run) -> tuple[str, ...]:
+    """The run's candidates in run order (from its manifest, else its rows)."""
+    arms = run.manifest.arms or dict.fromkeys(r.arm for r in run.results)
+    return candidate_arms(arms)
+
+
+def as_candidate(run: Run, name: str) -> Run:
+    """`run` with `name` as its one candidate: its rows, scrapes and manifest entries on the
+    arm `candidate`, the other candidates' left out."""
+    arm = _renaming(candidates_of(run), name)
+
+    def keyed(d: dict) -> dict:
+        return {arm(k): v for k, v in d.items() if arm(k) is not None}
+
+    manifest = run.manifest
+    config = dict(manifest.config)
+    if isinstance(config.get("models"), dict):
+        config["models"] = keyed(config["models"])
+    manifest = dataclasses.replace(manifest, arms=keyed(manifest.arms),
+                                   counts=keyed(manifest.counts), config=config)
+    scrapes = [s if s.arm != name else dataclasses.replace(s, arm=CANDIDATE)
+               for s in run.scrapes if arm(s.arm) is not None]
+    sub = run.determinism
+    determinism = as_candidate(sub, name) if sub is not None and name in {
+        r.arm for r in sub.results} else sub
+    return dataclasses.replace(run, manifest=manifest, scrapes=scrapes,
+                               results=rows_as_candidate(run.results, name, candidates_of(run)),
+                               determinism=determinism)
+
+
+def _renaming(names: tuple[str, ...], name: str):
+    others = set(names) - {name}
+    return lambda a: None if a in others else CANDIDATE if a == name else a
+
+
+def rows_as_candidate(rows: list[ArmResult], name: str, names: tuple[str, ...]
+                      ) -> list[ArmResult]:
+    """`rows` of the reference arms and of candidate `name` (as the arm `candidate`)."""
+    arm = _renaming(names, name)
+    return [r if r.arm != name else dataclasses.replace(r, arm=CANDIDATE)
+            for r in rows if arm(r.arm) is not None]
+
+
+def decide_each(source: Source, policy: Policy, budget: int | None = None
+                ) -> dict[str, SequentialDecision]:
+    """Each candidate's sequential verdict. Across several, the confidence sequences run at
+    1 - alpha/m (Bonferroni: Holm's steps would need each candidate's verdict at several
+    levels at every look) unless the policy's multiplicity is none."""
+    if isinstance(source, str | Path | RunDir):
+        run: Run | None = RunDir(source).load() if not isinstance(source, RunDir) \
+            else source.load()
+    else:
+        run = source if isinstance(source, Run) else None
+    rows = list(run.results) if run is not None else [
+        r.result if isinstance(r, StoredResult) else r for r in source]
+    names = candidates_of(run) if run is not None else candidate_arms(
+        dict.fromkeys(r.arm for r in rows))
+    if len(names) <= 1:  # one candidate (or no row yet): as it always was, in send order
+        return {names[0] if names else CANDIDATE: decide(source, policy, budget)}
+    m = 1 if policy.multiplicity == NO_ADJUSTMENT else len(names)
+    level = 1 - (1 - MetricsConfig.confidence) / m
+    if run is not None:
+        return {n: decide(as_candidate(run, n), policy, budget, level) for n in names}
+    return {n: decide(rows_as_candidate(rows, n, names), policy, budget, level)
+            for n in names}
+
+
+def candidate_figures(run: Run, config: MetricsConfig) -> list[Figure]:
+    """Every figure of every candidate, on the arm of its name; the reference arms' own
+    figures (baseline2's noise floor rows) once."""
+    names = candidates_of(run)
+    out: list[Figure] = []
+    for i, name in enumerate(names):
+        for f in run_figures(as_candidate(run, name), config):
+            if f.arm == CANDIDATE:
+                out.append(dataclasses.replace(f, arm=name))
+            elif i == 0:
+                out.append(f)
+    return out
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A figure's value and interval, as leaderboards and comparisons lay them side by side."""
+
+    value: float | None
+    low: float | None
+    high: float | None
+
+
+@dataclass(frozen=True)
+class CandidateVerdict:
+    name: str
+    result: GateResult  # judged with `name` as the arm `candidate`
+    confidence: float  # the level its intervals were computed at, after the adjustment
+
+    @property
+    def verdict(self) -> str:
+        return self.result.verdict
+
+    @property
+    def saving(self) -> Figure | None:
+        """Its RER over the whole run (the leaderboard's saving)."""
+        return next((f for f in self.result.figures if f.name == RER and f.arm == CANDIDATE
+                     and f.scenario == OVERALL), None)
+
+
+@dataclass(frozen=True)
+class FamilyResult:
+    candidates: tuple[CandidateVerdict, ...]
+    multiplicity: str
+    alpha: float  # the family-wise error rate the adjustment holds
+    require: str
+
+    @property
+    def verdict(self) -> str:
+        return combined({c.name: c.verdict for c in self.candidates}, self.require)
+
+    @property
+    def exit_code(self) -> int:
+        return int(exit_code(self.verdict))
+
+    @property
+    def checks(self) -> tuple:
+        """Every candidate's checks, each on the arm of the candidate's name."""
+        return tuple(dataclasses.replace(check, arm=c.name) if check.arm == CANDIDATE
+                     else check for c in self.candidates for check in c.result.checks)
+
+    @property
+    def recommended(self) -> CandidateVerdict | None:
+        """The passing candidate with the highest saving (RER), or None."""
+        passing = [c for c in self.candidates if c.verdict == PASS]
+        def key(c: CandidateVerdict) -> float:
+            f = c.saving
+            return f.value if f is not None and f.value is not None else float("-inf")
+        return max(passing, key=key, default=None)
+
+    def reasons(self) -> list[str]:
+        """Why the run's verdict is what it is, in words."""
+        rule = {REQUIRE_ALL: "every candidate must pass", REQUIRE_ANY: "one candidate must "
+                "pass"}.get(self.require, f"candidate {self.require!r} must pass")
+        lines = [f"--require {self.require}: {rule}"]
+        best = self.recommended
+        lines.append(f"recommended: {best.name}" if best is not None else
+                     "recommended: none (no candidate passes)")
+        return lines
+
+
+def combined(verdicts: dict[str, str], require: str) -> str:
+    """The run's verdict from its candidates' under `--require`: all must pass (any fail
+    fails), any may pass (all failing fails), or the named one's."""
+    chosen = list(verdicts.values())
+    if require == REQUIRE_ALL:
+        return FAIL if FAIL in chosen else INCONCLUSIVE if INCONCLUSIVE in chosen else PASS
+    if require == REQUIRE_ANY:
+        return PASS if PASS in chosen else INCONCLUSIVE if INCONCLUSIVE in chosen else FAIL
+    return verdicts[require]
+
+
+def check_require(require: str, names: tuple[str, ...]) -> str:
+    if require in (REQUIRE_ALL, REQUIRE_ANY) or require in names:
+        return require
+    raise RequireError(f"--require {require!r}: not all, any or a candidate of the run "
+                       f"({', '.join(names)}){did_you_mean(require, names)}")
+
+
+def evaluate_family(run: Run, policy: Policy, require: str = REQUIRE_ANY,
+                    config: MetricsConfig | None = None) -> FamilyResult:
+    """Every candidate's verdict at its adjusted confidence, and the run's under `require`.
+
+    Holm: all m candidates are judged at 1 - alpha/m; while some pass, the rest are judged
+    again at 1 - alpha/(m - passed). A candidate's verdict is the one at its last level.
+    """
+    names = candidates_of(run)
+    require = check_require(require, names)
+    base = config if config is not None else metrics_config(policy, run)
+    alpha = round(1 - base.confidence, 12)
+    judged: dict[str, CandidateVerdict] = {}
+    remaining = list(names)
+    while remaining:
+        m = 1 if policy.multiplicity not in (HOLM, BONFERRONI) else (
+            len(remaining) if policy.multiplicity == HOLM else len(names))
+        level = 1 - alpha / m
+        at = dataclasses.replace(base, confidence=level)
+        for name in remaining:
+            judged[name] = CandidateVerdict(name, evaluate_run(as_candidate(run, name), policy,
+                                                               at), level)
+        passed = [n for n in remaining if judged[n].verdict == PASS]
+        if policy.multiplicity != HOLM or not passed or len(passed) == len(remaining):
+            break
+        remaining = [n for n in remaining if n not in passed]
+    return FamilyResult(tuple(judged[n] for n in names), policy.multiplicity, alpha, require)
+

@@ -1,0 +1,158 @@
+"""The reports of a run with several candidates: the run's verdict under `--require`, the
+multiplicity adjustment, the leaderboard, and each candidate's own report (the
+one-candidate writers, applied to each)."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+
+from exporters.catalogue import MULTIPLICITY
+from harness.gate.family import FamilyResult
+from harness.report import leaderboard, wording
+from harness.report.json_report import finite, to_dict
+from harness.report.junit import add_suite, write_tree
+from harness.report.markdown import escape, render_markdown
+from harness.report.terminal import STYLES, VERDICT_STYLES, print_summary
+
+
+def family_dict(family: FamilyResult) -> dict[str, Any]:
+    best = family.recommended
+    return {
+        "verdict": family.verdict,
+        "exit_code": family.exit_code,
+        "require": family.require,
+        "recommended": best.name if best is not None else None,
+        "reasons": family.reasons(),
+        "multiplicity": {
+            "method": family.multiplicity, "alpha": family.alpha,
+            "description": MULTIPLICITY[family.multiplicity],
+            "confidence": {c.name: c.confidence for c in family.candidates}},
+        "leaderboard": [{**row, **{k: {n: finite(x) for n, x in v.items()}
+                                   for k, v in row.items() if isinstance(v, dict)}}
+                        for row in leaderboard.to_json(family)],
+        "candidates": {c.name: {**to_dict(c.result), "confidence": c.confidence}
+                       for c in family.candidates},
+    }
+
+
+def write_family_json(family: FamilyResult, path: str | Path) -> Path:
+    path = Path(path)
+    path.write_text(json.dumps(family_dict(family), indent=2, ensure_ascii=False) + "\n")
+    return path
+
+
+def write_family_junit(family: FamilyResult, path: str | Path) -> Path:
+    """One <testsuite> per candidate."""
+    suites = ET.Element("testsuites", name="layergate gate")
+    for c in family.candidates:
+        run_id = c.result.run_id
+        add_suite(suites, c.result, f"layergate gate {run_id} candidate {c.name}",
+                  classname=f"layergate.gate.{c.name}")
+    return write_tree(ET.ElementTree(suites), path)
+
+
+def render_family_markdown(family: FamilyResult) -> str:
+    out = [f"## {wording.ICONS[family.verdict]} layergate gate: "
+           f"**{wording.VERDICT_WORDS[family.verdict]}** ({len(family.candidates)} "
+           f"candidates)", "", *(f"- {escape(r)}" for r in family.reasons()),
+           f"- multiplicity: {family.multiplicity} ({escape(MULTIPLICITY[family.multiplicity])})"
+           f", family-wise alpha {family.alpha:.3g}", "", "### Leaderboard", "",
+           "| candidate | verdict | confidence | " + " | ".join(leaderboard.COLUMNS) +
+           " | Pareto front | |", "|---|---|---:|" + "---|" * len(leaderboard.COLUMNS) + "---|---|"]
+    for r in leaderboard.rows(family):
+        cells = " | ".join(leaderboard.fmt(r.cells[n]) for n in leaderboard.COLUMNS)
+        out.append(f"| `{r.name}` | {wording.ICONS[r.verdict]} {r.verdict} | "
+                   f"{r.confidence:.4g} | {cells} | {'yes' if r.pareto else ''} | "
+                   f"{'**recommended**' if r.recommended else ''} |")
+    out.append("")
+    for c in family.candidates:
+        text = render_markdown(c.result, candidate=c.name)
+        out.append("\n".join("#" + line if line.startswith("##") else line
+                             for line in text.splitlines()))
+    return "\n".join(out) + "\n"
+
+
+def write_family_markdown(family: FamilyResult, path: str | Path) -> Path:
+    path = Path(path)
+    path.write_text(render_family_markdown(family))
+    return path
+
+
+def leaderboard_table(family: FamilyResult) -> Table:
+    table = Table(title="Leaderboard (saving against consistency, intervals at each "
+                        "candidate's adjusted confidence)", title_justify="left")
+    for name in ("candidate", "verdict", *leaderboard.COLUMNS, "front", ""):
+        table.add_column(name, no_wrap=name in ("verdict", "candidate"))
+    for r in leaderboard.rows(family):
+        table.add_row(r.name, f"[{STYLES[r.verdict]}]{r.verdict}[/]",
+                      *(leaderboard.fmt(r.cells[n]) for n in leaderboard.COLUMNS),
+                      "yes" if r.pareto else "", "[bold]recommended[/]" if r.recommended
+                      else "")
+    return table
+
+
+def print_family(family: FamilyResult, console: Console | None = None) -> None:
+    """Each candidate's summary, then the leaderboard and the run's verdict."""
+    console = console or Console()
+    for c in family.candidates:
+        print_summary(c.result, console, candidate=c.name)
+    console.print(leaderboard_table(family))
+    lines = [f"[{VERDICT_STYLES[family.verdict]}] {wording.VERDICT_WORDS[family.verdict]} [/]"
+             f" exit code {family.exit_code}; multiplicity {family.multiplicity} "
+             f"(family-wise alpha {family.alpha:.3g})"]
+    for c in family.candidates:
+        why = "; ".join(c.result.reasons[:3]) or "every gated figure cleared its threshold"
+        lines.append(f"  • {c.name}: {c.verdict} at confidence {c.confidence:.4g} — {why}")
+    lines += [f"  {r}" for r in family.reasons()]
+    console.print(Panel("\n".join(lines), title="layergate gate: the candidates",
+                        expand=False))
+
+
+def render_family_html(family: FamilyResult) -> str:
+    """The leaderboard (table and plot), then each candidate's report."""
+    import base64
+    from html import escape as html
+
+    from harness.report.html import page, render_body
+    from harness.report.html_plots import saving_against_consistency
+
+    board = leaderboard.rows(family)
+    png = base64.b64encode(saving_against_consistency(board)).decode("ascii")
+    head = "".join(f"<th>{html(n)}</th>" for n in ("candidate", "verdict", "confidence",
+                                                   *leaderboard.COLUMNS, "Pareto front", ""))
+    body = "".join(
+        f"<tr><td><a href='#candidate-{html(r.name)}'>{html(r.name)}</a></td>"
+        f"<td><span class='s s-{r.verdict}'>{r.verdict}</span></td>"
+        f"<td class=num>{r.confidence:.4g}</td>"
+        + "".join(f"<td class=nw>{html(leaderboard.fmt(r.cells[n]))}</td>"
+                  for n in leaderboard.COLUMNS)
+        + f"<td>{'yes' if r.pareto else ''}</td>"
+          f"<td>{'<b>recommended</b>' if r.recommended else ''}</td></tr>" for r in board)
+    reasons = "".join(f"<li>{html(r)}</li>" for r in family.reasons())
+    top = (f"<div class=card><span class='verdict v-{family.verdict}'>"
+           f"{wording.VERDICT_WORDS[family.verdict]}</span><h1 style='display:inline'>"
+           f"layergate gate: {len(family.candidates)} candidates</h1>"
+           f"<p class=meta>exit code {family.exit_code} · multiplicity "
+           f"<b>{html(family.multiplicity)}</b> ({html(MULTIPLICITY[family.multiplicity])}),"
+           f" family-wise alpha {family.alpha:.3g}</p><ul class=reasons>{reasons}</ul></div>"
+           f"<h2 id=leaderboard>Leaderboard</h2><div class=card><table><tr>{head}</tr>{body}"
+           f"</table></div><div class=plots><figure id=plot-leaderboard><img alt='saving "
+           f"against consistency' src='data:image/png;base64,{png}'><figcaption><b>Saving "
+           f"against consistency.</b> One point per candidate with its intervals, coloured "
+           f"by verdict; the dashed line is the Pareto front.</figcaption></figure></div>")
+    sections = "".join(f"<section id='candidate-{html(c.name)}'>"
+                       f"{render_body(c.result, c.name)}</section>" for c in family.candidates)
+    return page(f"layergate gate: {family.verdict}", top + sections)
+
+
+def write_family_html(family: FamilyResult, path: str | Path) -> Path:
+    path = Path(path)
+    path.write_text(render_family_html(family), encoding="utf-8")
+    return path
