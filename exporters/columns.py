@@ -115,6 +115,22 @@ def from_results(results: Iterable[ArmResult]) -> ResultColumns:
     )
 
 
+def select(cols: ResultColumns, keep: np.ndarray, arm: np.ndarray) -> ResultColumns:
+    """The rows where `keep` is true, on the arms `arm` (one per kept row): a run seen with
+    some arms left out and others renamed."""
+    idx = np.flatnonzero(keep)
+    lens = cols.itl_len[idx]
+    starts = np.concatenate([[0], np.cumsum(cols.itl_len)])[idx]
+    # each kept row's gaps, in order: its start plus 0 .. len-1
+    gaps = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) \
+        + np.arange(int(lens.sum()))
+    names = [f for f in ResultColumns.__dataclass_fields__
+             if f not in ("outputs", "itl", "itl_len", "arm")]
+    return ResultColumns(**{f: getattr(cols, f)[idx] for f in names}, arm=arm,
+                         itl=cols.itl[gaps], itl_len=lens,
+                         outputs=lambda rows: cols.outputs(idx[np.asarray(rows, dtype=np.int64)]))
+
+
 def concat(parts: Sequence[ResultColumns]) -> ResultColumns:
     """The rows of several column sets, in order (e.g. the store's and the recorded ones)."""
     parts = [p for p in parts if len(p)] or list(parts[:1])

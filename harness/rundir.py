@@ -13,8 +13,8 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ import numpy as np
 
 from exporters import tokenizer
 from exporters.answers import Tally
-from exporters.columns import ResultColumns, concat, from_results
+from exporters.columns import ResultColumns, concat, from_results, select
 from exporters.recorded import recorded_results
 from exporters.records import ArmResult, MetricsScrape
 from exporters.schedule_lag import ScheduleLag, schedule_lag
@@ -89,6 +89,15 @@ class Run:
     results: Sequence[ArmResult]  # read from the store on first use (StoredResults)
     scrapes: list[MetricsScrape]
     determinism: Run | None = None
+    # the run seen with its arms renamed (a name -> None leaves that arm out): one candidate
+    # of several judged as the arm `candidate` (harness.gate.family); `results` is given so
+    view: Callable[[str], str | None] | None = None
+
+    def seen_as(self, view: Callable[[str], str | None], **changes: Any) -> Run:
+        """This run through `view` (its store read once for every view of it)."""
+        seen = replace(self, view=view, **changes)
+        seen.__dict__["_stored"] = self._stored  # cached_property's slot: shared, not re-read
+        return seen
 
     @functools.cached_property
     def traffic(self) -> TrafficFile | None:
@@ -128,10 +137,21 @@ class Run:
             raise RunDirError(str(exc)) from exc
 
     @functools.cached_property
-    def _scan(self) -> Scan:
+    def _stored(self) -> Scan:
         """The store read once for everything below (harness.store.columns)."""
         with self._store() as store:
             return store.scan()
+
+    @functools.cached_property
+    def _scan(self) -> Scan:
+        """The store's scan through the run's view."""
+        scan, view = self._stored, self.view
+        if view is None:
+            return scan
+        arms = np.array([view(a) for a in scan.replay.arm], dtype=object)
+        keep = np.array([a is not None for a in arms], dtype=bool)
+        tallies = [replace(t, arm=view(t.arm)) for t in scan.tallies if view(t.arm) is not None]
+        return replace(scan, replay=select(scan.replay, keep, arms[keep]), tallies=tallies)
 
     @property
     def tallies(self) -> list[Tally]:
@@ -154,7 +174,10 @@ class Run:
         if not len(self._scan.repeated):
             return []
         with self._store() as store:
-            return store.results_at(self._scan.repeated)
+            rows = store.results_at(self._scan.repeated)
+        if self.view is None:
+            return rows
+        return [replace(r, arm=self.view(r.arm)) for r in rows if self.view(r.arm) is not None]
 
     def columns_with_recorded(self) -> ResultColumns:
         """The shadow replay's rows as columns, plus a row on arm `recorded` for each

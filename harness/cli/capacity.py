@@ -11,11 +11,11 @@ from typing import Any
 
 import click
 
-from exporters.catalogue import ARMS, ExitCode
+from exporters.catalogue import CANDIDATE, REFERENCE_ARMS, ExitCode
 from harness.capacity.config import CapacityConfig
 from harness.cli.exits import exit_codes_help
 from harness.cli.options import config_values, field_option
-from harness.cli.replay import _arm_options, _interrupt
+from harness.cli.replay import _arm_options, _interrupt, arms_and_models
 
 
 def _option(name: str, *flags: str, **attrs: Any):
@@ -82,8 +82,16 @@ def command(ctx: click.Context, **params: Any) -> None:
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)
-    arms = {arm: params[arm] for arm in ARMS if params[arm]}
-    models = {arm: params[f"model_{arm}"] for arm in ARMS if params[f"model_{arm}"]}
+    arms, models = arms_and_models(params)
+    candidates = [a for a in arms if a not in REFERENCE_ARMS]
+    if len(candidates) > 1:  # a sweep judges one candidate: the others would need their own
+        raise click.BadParameter(f"a capacity sweep takes one candidate, got "
+                                 f"{len(candidates)}: {', '.join(candidates)}",
+                                 param_hint=f"--{CANDIDATE}")
+    for name in candidates:  # its name is the sweep's arm `candidate`
+        arms[CANDIDATE] = arms.pop(name)
+        if name in models:
+            models[CANDIDATE] = models.pop(name)
     try:
         config = CapacityConfig(arms=arms, models=models, **config_values(ctx, CapacityConfig))
         state, config = run_capacity(config, echo=lambda line: click.echo(line, err=True))

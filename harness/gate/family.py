@@ -54,6 +54,8 @@ def candidates_of(run: Run) -> tuple[str, ...]:
 def as_candidate(run: Run, name: str) -> Run:
     """`run` with `name` as its one candidate: its rows, scrapes and manifest entries on the
     arm `candidate`, the other candidates' left out."""
+    if candidates_of(run) == (CANDIDATE,) == (name,):
+        return run  # already so: its rows stay unread (figures read the store as columns)
     arm = _renaming(candidates_of(run), name)
 
     def keyed(d: dict) -> dict:
@@ -70,9 +72,9 @@ def as_candidate(run: Run, name: str) -> Run:
     sub = run.determinism
     determinism = as_candidate(sub, name) if sub is not None and name in {
         r.arm for r in sub.results} else sub
-    return dataclasses.replace(run, manifest=manifest, scrapes=scrapes,
-                               results=rows_as_candidate(run.results, name, candidates_of(run)),
-                               determinism=determinism)
+    return run.seen_as(arm, manifest=manifest, scrapes=scrapes,
+                       results=rows_as_candidate(run.results, name, candidates_of(run)),
+                       determinism=determinism)
 
 
 def _renaming(names: tuple[str, ...], name: str):
