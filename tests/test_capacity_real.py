@@ -1,20 +1,26 @@
 """`layergate capacity` on real engines: SmolLM2 at full depth against `static` with 12 of
 its 30 layers skipped, one torch thread each, on a short closed-loop ladder (1, 2, 4, 8
-users, no bisection) under a loose SLO: on two busy cores a CPU engine carries well under
-one request a second, so a ladder of rates would spend minutes per step. What
-must hold: the static arm carries no less load than full beyond the noise (the interval of
-the ratio reaches 1 or above), and each arm's capacity is a number, not a bound."""
+users, no bisection): a CPU engine carries about a request a second, so a ladder of rates
+would spend minutes per step. The SLO is three times full's own latency for one request,
+measured first, so the ladder brackets full's capacity whether the machine is quiet or
+busy (a fixed limit is met at 8 users on quiet cores and missed at 4 on busy ones). What
+must hold: full's capacity is a number, not a bound, and the static arm carries no less
+load than full beyond the noise: the interval of the ratio reaches 1, or static still met
+the SLO at the ladder's top (a lower bound at or above full's capacity)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from exporters.catalogue import BASELINE, CANDIDATE, ExitCode
+from exporters.traffic import read_traffic
 from harness.capacity.state import REPORT
 from tests.support.processes import EngineProcess, engine, layergate_cmd
 from tests.support.replay_rig import traffic
@@ -30,22 +36,40 @@ def static_engine() -> Iterator[EngineProcess]:
         yield proc
 
 
+def _one_request_s(url: str, traffic_path: Path) -> float:
+    """The slowest of three requests sent one at a time (the first warms the engine)."""
+    record = read_traffic(traffic_path).records[0]
+    took = []
+    for _ in range(3):
+        started = time.monotonic()
+        httpx.post(url + record.endpoint, json=record.body, timeout=60).raise_for_status()
+        took.append(time.monotonic() - started)
+    return max(took[1:])
+
+
 def test_static_carries_no_less_than_full(full_engine, static_engine, tmp_path: Path) -> None:
     out = tmp_path / "sweep"
+    path = traffic(tmp_path / "t.jsonl", 16, 0.1)
+    slo = f"e2e:{3 * _one_request_s(full_engine.url, path):.2f}s"
     done = subprocess.run(layergate_cmd(
-        "capacity", "--traffic", str(traffic(tmp_path / "t.jsonl", 16, 0.1)),
+        "capacity", "--traffic", str(path),
         "--baseline", full_engine.url, "--candidate", static_engine.url, "--out", str(out),
-        "--slo", "e2e:8s", "--load", "users", "--start", "1", "--factor", "2",
+        "--slo", slo, "--load", "users", "--start", "1", "--factor", "2",
         "--bisections", "0", "--warmup", "0", "--min-duration", "0", "--min-requests", "4",
         "--max-load", "8", "--resamples", "300", "--no-progress"),
         capture_output=True, text=True, timeout=300)
-    print(done.stdout, done.stderr)
-    assert done.returncode == ExitCode.PASS, done.stdout + done.stderr
+    print(slo, done.stdout, done.stderr)
     report = json.loads((out / REPORT).read_text())
-    assert {report["arms"][a]["bound"] for a in (BASELINE, CANDIDATE)} == {"exact"}
-    ratio = next(f for f in report["figures"]
-                 if f["name"] == "capacity_ratio" and f["arm"] == CANDIDATE)
-    assert ratio["ci_high"] >= 1.0, ratio
+    full, static = (report["arms"][a] for a in (BASELINE, CANDIDATE))
+    assert full["bound"] == "exact", (slo, done.stdout + done.stderr)
+    if static["bound"] == "at_least":  # static met the SLO at the ladder's top
+        assert done.returncode == ExitCode.INCONCLUSIVE, done.stdout + done.stderr
+        assert static["capacity"] >= full["capacity"], (static, full)
+    else:
+        assert done.returncode == ExitCode.PASS, done.stdout + done.stderr
+        ratio = next(f for f in report["figures"]
+                     if f["name"] == "capacity_ratio" and f["arm"] == CANDIDATE)
+        assert ratio["ci_high"] >= 1.0, ratio
     realised = next(f for f in report["figures"]
                     if f["name"] == "capacity_realisation" and f["arm"] == CANDIDATE)
     assert realised["detail"]["theoretical_saving"] > 0.3  # 12 of 30 layers, by its report
