@@ -38,7 +38,11 @@ from tests.test_watch_prometheus import CANARY, POLICY, SCRAPE_S, STABLE, _jobs
 
 STAGES = "5,10,25,50,100"
 MIN_WINDOWS = 8
-RETRIES = 4  # dashboards/rollout/flagger.yaml: a webhook rides over a restarting watch
+# the shipped Canary's rollout webhook retries, which ride over a restarting watch
+FLAGGER_YAML = Path(__file__).resolve().parents[1] / "dashboards" / "rollout" / "flagger.yaml"
+RETRIES = next(h["retries"] for d in yaml.safe_load_all(FLAGGER_YAML.read_text())
+               if d["kind"] == "Canary" for h in d["spec"]["analysis"]["webhooks"]
+               if h["type"] == "rollout")
 KILLS = 10
 WEIGHT = 'flagger_canary_weight{workload="llm",namespace="llm"}'
 HOOK = 'echo "$LAYERGATE_WATCH_DECISION $LAYERGATE_WATCH_STAGE $LAYERGATE_WATCH_NEXT_STAGE" >> {}'
