@@ -152,7 +152,8 @@ def figures(table: SumTable, al: Aligned, config: MetricsConfig) -> list[Figure]
             out += estimate(table, stat, al.scenario_names, config, name, arm)
     arms = compared_arms(al)
     for arm in arms:
-        for name, kind, why in ((LATENCY_RATIO, "", "no request succeeded on both arms"),
+        for name, kind, why in ((LATENCY_RATIO, "", "no request succeeded with output tokens on "
+                                 "both arms"),
                                 (TTFT_LATENCY_RATIO, "ttft_", "no paired request with a TTFT"),
                                 (TPOT_LATENCY_RATIO, "tpot_", "no paired request with a TPOT "
                                  "(TTFT and >= 2 tokens)")):

@@ -66,8 +66,8 @@ def stats(al: Aligned, arm: str) -> dict[str, SumStat]:
     cols = (p + "e2e_a", p + "tok_a", p + "e2e_x", p + "tok_x")
     paired = (BASELINE, arm)
     return {
-        RER: SumStat(_rer, cols, p + "n", lacking(al, paired, "tokens",
-                                                  "no request succeeded on both arms")),
+        RER: SumStat(_rer, cols, p + "n", lacking(al, paired, "tokens", "no request "
+                                                  "succeeded with output tokens on both arms")),
         RER_DECODE: SumStat(_rer, (p + "dec_a", p + "dtok_a", p + "dec_x", p + "dtok_x"),
                             p + "dec_n", lacking(al, paired, "tokens", "no paired request "
                                                  "with TTFT and >= 2 tokens")),

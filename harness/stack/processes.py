@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,13 +41,21 @@ class ManagedProcess:
 
     def stop(self, timeout: float = 20.0) -> int | None:
         """SIGTERM to the whole process group, SIGKILL after `timeout` seconds."""
+        self.terminate()
+        return self.reap(time.monotonic() + timeout)
+
+    def terminate(self) -> None:
+        """SIGTERM to the whole process group, if the leader still runs."""
         if self.popen.poll() is None:
             self._signal_group(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self._signal_group(signal.SIGKILL)
-                self.popen.wait(10)
+
+    def reap(self, deadline: float) -> int | None:
+        """Wait for the leader until `deadline` (time.monotonic), then SIGKILL the group."""
+        try:
+            self.popen.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self._signal_group(signal.SIGKILL)
+            self.popen.wait(10)
         # grandchildren (e.g. Locust workers) may outlive the leader: clean the group up
         self._signal_group(signal.SIGKILL)
         return self.popen.returncode
@@ -90,12 +99,17 @@ class ProcessSet:
             self._procs.append(proc)
         return proc
 
-    def close(self) -> None:
-        """Stop every process, newest first (consumers before what they consume)."""
+    def close(self, timeout: float = 20.0) -> None:
+        """Stop every process: SIGTERM to each, newest first (consumers before what they
+        consume), then wait for them together, so they shut down side by side rather than
+        one after another; SIGKILL to any still running after `timeout` seconds."""
         with self._lock:
             procs, self._procs = list(reversed(self._procs)), []
         for proc in procs:
-            proc.stop()
+            proc.terminate()
+        deadline = time.monotonic() + timeout
+        for proc in procs:
+            proc.reap(deadline)
         for sig, handler in self._previous_handlers.items():
             with contextlib.suppress(ValueError, TypeError):
                 signal.signal(sig, handler)
