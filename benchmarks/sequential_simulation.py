@@ -9,7 +9,7 @@ with A by a per-request log-ratio noise (sd 0.08) and a per-run offset of B (sd 
 process running a percent faster for a whole run, as measured on real engines). Both
 gates judge with the policies' process_spread (0.02), so their timing intervals carry the
 between-process term. The
-scenarios, their parameters from README "How far to trust the verdict":
+scenarios, their parameters from docs/VALIDITY.md (the real runs):
 
   aa        B = A' = full depth: 2 % of requests diverge (stray batch numerics), half of
             those end elsewhere. A false alarm is a `fail` under no-regression.

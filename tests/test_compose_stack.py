@@ -27,8 +27,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
-from exporters.catalogue import ExitCode
+from exporters.catalogue import INCONCLUSIVE, PASS, ExitCode
 from exporters.traffic import traffic_sha256, write_traffic
 from harness.scenarios import build_traffic
 from harness.starter import starter_files, write_files
@@ -125,9 +126,16 @@ def test_gate_service_writes_the_reports_and_passes_its_exit_code(stack: Compose
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert gate["run"]["id"] == manifest["id"] and gate["run"]["status"] == "complete"
     assert gate["run"]["policy"]["path"] == "policy.yaml"  # POLICY: the project's file
-    # the container's exit code is the gate's own, whatever the 8 requests decide
-    assert done.returncode == gate["run"]["exit_code"], (done.returncode, gate["verdict"])
-    assert done.returncode in {ExitCode.PASS, ExitCode.FAIL, ExitCode.INCONCLUSIVE}
+    # 8 requests are fewer than the policy's min_samples: every figure is inconclusive, no
+    # arm erred, so the verdict is inconclusive, and the container exits with that code
+    policy = yaml.safe_load((stack.project_dir / "policy.yaml").read_text())
+    assert policy["min_samples"] > 8
+    assert gate["metrics"]["exact_match"]["status"] == INCONCLUSIVE
+    assert gate["metrics"]["exact_match"]["n"] == 8
+    errors = {k: m["status"] for k, m in gate["metrics"].items() if k.startswith("error_rate")}
+    assert len(errors) == 3 and set(errors.values()) == {PASS}, errors
+    assert gate["verdict"] == INCONCLUSIVE, gate["run"]["reasons"]
+    assert done.returncode == gate["run"]["exit_code"] == ExitCode.INCONCLUSIVE
     # a verdict is not a crash: the servers still run
     for service in ("baseline", "candidate", "exporter", "prometheus"):
         assert stack.container(service)["State"]["Status"] == "running", service

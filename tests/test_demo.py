@@ -1,7 +1,15 @@
 """`layergate demo --quick` end to end, as `make demo` runs it but smaller: five real
 engines (baseline, baseline2 and the three candidates), a real Prometheus, a real replay,
 the repeat suite, each candidate's verdict, the leaderboard and the reports; then the HTML
-report is rendered in headless Chromium."""
+report is rendered in headless Chromium.
+
+The gate runs the default policy with its minimum samples lowered to the quick run's size
+(under the default's 20, every figure of 8 requests is inconclusive), so each candidate's
+verdict is decided and stated: `static` (12 of 30 layers pruned) fails on exact match;
+`speculative` answers as the baselines do (exact match does not fail) but saves nothing
+on a CPU, so it cannot clear the 20 % RER target; `dynamic`'s calibrated rule fires on 5 of
+the 8 prompts and skips 8 of 30 layers there, a theoretical saving under the target, so it
+cannot pass either. No candidate passes: the recommendation is none."""
 
 from __future__ import annotations
 
@@ -13,9 +21,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 from junitparser import JUnitXml
 
+from exporters.catalogue import FAIL, INCONCLUSIVE, PASS, REQUIRE_ANY
+from harness.gate.policy import flattened
 from harness.stack.demo_config import DEFAULT_CANDIDATES as CANDIDATES
+from harness.stack.demo_config import QUICK
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu",
@@ -29,9 +41,14 @@ def test_quick_demo_ends_with_a_verdict_and_a_report(tmp_path: Path,
                                                      chromium_bin: str,
                                                      prometheus_bin: str) -> None:
     out = tmp_path / "runs"
+    policy = flattened("default")
+    policy["min_samples"] = QUICK["requests"]
+    policy["metrics"]["output_determinism"]["min_samples"] = QUICK["determinism_prompts"]
+    policy_path = tmp_path / "quick-default.yaml"
+    policy_path.write_text(yaml.safe_dump(policy, sort_keys=False))
     proc = subprocess.run([sys.executable, "-m", "harness.cli", "demo", "--quick",
-                           "--out", str(out)], capture_output=True, text=True, timeout=600,
-                          cwd=ROOT)
+                           "--policy", str(policy_path), "--out", str(out)],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-6000:]
     verdict = re.search(r"verdict: (pass|fail|inconclusive)\s+rollout: (.+?)\s+report: (\S+)",
@@ -47,7 +64,20 @@ def test_quick_demo_ends_with_a_verdict_and_a_report(tmp_path: Path,
     for name in CANDIDATES:
         assert re.search(rf"{name}: (PASS|FAIL|INCONCLUSIVE)", proc.stdout), name
         assert re.search(rf"• {name}: (pass|fail|inconclusive) at confidence", proc.stdout)
-    assert "Leaderboard" in proc.stdout and "recommended: " in proc.stdout
+    assert "Leaderboard" in proc.stdout
+    verdicts = {name: gate["candidates"][name]["verdict"] for name in CANDIDATES}
+    metrics = {name: gate["candidates"][name]["metrics"] for name in CANDIDATES}
+    assert verdicts["static"] == FAIL, gate["candidates"]["static"]["run"]["reasons"]
+    assert metrics["static"]["exact_match"]["status"] == FAIL
+    assert "static: FAIL" in proc.stdout
+    assert metrics["speculative"]["exact_match"]["status"] != FAIL
+    assert metrics["speculative"]["rer"]["status"] != PASS
+    assert verdicts["speculative"] != PASS and verdicts["dynamic"] != PASS, verdicts
+    assert gate["recommended"] is None and "recommended: none" in proc.stdout
+    # `demo` asks one candidate to pass (--require any): none does, so the run is
+    # inconclusive while one is, else failed
+    assert gate["require"] == REQUIRE_ANY
+    assert gate["verdict"] == (INCONCLUSIVE if INCONCLUSIVE in verdicts.values() else FAIL)
     assert len(JUnitXml.fromfile(str(run_dir / "junit.xml"))) == len(CANDIDATES)
     for expected in ("where to look", "rollout stage", "/graph?g0.expr="):
         assert expected in proc.stdout, proc.stdout[-3000:]

@@ -15,11 +15,13 @@ from reference_engine.engine import Engine, QueueFull
 from reference_engine.runner import ModelRunner
 from reference_engine.sampling import RequestSampler, StopChecker
 from reference_engine.skip_policies.base import SkipPolicy
+from reference_engine.skip_policies.decider import Rule
 from reference_engine.skip_policies.registry import (
     get_skip_policy,
     register,
     skip_policy_names,
 )
+from reference_engine.skip_policies.rules import RulesFile, SpeculativeDraft, save_rules
 from tests.support.engine_runs import run_one, run_requests
 from tests.support.tiny_llama import tiny_config, tiny_loaded, tiny_model
 
@@ -104,9 +106,35 @@ def test_registry_rejects_duplicates_and_suggests_names():
         get_skip_policy("ful")
 
 
-def test_every_name_the_registry_offers_loads_its_skip_policy():
+def test_every_name_the_registry_offers_serves_as_its_name_says(loaded, tmp_path):
+    """Each registered name, through `EngineConfig.skip_policy` as `serve` passes it, on one
+    rules file: `full` runs every layer, `static` drops the file's static set, `dynamic` the
+    set of the rule that fires, and `speculative` drafts shallow yet answers as `full` does.
+    The counts are the executor's (the response extension)."""
+    rules = RulesFile(model="tiny-llama", num_layers=4, created="test", traffic={},
+                      dynamic=(Rule("always", (), (2,)),), static_skip=(1,),
+                      speculative=SpeculativeDraft(skip=(1, 2), gamma=2))
+    path = save_rules(rules, tmp_path / "rules.json")
+    masks = {"full": [1, 1, 1, 1], "static": [1, 0, 1, 1], "dynamic": [1, 1, 0, 1],
+             "speculative": None}  # speculative has no fixed mask: draft, then verify
+    assert set(skip_policy_names()) == set(masks)
+    prompt = [5, 6, 7, 8, 9]
+    got = {}
     for name in skip_policy_names():
-        assert get_skip_policy(name).name == name
+        e = Engine(tiny_config(skip_policy=name, rules=str(path)), loaded=loaded)
+        e.start()
+        try:
+            got[name] = run_one(e, prompt, GREEDY)
+        finally:
+            e.shutdown()
+        ext = got[name].finish.extension
+        assert ext["policy"] == name and ext["layer_mask"] == masks[name], name
+        if masks[name] is not None:
+            assert ext["layers_executed_per_token"] == [sum(masks[name])] * len(
+                got[name].token_ids), name
+    spec = got["speculative"].finish.extension
+    assert got["speculative"].token_ids == got["full"].token_ids
+    assert spec["draft_tokens_proposed"] > 0
 
 
 def test_dry_run_reports_but_runs_every_layer(loaded):

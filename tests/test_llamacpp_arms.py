@@ -2,8 +2,8 @@
 (llama-cpp-python, its own venv from `make install`) on the project's GGUF, as every arm
 (A, A', B) and as the candidate beside layergate's own engine: replay, determinism, metrics,
 gate, the HTML report and the Prometheus export, asserting on the figures each arm could
-give and the reasons for those it could not. The commands are README's "Against your own
-servers"."""
+give and the reasons for those it could not. The commands are docs/SERVERS.md's
+"llama.cpp"."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ def gguf_path() -> Path:
 
 
 def command(port: int) -> list[str]:
-    """The server's command line (README "Against your own servers" shows the same)."""
+    """The server's command line (docs/SERVERS.md, "llama.cpp", shows the same)."""
     return [str(PYTHON), "-m", "llama_cpp.server", "--model", str(gguf_path()),
             "--model_alias", MODEL_NAME, "--host", "127.0.0.1", "--port", str(port),
             "--n_threads", "1", "--n_threads_batch", "1", "--n_ctx", "1024",

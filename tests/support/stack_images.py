@@ -156,6 +156,6 @@ def ensure_images(engine: DockerEngine) -> dict[str, str]:
 
 
 def cache_size() -> int:
-    """Bytes under the cache directory (the README reports it)."""
+    """Bytes under the cache directory (docs/TESTING.md reports it)."""
     return sum(p.stat().st_size for p in CACHE.rglob("*") if p.is_file())
 
