@@ -275,8 +275,9 @@ def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Pat
     """Replay traffic to every arm through Locust; returns the run directory.
 
     The manifest ends `complete` when every (request, arm) has a row in the store (ok or
-    an error), or when `should_stop` stopped the run and every record handed out is done
-    (`stopped_early`); `interrupted` after Ctrl-C, a Locust crash, or rows still missing.
+    an error; an arm `should_stop` stopped counts only the records it was sent), or when
+    `should_stop` stopped the run and every record handed out is done (`stopped_early`);
+    `interrupted` after Ctrl-C, a Locust crash, or rows still missing.
     Raises `ArmsUnreachable` (nothing sent, no run directory made) when an arm does not
     answer the preflight; `ArmDown` (the run written, interrupted) when the circuit
     breaker stopped it; `WorkersShort` when too few accepted workers joined in time.
