@@ -302,6 +302,8 @@ def test_a_candidates_capacity_sweep_is_its_saving_on_the_leaderboard(tmp_path: 
     assert list(board) == ["swept", "timed"] and board["swept"]["recommended"]
     assert f"(capacity ×{ratio['value']:.3g}" in out["markdown"].read_text()
     assert "capacity" in result.output and "id=plot-leaderboard><img" in out["html"].read_text()
+    # the synthetic sweep ran against another baseline URL than the run: said, not refused
+    assert "the sweep's baseline (http://a) is not the run's" in result.output
     unknown = CliRunner().invoke(main, ["gate", str(run), "--capacity", f"swep={sweep}"])
     assert unknown.exit_code == 2 and "did you mean 'swept'" in unknown.output, unknown.output
     not_a_sweep = CliRunner().invoke(main, ["gate", str(run), "--capacity", f"swept={run}"])

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from exporters.catalogue import CANDIDATE, REQUIRE_ANY, ExitCode
+from exporters.catalogue import BASELINE, CANDIDATE, REQUIRE_ANY, ExitCode
 from harness.cli.exits import RUN_DIR_UNREADABLE, exit_codes_help
 from harness.cli.options import field_option
 from harness.gate.sequential_config import SequentialConfig
@@ -115,6 +115,12 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
         err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         raise SystemExit(ExitCode.INFRASTRUCTURE) from exc
     paths = (json_path, junit_path, markdown_path, html_path)
+    for name, ratio in ratios.items():
+        if ratio.detail.get("baseline") != run.manifest.arms.get(BASELINE):
+            err.print(f"note: --capacity {name}: the sweep's baseline "
+                      f"({ratio.detail.get('baseline')}) is not the run's "
+                      f"({run.manifest.arms.get(BASELINE)}): its capacity ratio is against "
+                      "another baseline", highlight=False, soft_wrap=True)
     if len(family.candidates) == 1:  # one candidate: the reports of a one-candidate run
         if capacity:
             err.print("note: --capacity ranks candidates on the leaderboard; a run with one "

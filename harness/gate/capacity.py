@@ -7,9 +7,10 @@ sweep's capacity ratio is also a candidate's saving on a run's leaderboard
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
-from exporters.catalogue import CANDIDATE, CAPACITY_RATIO
+from exporters.catalogue import BASELINE, CANDIDATE, CAPACITY_RATIO
 from exporters.figures import Figure
 from harness.capacity.config import CapacityConfig
 from harness.capacity.report import sweep_figures
@@ -44,14 +45,16 @@ def evaluate_sweep(path: str | Path, policy: Policy) -> GateResult:
 
 def capacity_ratio(path: str | Path) -> Figure:
     """The candidate's capacity ratio in the sweep in `path` (a sweep takes one candidate,
-    the arm `candidate`); a RunDirError when it is not a readable sweep or has none."""
+    the arm `candidate`), with the sweep's baseline URL as `detail["baseline"]`; a
+    RunDirError when it is not a readable sweep or has none."""
     sweep = SweepDir(path)
     if not sweep.exists():
         raise RunDirError(f"{sweep.path}: not a capacity sweep (`layergate capacity` writes "
                           "one)")
-    _, figures = _read(sweep)
+    state, figures = _read(sweep)
     found = next((f for f in figures if f.name == CAPACITY_RATIO and f.arm == CANDIDATE), None)
     if found is None:
         raise RunDirError(f"{sweep.path}: the sweep has no capacity ratio of its candidate "
                           "(it needs a step of the baseline and of the candidate)")
-    return found
+    baseline = (state.config.get("arms") or {}).get(BASELINE)
+    return dataclasses.replace(found, detail={**found.detail, "baseline": baseline})
