@@ -3,7 +3,7 @@ which configuration and versions, and how it ended. `harness.rundir.RunDir` read
 it; this module only says what it holds.
 
 A run starts `running`; it becomes `complete` when every (request, arm) has a row in the
-store, `interrupted` otherwise.
+store (an arm in `arms_stopped` only up to where it stopped), `interrupted` otherwise.
 """
 
 from __future__ import annotations
@@ -55,6 +55,9 @@ class Manifest:
     # a replay stopped by its `should_stop` hook before every record was sent
     stopped_early: bool = False
     stop_reason: str | None = None
+    # a replay: the arms its stop hook stopped sending to while the others went on, arm ->
+    # {"reason", "first_unsent" (request id, None: nothing was left), "unsent", "at"}
+    arms_stopped: dict[str, dict[str, Any]] = field(default_factory=dict)
     # a replay: the Locust workers its master served (workers.json), across resumes
     workers: dict[str, Any] = field(default_factory=dict)
     # a replay: how far its sends lagged their intended times (exporters/schedule_lag.py)

@@ -262,3 +262,49 @@ def test_each_step_and_the_capacity_are_served_to_prometheus(tmp_path: Path) -> 
                                                ("step", "3"))) not in samples
     overall = (("arm", CANDIDATE), ("run", "sweep"), ("scenario", "all"))
     assert samples[("layergate_run_capacity_ratio", overall)] > 1.9
+
+
+LEADERBOARD_POLICY = """\
+name: leaderboard-test
+max_error_rate: 0.05
+min_samples: 10
+metrics:
+  rer: {direction: ">=", threshold: 0.0}
+"""
+
+
+def test_a_candidates_capacity_sweep_is_its_saving_on_the_leaderboard(tmp_path: Path) -> None:
+    """Two candidates answering alike (RER about 0.2); one has a capacity sweep (ratio about
+    2): its saving is 1 - 1/ratio with the sweep's interval, labelled so, and it ranks first."""
+    from tests.support.synthetic_run import write_run
+
+    sweep = _sweep_dir(tmp_path, "complete")
+    run = write_run(tmp_path / "run", 60, candidates=("timed", "swept")).path
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(LEADERBOARD_POLICY)
+    out = {k: tmp_path / f"gate.{k}" for k in ("json", "markdown", "html")}
+    result = CliRunner().invoke(main, [
+        "gate", str(run), "--policy", str(policy), "--capacity", f"swept={sweep}",
+        *(x for k, p in out.items() for x in (f"--{k}", str(p)))])
+    assert result.exit_code == 0, result.output
+    board = {row["name"]: row for row in json.loads(out["json"].read_text())["leaderboard"]}
+    ratio = json.loads((sweep / "capacity-report.json").read_text())
+    ratio = next(f for f in ratio["figures"] if f["name"] == "capacity_ratio"
+                 and f["arm"] == CANDIDATE)
+    swept, timed = board["swept"]["saving"], board["timed"]["saving"]
+    assert swept["source"] == "capacity_ratio" and swept["measured"] == {
+        "value": ratio["value"], "ci_low": ratio["ci_low"], "ci_high": ratio["ci_high"]}
+    assert swept["value"] == pytest.approx(1 - 1 / ratio["value"])
+    assert swept["ci_low"] == pytest.approx(1 - 1 / ratio["ci_low"]) and \
+        swept["ci_low"] < swept["value"]
+    assert timed["source"] == "rer" and timed["value"] == board["timed"]["rer"]["value"] \
+        < swept["value"]
+    assert list(board) == ["swept", "timed"] and board["swept"]["recommended"]
+    assert f"(capacity ×{ratio['value']:.3g}" in out["markdown"].read_text()
+    assert "capacity" in result.output and "id=plot-leaderboard><img" in out["html"].read_text()
+    # the synthetic sweep ran against another baseline URL than the run: said, not refused
+    assert "the sweep's baseline (http://a) is not the run's" in result.output
+    unknown = CliRunner().invoke(main, ["gate", str(run), "--capacity", f"swep={sweep}"])
+    assert unknown.exit_code == 2 and "did you mean 'swept'" in unknown.output, unknown.output
+    not_a_sweep = CliRunner().invoke(main, ["gate", str(run), "--capacity", f"swept={run}"])
+    assert not_a_sweep.exit_code == 4 and "not a capacity sweep" in not_a_sweep.output

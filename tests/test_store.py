@@ -179,6 +179,19 @@ def test_the_look_ahead_stop_and_giving_one_record_back(tmp_path: Path) -> None:
         assert not store.queue.stopped() and store.queue.claim("w3", 1000)
 
 
+def test_dropping_an_arm_takes_it_off_what_is_not_handed_out(tmp_path: Path) -> None:
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        store.queue.fill([*entries(3), QueueEntry(record(3), ("x",), 3.0)])
+        leased = store.queue.claim("w1", 1000, now=100.0)  # r0, in flight: sent as claimed
+        assert store.queue.drop_arm("candidate") == (2, "r1")
+        assert store.queue.drop_arm("x") == (1, "r3")  # its only arm: nothing left to send
+        rest = store.queue.claim("w1", 1000, limit=5, now=200.0)
+        assert [(i.record.id, i.arms) for i in [*leased, *rest]] == [
+            ("r0", ("baseline", "candidate")), ("r1", ("baseline",)), ("r2", ("baseline",))]
+        assert store.queue.progress().done == 1
+        assert store.queue.drop_arm("candidate") == (0, None)
+
+
 def test_a_work_item_travels_as_json() -> None:
     item = WorkItem(7, record(3), ("baseline",), 12.5, 2)
     assert WorkItem.from_json(json.loads(json.dumps(item.to_json()))) == item

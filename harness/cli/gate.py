@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from exporters.catalogue import REQUIRE_ANY, ExitCode
+from exporters.catalogue import BASELINE, CANDIDATE, REQUIRE_ANY, ExitCode
 from harness.cli.exits import RUN_DIR_UNREADABLE, exit_codes_help
 from harness.cli.options import field_option
 from harness.gate.sequential_config import SequentialConfig
@@ -39,12 +39,17 @@ if TYPE_CHECKING:
               help="With several candidates in the run: the run passes when every candidate "
                    "passes (all), when one does (any: choosing among them), or when the "
                    "candidate NAME does. The exit code follows it.")
+@click.option("--capacity", multiple=True, metavar="[NAME=]SWEEP_DIR",
+              help="A capacity sweep of candidate NAME (`layergate capacity`; a bare "
+                   "SWEEP_DIR: the candidate `candidate`): its capacity ratio, as the share "
+                   "1 - 1/ratio of the baseline's cost, is that candidate's saving on the "
+                   "leaderboard instead of its RER. Repeatable.")
 @field_option(SequentialConfig, "sequential")
 @field_option(SequentialConfig, "budget", metavar="N")
 def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
             junit_path: Path | None, markdown_path: Path | None,
-            html_path: Path | None, require: str, sequential: bool,
-            budget: int | None) -> None:
+            html_path: Path | None, require: str, capacity: tuple[str, ...],
+            sequential: bool, budget: int | None) -> None:
     """Decide whether the candidate in RUN_DIR may ship, under a gate policy.
 
     Each policy metric passes when its confidence interval lies wholly on the good side of
@@ -63,7 +68,8 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     A run with several candidates (`replay --candidate NAME=URL ...`) judges each against
     the same baseline and noise floor, at a confidence adjusted across them by the policy's
     `multiplicity` (Holm by default), and prints a leaderboard and the recommendation: the
-    passing candidate with the highest RER.
+    passing candidate that saves the most (its RER, or with --capacity its capacity
+    sweep's ratio).
 
     --sequential judges the requests in send order with confidence sequences instead
     (docs/METRICS.md, "Sequential verdicts"): the verdict `replay --until-decided` stopped on.
@@ -73,7 +79,7 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     from harness.capacity.state import is_sweep
     from harness.gate import PolicyError, load_policy
     from harness.gate.capacity import evaluate_sweep
-    from harness.gate.family import RequireError, evaluate_family
+    from harness.gate.family import CapacityError, RequireError, evaluate_family
     from harness.rundir import RunDirError, load_run
 
     try:
@@ -81,6 +87,9 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     except PolicyError as exc:
         raise click.BadParameter(str(exc), param_hint="--policy") from exc
     err = Console(stderr=True)
+    if sequential and capacity:
+        raise click.BadParameter("not with --sequential (the leaderboard is the fixed "
+                                 "gate's)", param_hint="--capacity")
     if sequential:
         _sequential(run_dir, policy, budget, require, json_path,
                     (junit_path, markdown_path, html_path), err)
@@ -94,22 +103,50 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
                         html_path, err)
         with err.status(f"reading {run_dir}"):
             run = load_run(run_dir)
+        ratios = _capacity_ratios(capacity)
         with err.status(f"computing figures for {run.result_count} results "
                         "(bootstrap CIs)"):
-            family = evaluate_family(run, policy, require)
+            family = evaluate_family(run, policy, require, capacity=ratios)
     except RequireError as exc:
         raise click.BadParameter(str(exc), param_hint="--require") from exc
+    except CapacityError as exc:
+        raise click.BadParameter(str(exc), param_hint="--capacity") from exc
     except RunDirError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         raise SystemExit(ExitCode.INFRASTRUCTURE) from exc
     paths = (json_path, junit_path, markdown_path, html_path)
+    for name, ratio in ratios.items():
+        if ratio.detail.get("baseline") != run.manifest.arms.get(BASELINE):
+            err.print(f"note: --capacity {name}: the sweep's baseline "
+                      f"({ratio.detail.get('baseline')}) is not the run's "
+                      f"({run.manifest.arms.get(BASELINE)}): its capacity ratio is against "
+                      "another baseline", highlight=False, soft_wrap=True)
     if len(family.candidates) == 1:  # one candidate: the reports of a one-candidate run
+        if capacity:
+            err.print("note: --capacity ranks candidates on the leaderboard; a run with one "
+                      "candidate has none (gate the sweep itself: layergate gate SWEEP_DIR)",
+                      highlight=False, soft_wrap=True)
         _report_one(family.candidates[0].result, family.exit_code, *paths, err)
     _write_reports(family, *paths, err)
     from harness.report.family import print_family
 
     print_family(family)
     raise SystemExit(family.exit_code)
+
+
+def _capacity_ratios(values: tuple[str, ...]) -> dict:
+    """`--capacity [NAME=]SWEEP_DIR` as candidate -> the sweep's capacity ratio figure."""
+    from harness.gate.capacity import capacity_ratio
+
+    out = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep:
+            name, path = CANDIDATE, value
+        if name in out:
+            raise click.BadParameter(f"candidate {name!r} given twice", param_hint="--capacity")
+        out[name] = capacity_ratio(path)
+    return out
 
 
 def _report_one(result: GateResult, exit_code: int, json_path: Path | None,

@@ -1,24 +1,28 @@
 """The gate on a capacity sweep (`layergate capacity`'s directory): its catalogued figures
 (exporters/capacity.py) under a policy, like a replay's. The per-step pass rule already
 weighed each arm's errors and saturation, so the fail-closed checks are the sweep's
-completeness only (an overloaded step's errors are its result, not a broken run)."""
+completeness only (an overloaded step's errors are its result, not a broken run). A
+sweep's capacity ratio is also a candidate's saving on a run's leaderboard
+(`gate RUN --capacity NAME=SWEEP`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
+from exporters.catalogue import BASELINE, CANDIDATE, CAPACITY_RATIO
+from exporters.figures import Figure
 from harness.capacity.config import CapacityConfig
 from harness.capacity.report import sweep_figures
-from harness.capacity.state import KIND, StateError, SweepDir
+from harness.capacity.state import KIND, StateError, SweepDir, SweepState
 from harness.gate.policy import Policy
 from harness.gate.result import GateResult
 from harness.gate.verdict import apply_policy
 from harness.rundir import RunDirError
 
 
-def evaluate_sweep(path: str | Path, policy: Policy) -> GateResult:
-    """The verdict on the sweep in `path`; a RunDirError when it cannot be read."""
-    sweep = SweepDir(path)
+def _read(sweep: SweepDir) -> tuple[SweepState, list[Figure]]:
+    """The sweep's state and figures; a RunDirError when it cannot be read."""
     try:
         state = sweep.read()
         stored = dict(state.config)
@@ -28,5 +32,29 @@ def evaluate_sweep(path: str | Path, policy: Policy) -> GateResult:
         config = CapacityConfig(**stored)
     except (StateError, TypeError, ValueError) as exc:
         raise RunDirError(f"{sweep.path}: cannot read the capacity sweep: {exc}") from exc
+    return state, sweep_figures(state, config)
+
+
+def evaluate_sweep(path: str | Path, policy: Policy) -> GateResult:
+    """The verdict on the sweep in `path`; a RunDirError when it cannot be read."""
+    sweep = SweepDir(path)
+    state, figures = _read(sweep)
     manifest = {"id": sweep.path.name, "kind": KIND, "status": state.status, "arms": {}}
-    return apply_policy(policy, sweep_figures(state, config), manifest, [], sweep.path)
+    return apply_policy(policy, figures, manifest, [], sweep.path)
+
+
+def capacity_ratio(path: str | Path) -> Figure:
+    """The candidate's capacity ratio in the sweep in `path` (a sweep takes one candidate,
+    the arm `candidate`), with the sweep's baseline URL as `detail["baseline"]`; a
+    RunDirError when it is not a readable sweep or has none."""
+    sweep = SweepDir(path)
+    if not sweep.exists():
+        raise RunDirError(f"{sweep.path}: not a capacity sweep (`layergate capacity` writes "
+                          "one)")
+    state, figures = _read(sweep)
+    found = next((f for f in figures if f.name == CAPACITY_RATIO and f.arm == CANDIDATE), None)
+    if found is None:
+        raise RunDirError(f"{sweep.path}: the sweep has no capacity ratio of its candidate "
+                          "(it needs a step of the baseline and of the candidate)")
+    baseline = (state.config.get("arms") or {}).get(BASELINE)
+    return dataclasses.replace(found, detail={**found.detail, "baseline": baseline})

@@ -17,9 +17,10 @@ from exporters.figures import OVERALL, Figure
 from exporters.records import ArmResult
 from harness.gate.checks import Check
 from harness.gate.evaluation import evaluate_run
-from harness.gate.family import Estimate, as_candidate, candidates_of
+from harness.gate.family import as_candidate, candidates_of
 from harness.gate.policy import Policy
 from harness.gate.result import GateResult
+from harness.gate.saving import Estimate
 from harness.rundir import Run
 
 

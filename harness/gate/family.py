@@ -35,6 +35,7 @@ from exporters.records import ArmResult
 from harness.gate.evaluation import evaluate_run, metrics_config, run_figures
 from harness.gate.policy import Policy
 from harness.gate.result import GateResult
+from harness.gate.saving import Saving, saving_of
 from harness.gate.send_order import Source
 from harness.gate.sequential import SequentialDecision, decide
 from harness.rundir import Run, RunDir
@@ -43,6 +44,10 @@ from harness.store.results import StoredResult
 
 class RequireError(ValueError):
     """A `--require` naming no candidate of the run (a usage error)."""
+
+
+class CapacityError(ValueError):
+    """A capacity sweep given for no candidate of the run (a usage error)."""
 
 
 def candidates_of(run: Run) -> tuple[str, ...]:
@@ -129,29 +134,23 @@ def candidate_figures(run: Run, config: MetricsConfig) -> list[Figure]:
 
 
 @dataclass(frozen=True)
-class Estimate:
-    """A figure's value and interval, as leaderboards and comparisons lay them side by side."""
-
-    value: float | None
-    low: float | None
-    high: float | None
-
-
-@dataclass(frozen=True)
 class CandidateVerdict:
     name: str
     result: GateResult  # judged with `name` as the arm `candidate`
     confidence: float  # the level its intervals were computed at, after the adjustment
+    capacity_ratio: Figure | None = None  # from the candidate's capacity sweep, if given
 
     @property
     def verdict(self) -> str:
         return self.result.verdict
 
     @property
-    def saving(self) -> Figure | None:
-        """Its RER over the whole run (the leaderboard's saving)."""
-        return next((f for f in self.result.figures if f.name == RER and f.arm == CANDIDATE
-                     and f.scenario == OVERALL), None)
+    def saving(self) -> Saving:
+        """The leaderboard's saving: from its capacity sweep where given, else its RER over
+        the whole run (harness/gate/saving.py)."""
+        return saving_of(next((f for f in self.result.figures if f.name == RER
+                               and f.arm == CANDIDATE and f.scenario == OVERALL), None),
+                         self.capacity_ratio)
 
 
 @dataclass(frozen=True)
@@ -177,12 +176,9 @@ class FamilyResult:
 
     @property
     def recommended(self) -> CandidateVerdict | None:
-        """The passing candidate with the highest saving (RER), or None."""
+        """The passing candidate with the highest saving, or None."""
         passing = [c for c in self.candidates if c.verdict == PASS]
-        def key(c: CandidateVerdict) -> float:
-            f = c.saving
-            return f.value if f is not None and f.value is not None else float("-inf")
-        return max(passing, key=key, default=None)
+        return max(passing, key=lambda c: c.saving.key, default=None)
 
     def reasons(self) -> list[str]:
         """Why the run's verdict is what it is, in words."""
@@ -214,8 +210,10 @@ def check_require(require: str, names: tuple[str, ...]) -> str:
 
 
 def evaluate_family(run: Run, policy: Policy, require: str = REQUIRE_ANY,
-                    config: MetricsConfig | None = None) -> FamilyResult:
+                    config: MetricsConfig | None = None,
+                    capacity: dict[str, Figure] | None = None) -> FamilyResult:
     """Every candidate's verdict at its adjusted confidence, and the run's under `require`.
+    `capacity`: candidate -> the capacity ratio of its sweep (its saving on the leaderboard).
 
     Holm: all m candidates are judged at 1 - alpha/m; while some pass, the rest are judged
     again at 1 - alpha/(m - passed). A candidate's verdict is the one at its last level.
@@ -238,5 +236,11 @@ def evaluate_family(run: Run, policy: Policy, require: str = REQUIRE_ANY,
         if policy.multiplicity != HOLM or not passed or len(passed) == len(remaining):
             break
         remaining = [n for n in remaining if n not in passed]
-    return FamilyResult(tuple(judged[n] for n in names), policy.multiplicity, alpha, require)
+    ratios = capacity or {}
+    unknown = sorted(set(ratios) - set(names))
+    if unknown:
+        raise CapacityError(f"--capacity {unknown[0]!r}: not a candidate of the run "
+                            f"({', '.join(names)}){did_you_mean(unknown[0], names)}")
+    return FamilyResult(tuple(dataclasses.replace(judged[n], capacity_ratio=ratios.get(n))
+                              for n in names), policy.multiplicity, alpha, require)
 

@@ -19,7 +19,9 @@ fails.
 
 Everything is a function of the send-order prefix, so `until_decided` (the replay's stop
 predicate) stops where `decide` on the stored run finds the decision, and both give the
-same verdict whatever was still in flight when sending stopped.
+same verdict whatever was still in flight when sending stopped. Of several candidates, each
+is judged on the prefix its own arms answered, so one that is decided is sent nothing more
+while the others go on, and its verdict stays the one it was decided on.
 
 Timing figures (RER, decode RER, the latency ratios) are widened by the between-process
 margin for the policy's `process_spread`, and latency ratios gated against the noise
@@ -64,6 +66,7 @@ from harness.gate.checks import SKIPPED, judge
 from harness.gate.evaluation import in_flight_limit
 from harness.gate.policy import MetricRule, Policy, load_policy
 from harness.gate.send_order import Requests, Source, default_budget, load
+from harness.stops import Stop
 
 UNDECIDED = "undecided"
 _REPEAT_SUITE = (OUTPUT_DETERMINISM, RESOURCE_DETERMINISM, LATENCY_DETERMINISM)
@@ -382,9 +385,11 @@ def _nothing(path) -> np.ndarray:
 
 
 def until_decided(policy_path: str | Path | Policy | None, budget: int | None = None
-                  ) -> Callable[[Source], str | None]:
-    """The replay's stop predicate: given the run so far (its directory, or its rows), the
-    reason to stop once the sequential verdict is decided or the budget is spent, else None.
+                  ) -> Callable[[Source], Stop | None]:
+    """The replay's stop predicate: given the run so far (its directory, or its rows), a
+    `Stop` naming each candidate whose sequential verdict is decided (sending to it stops,
+    the others go on) and, once every candidate is decided or the budget is spent, the
+    reason to stop the run; None while nothing is decided.
     The policy is read once, here, so a bad one is an error before anything is sent."""
     policy = policy_path if isinstance(policy_path, Policy) else load_policy(policy_path)
     # the intervals' scipy.special takes a second to import on a busy host: pay that before
@@ -395,14 +400,16 @@ def until_decided(policy_path: str | Path | Policy | None, budget: int | None = 
         from harness.gate.family import decide_each
 
         decisions = decide_each(source, policy, budget)
-        if all(d.decided for d in decisions.values()):
+        decided = {name: f"sequential verdict {d.verdict} after {d.n} requests"
+                   for name, d in decisions.items() if d.decided}
+        if len(decided) == len(decisions):
             words = ", ".join(f"{d.verdict} after {d.n} requests" if len(decisions) == 1
                               else f"{name} {d.verdict} after {d.n}"
                               for name, d in decisions.items())
-            return f"sequential verdict {words}"
+            return Stop(run=f"sequential verdict {words}")
         if any(d.exhausted for d in decisions.values()):
             budget_spent = next(d.budget for d in decisions.values() if d.exhausted)
-            return f"budget of {budget_spent} requests spent: inconclusive"
-        return None
+            return Stop(decided, f"budget of {budget_spent} requests spent: inconclusive")
+        return Stop(decided) if decided else None
 
     return stop

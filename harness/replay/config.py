@@ -136,9 +136,10 @@ class ReplayConfig:
     tokenizer: str | None = tokenizer_field()
     until_decided: Path | None = field(default=None, metadata={
         "help": "Gate policy (a bundled name or a YAML file): judge it as results arrive, "
-                "with anytime-valid intervals, and stop sending once every gating figure is "
-                "decided (or at --budget: inconclusive). `layergate gate --sequential` on "
-                "the run gives the verdict."})
+                "with anytime-valid intervals, and stop sending to a candidate once its "
+                "verdict is decided (the others go on), and the run once every candidate's "
+                "is (or at --budget: inconclusive). `layergate gate --sequential` on the "
+                "run gives the verdicts."})
     budget: int | None = field(default=None, metadata={
         "help": "With --until-decided: send at most N requests before the verdict is "
                 "inconclusive. Default: every record (--requests, the traffic).", "min": 1})

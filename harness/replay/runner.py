@@ -22,7 +22,11 @@ STOP_CHECK_S or less often when it is slow; the results are read incrementally (
 reads only the rows written since the last; a check with none skips the question). Once it
 answers yes (True, or the reason as a string) the queue hands out nothing more, the records
 in flight finish, and the run ends `complete` with `stopped_early` and the reason in its
-manifest (e.g. a sequential test that has decided). A run of more than BIG_RUN records
+manifest (e.g. a sequential test that has decided). It may also answer a `Stop`
+(harness/stops.py) naming arms to send nothing more (a candidate whose verdict is known):
+the queue's rows not yet handed out lose those arms, the others go on, and the manifest's
+`arms_stopped` says where each stopped at once (a resume after a kill sends them nothing;
+their missing answers are neither missing nor errors). A run of more than BIG_RUN records
 notes its footprint: the peak memory of Locust's master and the size of the store.
 """
 
@@ -62,6 +66,7 @@ from harness.replay.scrape import scrape_arms
 from harness.replay.work import WorkerPlan
 from harness.replay.workers import LOCUSTFILE, connect_host, worker_command, worker_env
 from harness.rundir import RunDir, RunDirError
+from harness.stops import Stop
 from harness.store import ResultStore
 from harness.store.tail import Latest, StoreTail
 
@@ -74,8 +79,11 @@ STOP_CHECK_SHARE = 5
 BIG_RUN = 100_000  # records: a run this big notes its memory and store size
 STATS_SETTLE_S = 1.0  # > the ack round trip + a worker's STATS_S (channel_work.py)
 
-# the results so far -> falsy to go on, True or the reason (a string) to stop early
-StopHook = Callable[[Sequence[ArmResult]], "bool | str | None"]
+# the results so far -> falsy to go on, True or the reason (a string) to stop early, or a
+# Stop: arms to send nothing more, and maybe the reason to stop the run
+StopHook = Callable[[Sequence[ArmResult]], "bool | str | Stop | None"]
+# an arm to send nothing more, and why (the runner records it)
+StopArm = Callable[[str, str], None]
 
 
 LOOPBACK = ("127.", "localhost", "::1")
@@ -185,7 +193,7 @@ def _open_manifest(config: ReplayConfig, run: RunDir, count: int, resuming: bool
         return Manifest(old.id, "replay", "running", old.created,
                         {**old.config, "resumes": resumes}, config.arms,
                         {**old.traffic, **traffic, "source": old.traffic.get("source")},
-                        notes=old.notes)
+                        notes=old.notes, arms_stopped=old.arms_stopped)
     return Manifest.new("replay", config.to_json(), config.arms, traffic)
 
 
@@ -214,10 +222,10 @@ class _Outcome:
 
 def _follow(proc: subprocess.Popen, store: ResultStore, tail: StoreTail,
             breaker: CircuitBreaker, show: bool, total: int,
-            should_stop: StopHook | None) -> _Outcome:
+            should_stop: StopHook | None, stop_arm: StopArm) -> _Outcome:
     """Wait until every queued record is done (or, once `should_stop` said so, every record
     in flight) or Locust exits first; put back the records of a worker that died holding
-    them."""
+    them. Arms `should_stop` names in a `Stop` go to `stop_arm`."""
     columns = (TextColumn("replay"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[rows]} results"), TimeElapsedColumn())
     released = time.monotonic()
@@ -244,10 +252,14 @@ def _follow(proc: subprocess.Popen, store: ResultStore, tail: StoreTail,
                 answer = should_stop(results.results) if results.changed else None
                 spent = time.monotonic() - began
                 next_check = time.monotonic() + max(STOP_CHECK_S, STOP_CHECK_SHARE * spent)
-                if answer:
+                stop = answer if isinstance(answer, Stop) else Stop(run=(
+                    answer if isinstance(answer, str) else "should_stop answered True")
+                    if answer else None)
+                for arm, why in stop.arms.items():
+                    stop_arm(arm, why)
+                if stop.run is not None:
                     store.queue.stop()
-                    outcome.stop_reason = answer if isinstance(answer, str) \
-                        else "should_stop answered True"
+                    outcome.stop_reason = stop.run
             progress = store.queue.progress()
             bar.update(task, completed=progress.done, rows=store.count())
             stopped = outcome.stop_reason or outcome.broken
@@ -263,8 +275,9 @@ def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Pat
     """Replay traffic to every arm through Locust; returns the run directory.
 
     The manifest ends `complete` when every (request, arm) has a row in the store (ok or
-    an error), or when `should_stop` stopped the run and every record handed out is done
-    (`stopped_early`); `interrupted` after Ctrl-C, a Locust crash, or rows still missing.
+    an error; an arm `should_stop` stopped counts only the records it was sent), or when
+    `should_stop` stopped the run and every record handed out is done (`stopped_early`);
+    `interrupted` after Ctrl-C, a Locust crash, or rows still missing.
     Raises `ArmsUnreachable` (nothing sent, no run directory made) when an arm does not
     answer the preflight; `ArmDown` (the run written, interrupted) when the circuit
     breaker stopped it; `WorkersShort` when too few accepted workers joined in time.
@@ -292,9 +305,25 @@ def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Pat
     outcome = _Outcome(finished=True)
     resent = total = 0
     workers: dict = {}
+    stopped = dict(manifest.arms_stopped)  # an arm stopped before a resume stays stopped
+
+    def stop_arm(arm: str, reason: str) -> None:
+        if arm in stopped or arm not in config.arms:
+            return
+        unsent, first = store.queue.drop_arm(arm)
+        stopped[arm] = {"reason": reason, "first_unsent": first, "unsent": unsent,
+                        "at": now_iso()}
+        notes.append(f"{arm}: sent nothing more from request {first} on ({unsent} "
+                     f"record(s) left): {reason}" if first else
+                     f"{arm}: stopped with nothing left to send: {reason}")
+        # said at once, so a resume after a kill sends it nothing either
+        run.write_manifest(dataclasses.replace(manifest, notes=tuple(notes),
+                                                arms_stopped=dict(stopped)))
+
     try:
         # a resume keeps the run's schedule (its traffic.jsonl); --speed still applies
-        total = store.queue.fill(pending_items(records, config.arms, store.pairs(ok_only=True),
+        total = store.queue.fill(pending_items(records, _sending(config, stopped),
+                                               store.pairs(ok_only=True),
                                                config.speed if resuming else 1.0))
         before = _needs_before(config, previous.arms if previous else {}, run)
         notes += scrape_arms(before, run, "before")
@@ -309,9 +338,10 @@ def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Pat
             console.print(f"live metrics: http://{config.bind_host}:{config.metrics_port}/metrics")
         if total:
             outcome, resent, workers = _send(config, run, store, tail, breaker, total,
-                                             should_stop, console, notes, address, token)
+                                             (should_stop, stop_arm), console, notes,
+                                             address, token)
         notes += scrape_arms(config.arms, run, "after")
-        missing = pending_items(records, config.arms, store.pairs())
+        missing = pending_items(records, _sending(config, stopped), store.pairs())
         complete = outcome.finished and outcome.broken is None and (
             not missing or outcome.stop_reason is not None)
         status = "complete" if complete else "interrupted"
@@ -328,6 +358,7 @@ def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Pat
             manifest, notes=tuple(notes),
             resent=(previous.resent if previous else 0) + resent,
             stopped_early=outcome.stop_reason is not None, stop_reason=outcome.stop_reason,
+            arms_stopped=stopped,
             workers=_merge_workers(previous.workers if previous else {}, workers),
             schedule=_schedule(store))
         run.write_manifest(final.with_status(status, store.counts_by_arm()))
@@ -339,10 +370,15 @@ def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Pat
     return run.path
 
 
+def _sending(config: ReplayConfig, stopped: dict[str, dict]) -> list[str]:
+    """The arms still sent to: the run's, less those a stop hook stopped."""
+    return [arm for arm in config.arms if arm not in stopped]
+
+
 def _send(config: ReplayConfig, run: RunDir, store: ResultStore, tail: StoreTail,
-          breaker: CircuitBreaker, total: int, should_stop: StopHook | None,
-          console: Console, notes: list[str], address: tuple[str, int],
-          token: dict[str, str]) -> tuple[_Outcome, int, dict]:
+          breaker: CircuitBreaker, total: int,
+          stopping: tuple[StopHook | None, StopArm], console: Console, notes: list[str],
+          address: tuple[str, int], token: dict[str, str]) -> tuple[_Outcome, int, dict]:
     """Run Locust's master and the local workers until the work is done; returns the
     outcome, the records sent again and what the master recorded about its workers."""
     host, port = address
@@ -361,7 +397,7 @@ def _send(config: ReplayConfig, run: RunDir, store: ResultStore, tail: StoreTail
                       f"process(es), {config.expect_workers} other worker(s), {total} records "
                       f"to send; log in {run.locust_log}")
         try:
-            outcome = _follow(proc, store, tail, breaker, config.progress, total, should_stop)
+            outcome = _follow(proc, store, tail, breaker, config.progress, total, *stopping)
             if outcome.finished:
                 time.sleep(STATS_SETTLE_S)  # the workers' last stats reach Locust's master
             if total > BIG_RUN:

@@ -16,7 +16,7 @@ from rich.table import Table
 from exporters.catalogue import MULTIPLICITY
 from harness.gate.family import FamilyResult
 from harness.report import leaderboard, wording
-from harness.report.json_report import finite, to_dict
+from harness.report.json_report import to_dict
 from harness.report.junit import add_suite, write_tree
 from harness.report.markdown import escape, render_markdown
 from harness.report.terminal import STYLES, VERDICT_STYLES, print_summary
@@ -34,9 +34,7 @@ def family_dict(family: FamilyResult) -> dict[str, Any]:
             "method": family.multiplicity, "alpha": family.alpha,
             "description": MULTIPLICITY[family.multiplicity],
             "confidence": {c.name: c.confidence for c in family.candidates}},
-        "leaderboard": [{**row, **{k: {n: finite(x) for n, x in v.items()}
-                                   for k, v in row.items() if isinstance(v, dict)}}
-                        for row in leaderboard.to_json(family)],
+        "leaderboard": leaderboard.to_json(family),
         "candidates": {c.name: {**to_dict(c.result), "confidence": c.confidence}
                        for c in family.candidates},
     }
@@ -67,7 +65,7 @@ def render_family_markdown(family: FamilyResult) -> str:
            "| candidate | verdict | confidence | " + " | ".join(leaderboard.COLUMNS) +
            " | Pareto front | |", "|---|---|---:|" + "---|" * len(leaderboard.COLUMNS) + "---|---|"]
     for r in leaderboard.rows(family):
-        cells = " | ".join(leaderboard.fmt(r.cells[n]) for n in leaderboard.COLUMNS)
+        cells = " | ".join(leaderboard.cell_text(r, n) for n in leaderboard.COLUMNS)
         out.append(f"| `{r.name}` | {wording.ICONS[r.verdict]} {r.verdict} | "
                    f"{r.confidence:.4g} | {cells} | {'yes' if r.pareto else ''} | "
                    f"{'**recommended**' if r.recommended else ''} |")
@@ -92,7 +90,7 @@ def leaderboard_table(family: FamilyResult) -> Table:
         table.add_column(name, no_wrap=name in ("verdict", "candidate"))
     for r in leaderboard.rows(family):
         table.add_row(r.name, f"[{STYLES[r.verdict]}]{r.verdict}[/]",
-                      *(leaderboard.fmt(r.cells[n]) for n in leaderboard.COLUMNS),
+                      *(leaderboard.cell_text(r, n) for n in leaderboard.COLUMNS),
                       "yes" if r.pareto else "", "[bold]recommended[/]" if r.recommended
                       else "")
     return table
@@ -131,7 +129,7 @@ def render_family_html(family: FamilyResult) -> str:
         f"<tr><td><a href='#candidate-{html(r.name)}'>{html(r.name)}</a></td>"
         f"<td><span class='s s-{r.verdict}'>{r.verdict}</span></td>"
         f"<td class=num>{r.confidence:.4g}</td>"
-        + "".join(f"<td class=nw>{html(leaderboard.fmt(r.cells[n]))}</td>"
+        + "".join(f"<td class=nw>{html(leaderboard.cell_text(r, n))}</td>"
                   for n in leaderboard.COLUMNS)
         + f"<td>{'yes' if r.pareto else ''}</td>"
           f"<td>{'<b>recommended</b>' if r.recommended else ''}</td></tr>" for r in board)
@@ -146,7 +144,9 @@ def render_family_html(family: FamilyResult) -> str:
            f"</table></div><div class=plots><figure id=plot-leaderboard><img alt='saving "
            f"against consistency' src='data:image/png;base64,{png}'><figcaption><b>Saving "
            f"against consistency.</b> One point per candidate with its intervals, coloured "
-           f"by verdict; the dashed line is the Pareto front.</figcaption></figure></div>")
+           f"by verdict; the dashed line is the Pareto front. The saving is the RER, or "
+           f"(square markers) 1 − 1/capacity ratio from the candidate's capacity sweep."
+           f"</figcaption></figure></div>")
     sections = "".join(f"<section id='candidate-{html(c.name)}'>"
                        f"{render_body(c.result, c.name)}</section>" for c in family.candidates)
     return page(f"layergate gate: {family.verdict}", top + sections)

@@ -23,6 +23,7 @@ from exporters.catalogue import (
 )
 from exporters.figures import OVERALL, Figure
 from exporters.records import ArmResult
+from harness.report.leaderboard import CONSISTENCY, SAVING
 from harness.report.pairs import pair_arms
 
 ARM_COLOURS = {BASELINE: "#3b6fb6", BASELINE2: "#9aa5b1", CANDIDATE: "#e07b39"}
@@ -202,30 +203,33 @@ def saving_against_consistency(rows: Sequence) -> bytes:
     consistency, with both intervals, coloured by verdict; the Pareto front joined."""
     def draw(fig: Canvas) -> bool:
         ax = fig.axes[0]
-        drawn = [r for r in rows if r.cells["rer"].value is not None
-                 and r.cells["exact_match"].value is not None]
+        drawn = [r for r in rows if r.cells[SAVING].value is not None
+                 and r.cells[CONSISTENCY].value is not None]
         for r in drawn:
-            x, y = r.cells["rer"], r.cells["exact_match"]
+            x, y = r.cells[SAVING], r.cells[CONSISTENCY]
             xerr = [[x.value - x.low], [x.high - x.value]] if x.low is not None \
                 and x.high is not None else None
             yerr = [[y.value - y.low], [y.high - y.value]] if y.low is not None \
                 and y.high is not None else None
-            ax.errorbar([x.value], [y.value], xerr=xerr, yerr=yerr, fmt="o", capsize=3,
-                        color=VERDICT_COLOURS[r.verdict], label=r.verdict)
+            swept = r.saving.source != RER
+            ax.errorbar([x.value], [y.value], xerr=xerr, yerr=yerr, fmt="s" if swept else "o",
+                        capsize=3, color=VERDICT_COLOURS[r.verdict], label=r.verdict)
             mark = " ★ recommended" if r.recommended else ""
-            ax.annotate(f"{r.name} ({r.verdict}){mark}", (x.value, y.value),
+            source = f", capacity ×{r.saving.measured.value:.3g}" if swept else ""
+            ax.annotate(f"{r.name} ({r.verdict}{source}){mark}", (x.value, y.value),
                         textcoords="offset points", xytext=(6, 6), fontsize=8)
-        front = sorted((r for r in drawn if r.pareto), key=lambda r: r.cells["rer"].value)
+        front = sorted((r for r in drawn if r.pareto), key=lambda r: r.cells[SAVING].value)
         if len(front) > 1:
-            ax.plot([r.cells["rer"].value for r in front],
-                    [r.cells["exact_match"].value for r in front], "--", color="#555",
+            ax.plot([r.cells[SAVING].value for r in front],
+                    [r.cells[CONSISTENCY].value for r in front], "--", color="#555",
                     lw=1, label="Pareto front")
         handles, labels = ax.get_legend_handles_labels()
         unique = dict(zip(labels, handles, strict=True))
         ax.legend(unique.values(), unique.keys(), fontsize=8, loc="lower left")
-        ax.set(xlabel="saving: RER (share of time per output token eliminated)",
+        ax.set(xlabel="saving: RER (share of time per output token eliminated), or "
+                      "1 − 1/capacity ratio (squares: from a capacity sweep)",
                ylabel="consistency: exact match with the baseline",
                title="Candidates: saving against consistency")
         ax.grid(alpha=0.3)
         return bool(drawn)
-    return _png(draw, size=(7.0, 4.2), empty="no candidate has both RER and exact match")
+    return _png(draw, size=(7.0, 4.2), empty="no candidate has both a saving and exact match")

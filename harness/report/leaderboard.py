@@ -1,4 +1,5 @@
-"""The leaderboard of a run's candidates: saving (RER) against consistency (exact match,
+"""The leaderboard of a run's candidates: saving (RER, or from a capacity sweep of the
+candidate 1 − 1/capacity ratio: harness/gate/saving.py) against consistency (exact match,
 chrF), each with its interval and verdict, the Pareto front, and the recommendation (the
 passing candidate that saves the most). The rows are plain data; the terminal, Markdown,
 JSON and HTML reports only lay them out."""
@@ -7,12 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from exporters.catalogue import CANDIDATE, CHRF, EXACT_MATCH, RER
-from exporters.figures import OVERALL, Figure
-from harness.gate.family import CandidateVerdict, Estimate, FamilyResult
+from exporters.catalogue import CANDIDATE, CAPACITY_RATIO, CHRF, EXACT_MATCH, RER
+from exporters.figures import OVERALL
+from harness.gate.family import CandidateVerdict, FamilyResult
+from harness.gate.saving import Estimate, Saving
+from harness.report.json_report import finite
 
-SAVING, CONSISTENCY = RER, EXACT_MATCH  # the plot's axes
-COLUMNS = (RER, EXACT_MATCH, CHRF)
+SAVING, CONSISTENCY = "saving", EXACT_MATCH  # the plot's axes
+COLUMNS = (SAVING, RER, EXACT_MATCH, CHRF)
+SOURCES = {RER: "RER", CAPACITY_RATIO: "capacity"}  # what a saving was measured as, in words
 
 
 @dataclass(frozen=True)
@@ -20,30 +24,31 @@ class Row:
     name: str
     verdict: str
     confidence: float
-    cells: dict[str, Estimate]  # figure name -> value and interval
+    cells: dict[str, Estimate]  # column -> value and interval
+    saving: Saving
     pareto: bool  # no other candidate saves at least as much and is at least as consistent
     recommended: bool
     reasons: tuple[str, ...]
 
 
 def _cell(c: CandidateVerdict, name: str) -> Estimate:
-    f: Figure | None = next((f for f in c.result.figures if f.name == name
-                             and f.arm == CANDIDATE and f.scenario == OVERALL), None)
-    if f is None:
-        return Estimate(None, None, None)
-    return Estimate(f.value, f.ci_low, f.ci_high)
+    return Estimate.of(next((f for f in c.result.figures if f.name == name
+                             and f.arm == CANDIDATE and f.scenario == OVERALL), None))
 
 
 def rows(family: FamilyResult) -> list[Row]:
     """One row per candidate, best saving first."""
-    cells = {c.name: {n: _cell(c, n) for n in COLUMNS} for c in family.candidates}
+    savings = {c.name: c.saving for c in family.candidates}
+    cells = {c.name: {SAVING: savings[c.name].estimate,
+                      **{n: _cell(c, n) for n in COLUMNS if n != SAVING}}
+             for c in family.candidates}
     points = {name: (v[SAVING].value, v[CONSISTENCY].value) for name, v in cells.items()}
     best = family.recommended
-    out = [Row(c.name, c.verdict, c.confidence, cells[c.name], _on_front(c.name, points),
-               best is not None and best.name == c.name, c.result.reasons)
+    out = [Row(c.name, c.verdict, c.confidence, cells[c.name], savings[c.name],
+               _on_front(c.name, points), best is not None and best.name == c.name,
+               c.result.reasons)
            for c in family.candidates]
-    return sorted(out, key=lambda r: -(r.cells[SAVING].value if r.cells[SAVING].value
-                                       is not None else float("-inf")))
+    return sorted(out, key=lambda r: -r.saving.key)
 
 
 def _on_front(name: str, points: dict[str, tuple[float | None, float | None]]) -> bool:
@@ -66,8 +71,20 @@ def fmt(cell: Estimate) -> str:
     return f"{cell.value:.3g}{interval}"
 
 
+def cell_text(row: Row, column: str) -> str:
+    """A cell as the tables show it: the saving says what it was measured as."""
+    if column != SAVING or row.saving.source == RER:
+        return fmt(row.cells[column])
+    return f"{fmt(row.cells[column])} (capacity ×{fmt(row.saving.measured)})"
+
+
 def to_json(family: FamilyResult) -> list[dict]:
     return [{"name": r.name, "verdict": r.verdict, "confidence": r.confidence,
              "pareto": r.pareto, "recommended": r.recommended,
-             **{n: {"value": c.value, "ci_low": c.low, "ci_high": c.high}
-                for n, c in r.cells.items()}} for r in rows(family)]
+             **{n: _json(c) for n, c in r.cells.items()},
+             "saving": {**_json(r.saving.estimate), "source": r.saving.source,
+                        "measured": _json(r.saving.measured)}} for r in rows(family)]
+
+
+def _json(c: Estimate) -> dict:
+    return {"value": finite(c.value), "ci_low": finite(c.low), "ci_high": finite(c.high)}

@@ -10,7 +10,9 @@ transaction, once: a second completion (a late answer for a record whose lease r
 which was sent again) is dropped, so each (request, arm, repeat) has exactly one result.
 `release_expired` (or `release`, for an owner known to be gone) puts unfinished rows back;
 the next claim sends them again, due at once, and counts the re-send. `stop` closes the
-queue early: claims then get nothing, and what is already leased can still complete.
+queue early: claims then get nothing, and what is already leased can still complete;
+`drop_arm` closes it to one arm only: the rows not handed out lose that arm (one left with
+no arm is done), the leased ones are sent as they were claimed.
 """
 
 from __future__ import annotations
@@ -185,6 +187,20 @@ class WorkQueue:
         """Hand out nothing more (a run stopped early); `fill` opens the queue again."""
         self.conn.execute("INSERT OR IGNORE INTO queue_meta (key, value) VALUES ('stopped', ?)",
                           (time.time(),))
+
+    def drop_arm(self, arm: str) -> tuple[int, str | None]:
+        """Send `arm` nothing more: take it off every row not handed out (never claimed,
+        or put back). Returns how many rows lost it and the first one's request id (None
+        when none did)."""
+        with write_transaction(self.conn) as conn:
+            rows = conn.execute("SELECT seq, request_id, arms FROM work_queue "
+                                "WHERE done = 0 AND owner IS NULL ORDER BY seq").fetchall()
+            left = [(row["seq"], row["request_id"], [a for a in json.loads(row["arms"])
+                                                     if a != arm]) for row in rows
+                    if arm in json.loads(row["arms"])]
+            conn.executemany("UPDATE work_queue SET arms = ?, done = ? WHERE seq = ?",
+                             [(json.dumps(arms), int(not arms), seq) for seq, _, arms in left])
+        return len(left), left[0][1] if left else None
 
     def stopped(self) -> bool:
         return self.conn.execute(

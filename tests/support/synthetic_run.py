@@ -5,6 +5,7 @@ and benchmarks/metrics_scale.py."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,8 +60,9 @@ def scrape(hits: float) -> str:
             f"layergate_prefix_cache_queries_total{{policy=\"full\"}} {hits * 3}\n")
 
 
-def write_run(path: Path, n: int) -> RunDir:
-    """A complete replay run directory of n paired requests, written as a replay writes it."""
+def write_run(path: Path, n: int, candidates: tuple[str, ...] = ("candidate",)) -> RunDir:
+    """A complete replay run directory of n paired requests, written as a replay writes it;
+    each of `candidates` answers as the synthetic candidate does."""
     run = RunDir(path)
     run.write_traffic(TrafficRecord(f"r{i}", i * 0.01, "chat", "/v1/chat/completions",
                                     {"messages": [{"role": "user", "content": f"q{i}"}],
@@ -68,13 +70,15 @@ def write_run(path: Path, n: int) -> RunDir:
     with run.open_store() as store:
         batch: list[ArmResult] = []
         for result in synthetic(n):
-            batch.append(result)
+            batch += [result] if result.arm != "candidate" else [
+                dataclasses.replace(result, arm=name) for name in candidates]
             if len(batch) == BATCH:
                 store.put_many(batch, worker="synthetic")
                 batch = []
         store.put_many(batch, worker="synthetic")
         counts = store.counts_by_arm()
-    arms = {a: "http://127.0.0.1:1" for a, _, _ in ARMS}
+    arms = {a: "http://127.0.0.1:1" for a, _, _ in ARMS if a != "candidate"}
+    arms.update(dict.fromkeys(candidates, "http://127.0.0.1:1"))
     for arm in arms:
         for when, hits in (("before", 0.0), ("after", 900.0)):
             run.write_scrape(arm, when, scrape(hits))
