@@ -11,16 +11,16 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from exporters.catalogue import ExitCode
-from harness.cli.exits import RUN_DIR_UNREADABLE, exit_codes_help
+from harness.cli.exits import RUN_DIR_UNREADABLE, exits
 
 if TYPE_CHECKING:
     from harness.gate.compare import Change, Comparison
 
 
-@click.command("compare", epilog=exit_codes_help(
-    ExitCode.PASS, ExitCode.FAIL, ExitCode.USAGE, ExitCode.INFRASTRUCTURE,
-    PASS="no gated figure regressed", FAIL="a gated figure got worse beyond its threshold",
-    INFRASTRUCTURE=RUN_DIR_UNREADABLE))
+@exits(ExitCode.PASS, ExitCode.FAIL, ExitCode.USAGE, ExitCode.INFRASTRUCTURE,
+       PASS="no gated figure regressed", FAIL="a gated figure got worse beyond its threshold",
+       INFRASTRUCTURE=RUN_DIR_UNREADABLE)
+@click.command("compare")
 @click.argument("run_a", type=click.Path(file_okay=False, path_type=Path))
 @click.argument("run_b", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--policy", "policy_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -46,24 +46,15 @@ def command(run_a: Path, run_b: Path, policy_path: Path | None, arm: str | None,
     """
     from rich.console import Console
 
-    from harness.gate import PolicyError, load_policy
-    from harness.gate.compare import CompareError, compare_runs
-    from harness.rundir import RunDirError, load_run
+    from harness.gate import load_policy
+    from harness.gate.compare import compare_runs
+    from harness.rundir import load_run
 
-    try:
-        policy = load_policy(policy_path)
-    except PolicyError as exc:
-        raise click.BadParameter(str(exc), param_hint="--policy") from exc
+    policy = load_policy(policy_path)
     err = Console(stderr=True)
-    try:
-        with err.status("reading both runs and computing their figures"):
-            runs = load_run(run_a), load_run(run_b)
-            comparison = compare_runs(*runs, policy, arm_a or arm, arm_b or arm)
-    except CompareError as exc:
-        raise click.UsageError(str(exc)) from exc
-    except RunDirError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise SystemExit(ExitCode.INFRASTRUCTURE) from exc
+    with err.status("reading both runs and computing their figures"):
+        runs = load_run(run_a), load_run(run_b)
+        comparison = compare_runs(*runs, policy, arm_a or arm, arm_b or arm)
     _print(comparison, Console())
     if json_path is not None:
         try:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from exporters.catalogue import REQUIRE_ANY, ExitCode
-from harness.cli.exits import RUN_DIR_UNREADABLE, exit_codes_help
+from harness.cli.exits import RUN_DIR_UNREADABLE, exits
 from harness.cli.options import field_option
 from harness.gate.sequential_config import SequentialConfig
 
@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from harness.gate.family import FamilyResult
 
 
-@click.command("gate", epilog=exit_codes_help(*ExitCode, INFRASTRUCTURE=RUN_DIR_UNREADABLE))
+@exits(*ExitCode, INFRASTRUCTURE=RUN_DIR_UNREADABLE)
+@click.command("gate")
 @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--policy", "policy_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Gate policy: a bundled name (`layergate policies` lists them) or a YAML "
@@ -71,15 +72,12 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     from rich.console import Console
 
     from harness.capacity.state import is_sweep
-    from harness.gate import PolicyError, load_policy
+    from harness.gate import load_policy
     from harness.gate.capacity import evaluate_sweep
     from harness.gate.family import RequireError, evaluate_family
-    from harness.rundir import RunDirError, load_run
+    from harness.rundir import load_run
 
-    try:
-        policy = load_policy(policy_path)
-    except PolicyError as exc:
-        raise click.BadParameter(str(exc), param_hint="--policy") from exc
+    policy = load_policy(policy_path)
     err = Console(stderr=True)
     if sequential:
         _sequential(run_dir, policy, budget, require, json_path,
@@ -99,9 +97,6 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
             family = evaluate_family(run, policy, require)
     except RequireError as exc:
         raise click.BadParameter(str(exc), param_hint="--require") from exc
-    except RunDirError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise SystemExit(ExitCode.INFRASTRUCTURE) from exc
     paths = (json_path, junit_path, markdown_path, html_path)
     if len(family.candidates) == 1:  # one candidate: the reports of a one-candidate run
         _report_one(family.candidates[0].result, family.exit_code, *paths, err)
@@ -156,7 +151,6 @@ def _sequential(run_dir: Path, policy, budget: int | None, require: str,
 
     from exporters.catalogue import exit_code
     from harness.gate.family import RequireError, check_require, combined, decide_each
-    from harness.rundir import RunDirError
 
     if any(p is not None for p in others):
         raise click.UsageError("--sequential writes --json only (not --junit, --markdown, "
@@ -167,9 +161,6 @@ def _sequential(run_dir: Path, policy, budget: int | None, require: str,
         require = check_require(require, tuple(decisions))
     except RequireError as exc:
         raise click.BadParameter(str(exc), param_hint="--require") from exc
-    except RunDirError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise SystemExit(ExitCode.INFRASTRUCTURE) from exc
     one = next(iter(decisions.values())) if len(decisions) == 1 else None
     verdict = one.verdict if one else combined({n: d.verdict for n, d in decisions.items()},
                                                require)

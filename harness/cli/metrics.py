@@ -24,7 +24,7 @@ from exporters.catalogue import (
     ExitCode,
 )
 from exporters.config import MetricsConfig
-from harness.cli.exits import RUN_DIR_UNREADABLE, exit_codes_help
+from harness.cli.exits import RUN_DIR_UNREADABLE, exits
 from harness.cli.options import config_values, field_option
 
 if TYPE_CHECKING:
@@ -36,9 +36,9 @@ KEY_FIGURES = (RER, RER_THEORETICAL, TERMINATION_ACCURACY, EXACT_MATCH, BLEU, LA
                ERROR_RATE)
 
 
-@click.command("metrics", epilog=exit_codes_help(ExitCode.PASS, ExitCode.USAGE,
-                                                  ExitCode.INFRASTRUCTURE, PASS="done",
-                                                  INFRASTRUCTURE=RUN_DIR_UNREADABLE))
+@exits(ExitCode.PASS, ExitCode.USAGE, ExitCode.INFRASTRUCTURE, PASS="done",
+       INFRASTRUCTURE=RUN_DIR_UNREADABLE)
+@click.command("metrics")
 @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every figure (value, CI, noise floor, n, status, detail) as JSON.")
@@ -72,25 +72,22 @@ def command(ctx: click.Context, run_dir: Path, json_path: Path | None, port: int
     """
     from rich.console import Console
 
-    from harness.rundir import RunDirError, load_run
+    from harness.replay.config import check_tokenizer
+    from harness.rundir import load_run
 
     err = Console(stderr=True)
     policy = _load_policy(policy_path)
     settings = config_values(ctx, MetricsConfig, given_only=True)
-    _check_tokenizer(settings.get("tokenizer"))
-    try:
-        with err.status(f"reading {run_dir}"):
-            run = load_run(run_dir)
-        config = _config(run, policy, settings)
-        with err.status(f"computing figures for {run.result_count} results "
-                        f"({config.n_resamples} bootstrap resamples)"):
-            figures = _figures(run, config)
-            # the verdict judges the very figures shown and served, not a second computation
-            # with the gate's own settings
-            gate = _gate(run, policy, figures) if policy is not None else None
-    except RunDirError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise SystemExit(ExitCode.INFRASTRUCTURE) from exc
+    check_tokenizer(settings.get("tokenizer"))
+    with err.status(f"reading {run_dir}"):
+        run = load_run(run_dir)
+    config = _config(run, policy, settings)
+    with err.status(f"computing figures for {run.result_count} results "
+                    f"({config.n_resamples} bootstrap resamples)"):
+        figures = _figures(run, config)
+        # the verdict judges the very figures shown and served, not a second computation
+        # with the gate's own settings
+        gate = _gate(run, policy, figures) if policy is not None else None
     _print_tables(run, figures, gate)
     if json_path is not None:
         _write_json(json_path, run, figures, gate)
@@ -100,24 +97,12 @@ def command(ctx: click.Context, run_dir: Path, json_path: Path | None, port: int
         _serve(run, figures, gate, host, port, err)
 
 
-def _check_tokenizer(spec: str | None) -> None:
-    from harness.replay.config import ConfigError, check_tokenizer
-
-    try:
-        check_tokenizer(spec)
-    except ConfigError as exc:
-        raise click.UsageError(str(exc)) from exc
-
-
 def _load_policy(path: Path | None) -> Any:
     if path is None:
         return None
-    from harness.gate import PolicyError, load_policy
+    from harness.gate import load_policy
 
-    try:
-        return load_policy(path)
-    except PolicyError as exc:
-        raise click.BadParameter(str(exc), param_hint="--policy") from exc
+    return load_policy(path)
 
 
 def _config(run: Run, policy: Any, given: dict[str, Any]) -> MetricsConfig:

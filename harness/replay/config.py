@@ -16,11 +16,12 @@ from exporters.catalogue import (
     candidate_arms,
     check_candidate_name,
 )
+from exporters.errors import UsageError
 from harness.replay.channel import parse_address
 
 
-class ConfigError(ValueError):
-    pass
+class ConfigError(UsageError, ValueError):
+    """A replay configuration that cannot run; the message names the option."""
 
 
 def logprobs_field() -> Any:
