@@ -216,6 +216,13 @@ class ReplayConfig:
         n = self.workers
         return max(users, n) + (-max(users, n)) % n
 
+    @property
+    def in_flight_limit(self) -> int | None:
+        """The open loop's cap on requests in flight, over every worker of every host (its
+        Locust users); None for a closed loop, always at its users. The run's manifest
+        records it, for the gate's saturation check."""
+        return None if self.closed_loop else self.locust_users
+
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         for key in ("out", "traffic", "until_decided", "worker_token_file"):
