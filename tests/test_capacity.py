@@ -262,3 +262,20 @@ def test_each_step_and_the_capacity_are_served_to_prometheus(tmp_path: Path) -> 
                                                ("step", "3"))) not in samples
     overall = (("arm", CANDIDATE), ("run", "sweep"), ("scenario", "all"))
     assert samples[("layergate_run_capacity_ratio", overall)] > 1.9
+
+
+def test_the_sweep_prints_each_arm_s_capacity_and_the_ratios(tmp_path: Path) -> None:
+    from harness.capacity.report import print_sweep, sweep_figures
+    from harness.capacity.state import SweepDir
+
+    out = _sweep_dir(tmp_path, "complete")
+    state, config = SweepDir(out).read(), _config(out=out)
+    lines: list[tuple[str, bool]] = []
+    print_sweep(sweep_figures(state, config), state, config,
+                echo=lambda line, err=False: lines.append((line, err)))
+    text = [line for line, _ in lines]
+    assert text[0].startswith(f"complete: {out} (SLO ttft:1s, attainment >= 0.95; 5 steps")
+    assert [line.split(":")[0] for line in text[1:4]] == [
+        f"capacity {arm}" for arm in (BASELINE, BASELINE2, CANDIDATE)]
+    assert any(line.startswith(f"capacity ratio {CANDIDATE} / baseline: 1.99") and
+               "noise floor" in line for line in text)

@@ -72,7 +72,7 @@ def command(ctx: click.Context, **params: Any) -> None:
     directories); Ctrl-C leaves the sweep interrupted with its partial report, and
     --resume goes on. `layergate gate OUT` judges the report under a policy.
     """
-    from harness.capacity.report import exit_of, sweep_figures
+    from harness.capacity.report import exit_of, print_sweep, sweep_figures
     from harness.capacity.state import SweepDir
     from harness.capacity.sweep import run_capacity
 
@@ -97,26 +97,5 @@ def command(ctx: click.Context, **params: Any) -> None:
                    "--resume", err=True)
         raise SystemExit(ExitCode.FAIL) from None
     figures = sweep_figures(state, config)
-    _print(figures, state, config)
+    print_sweep(figures, state, config, echo=click.echo)
     raise SystemExit(exit_of(state, figures))
-
-
-def _print(figures, state, config: CapacityConfig) -> None:
-    from exporters.catalogue import CAPACITY, CAPACITY_RATIO
-
-    click.echo(f"{state.status}: {config.out} (SLO {config.parsed_slo.text()}, attainment "
-               f">= {config.slo_attainment:g}; {len(state.steps)} steps, {state.sent} "
-               f"requests)")
-    for f in figures:
-        if f.name == CAPACITY:
-            ci = f" [{f.ci_low:.4g}, {f.ci_high:.4g}]" if f.ci_low is not None else ""
-            click.echo(f"capacity {f.arm}: {f.detail['text']}{ci}")
-    for f in figures:
-        if f.name == CAPACITY_RATIO:
-            value = "n/a" if f.value is None else f"{f.value:.3f}"
-            ci = f" [{f.ci_low:.3f}, {f.ci_high:.3f}]" if f.ci_low is not None else ""
-            floor = f", noise floor {f.noise_floor:.3f}" if f.noise_floor is not None else ""
-            why = f" ({f.reason})" if f.reason else ""
-            click.echo(f"capacity ratio {f.arm} / baseline: {value}{ci}{floor}{why}")
-    for note in state.notes:
-        click.echo(f"note: {note}", err=True)
