@@ -9,7 +9,7 @@ run / arm / scenario, and histograms of the per-request latencies (`layergate.ru
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk.metrics import Histogram, MeterProvider
@@ -94,3 +94,16 @@ class OtelRunExporter:
 
     def shutdown(self) -> None:
         self.provider.shutdown()
+
+
+def push_run(run_id: str, figures: Sequence[Figure], results: Iterable[ArmResult],
+             environ: Mapping[str, str]) -> str | None:
+    """Push one run's figures and latencies once over OTLP when `environ` names an endpoint
+    ($OTEL_EXPORTER_OTLP_ENDPOINT): what happened, in words; None when it names none."""
+    endpoint = environ.get(OTLP_ENV)
+    if not endpoint:
+        return None
+    exporter = OtelRunExporter(run_id, figures, results, otlp_endpoint=endpoint)
+    pushed = exporter.flush()
+    exporter.shutdown()
+    return f"{'pushed' if pushed else 'could not push'} the figures to {endpoint} (OTLP)"

@@ -7,9 +7,11 @@ A figure without a value (not computable) is left out rather than exported as Na
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -84,3 +86,22 @@ def register_run(registry: CollectorRegistry, run_id: str, figures: Sequence[Fig
     collector = RunFiguresCollector(run_id, figures, thresholds, verdict, verdict_time)
     registry.register(collector)
     return collector
+
+
+def serve_until_stopped(collector: Collector, host: str, port: int,
+                        on_ready: Callable[[int], None]) -> None:
+    """Serve `collector` alone at http://HOST:PORT/metrics until SIGTERM or Ctrl-C;
+    `on_ready` gets the port bound (0 picks a free one). An OSError when it cannot listen."""
+    registry = CollectorRegistry()
+    registry.register(collector)
+    server, _ = start_http_server(port, addr=host, registry=registry)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    on_ready(server.server_port)
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()

@@ -19,12 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from exporters.errors import UsageError
+
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions")
 CHAT, COMPLETIONS = ENDPOINTS
 FIELDS = ("id", "offset_s", "scenario", "endpoint", "body", "response")
 
 
-class TrafficError(ValueError):
+class TrafficError(UsageError, ValueError):
     """A traffic line that does not follow the format; says where and which field."""
 
     def __init__(self, path: str | Path, line: int, field: str, message: str) -> None:

@@ -62,12 +62,16 @@ class Manifest:
     workers: dict[str, Any] = field(default_factory=dict)
     # a replay: how far its sends lagged their intended times (exporters/schedule_lag.py)
     schedule: dict[str, Any] = field(default_factory=dict)
+    # a replay: its open loop's cap on requests in flight over every worker
+    # (ReplayConfig.in_flight_limit, as the last invocation set it); None: a closed loop
+    in_flight_limit: int | None = None
 
     @classmethod
     def new(cls, kind: Kind, config: dict[str, Any], arms: dict[str, str],
-            traffic: dict[str, Any]) -> Manifest:
+            traffic: dict[str, Any], in_flight_limit: int | None = None) -> Manifest:
         run_id = f"{kind}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
-        return cls(run_id, kind, "running", now_iso(), config, arms, traffic)
+        return cls(run_id, kind, "running", now_iso(), config, arms, traffic,
+                   in_flight_limit=in_flight_limit)
 
     def with_status(self, status: Status, counts: dict[str, dict[str, int]]) -> Manifest:
         finished = None if status == "running" else now_iso()
@@ -100,4 +104,24 @@ def parse_manifest(obj: Any, where: str) -> Manifest:
         raise ValueError(f"{where}: key 'status' is not a known status: {obj['status']!r}")
     values = {k: v for k, v in obj.items() if k in names}
     values["notes"] = tuple(values.get("notes", ()))
+    if "in_flight_limit" not in obj and obj["kind"] == "replay":
+        values["in_flight_limit"] = _unrecorded_in_flight_limit(obj["config"])
+    limit = values.get("in_flight_limit")
+    if limit is not None and (not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"{where}: key 'in_flight_limit' must be a positive integer or null: "
+                         f"{limit!r}")
     return Manifest(**values)
+
+
+def _unrecorded_in_flight_limit(config: Any) -> int | None:
+    """The in-flight limit of a replay whose manifest predates `in_flight_limit`: derived
+    from its config as ReplayConfig.locust_users did for local processes. Such manifests
+    recorded no other hosts' workers' share, so only for them; a manifest with the key is
+    read as it is."""
+    if not isinstance(config, dict) or config.get("users") is not None:
+        return None
+    limit, processes = config.get("max_in_flight"), config.get("processes") or 1
+    if not isinstance(limit, int) or limit < 1 or not isinstance(processes, int):
+        return None
+    users = max(limit, processes)
+    return users + (-users) % processes

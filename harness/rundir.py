@@ -3,8 +3,8 @@ file of a run lives and is the only code that reads or writes them — the manif
 traffic, the store, the scrapes, Locust's files and the `determinism/` sub-run.
 
 `RunDir(path).load()` (or `load_run(path)`) returns everything a run holds as plain data.
-Anything missing or unreadable raises `RunDirError` (the CLI maps it to exit code 4,
-infrastructure error). Directories written by earlier versions load unchanged: reading
+Anything missing or unreadable raises `RunDirError`, which carries exit code 4
+(infrastructure error). Directories written by earlier versions load unchanged: reading
 creates nothing.
 """
 
@@ -23,6 +23,7 @@ import numpy as np
 from exporters import tokenizer
 from exporters.answers import Tally
 from exporters.columns import ResultColumns, concat, from_results, select
+from exporters.errors import InfrastructureError
 from exporters.recorded import recorded_results
 from exporters.records import ArmResult, MetricsScrape
 from exporters.schedule_lag import ScheduleLag, schedule_lag
@@ -50,9 +51,9 @@ LOCUST = "locust"  # Locust's --csv prefix: locust_stats.csv, locust_failures.cs
 SCRAPE_TIMES = ("before", "after")
 
 
-class RunDirError(RuntimeError):
-    """A run directory that cannot be read; the message says what and where (the CLI exits
-    with ExitCode.INFRASTRUCTURE)."""
+class RunDirError(InfrastructureError, RuntimeError):
+    """A run directory that cannot be read; the message says what and where (a command
+    ends with ExitCode.INFRASTRUCTURE)."""
 
 
 class StoredResults(Sequence[ArmResult]):

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from exporters import bundled
+from exporters.errors import UsageError
 from exporters.traffic import TrafficError, TrafficRecord, read_traffic
 
 SCENARIOS_DIR = bundled.scenarios_dir()
@@ -35,7 +36,7 @@ REQUIRED = ("name", "description", "sources", "classes", "weights", "requests", 
             "arrival")
 
 
-class MixError(ValueError):
+class MixError(UsageError, ValueError):
     """A mix that cannot be used; names the file and the key (or the class)."""
 
 

@@ -308,3 +308,20 @@ def test_a_candidates_capacity_sweep_is_its_saving_on_the_leaderboard(tmp_path: 
     assert unknown.exit_code == 2 and "did you mean 'swept'" in unknown.output, unknown.output
     not_a_sweep = CliRunner().invoke(main, ["gate", str(run), "--capacity", f"swept={run}"])
     assert not_a_sweep.exit_code == 4 and "not a capacity sweep" in not_a_sweep.output
+
+
+def test_the_sweep_prints_each_arm_s_capacity_and_the_ratios(tmp_path: Path) -> None:
+    from harness.capacity.report import print_sweep, sweep_figures
+    from harness.capacity.state import SweepDir
+
+    out = _sweep_dir(tmp_path, "complete")
+    state, config = SweepDir(out).read(), _config(out=out)
+    lines: list[tuple[str, bool]] = []
+    print_sweep(sweep_figures(state, config), state, config,
+                echo=lambda line, err=False: lines.append((line, err)))
+    text = [line for line, _ in lines]
+    assert text[0].startswith(f"complete: {out} (SLO ttft:1s, attainment >= 0.95; 5 steps")
+    assert [line.split(":")[0] for line in text[1:4]] == [
+        f"capacity {arm}" for arm in (BASELINE, BASELINE2, CANDIDATE)]
+    assert any(line.startswith(f"capacity ratio {CANDIDATE} / baseline: 1.99") and
+               "noise floor" in line for line in text)

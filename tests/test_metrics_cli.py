@@ -134,7 +134,7 @@ def test_errors_have_meaningful_exit_codes(tmp_path: Path) -> None:
     bad_policy.write_text("metrics: 3\n")
     result = runner.invoke(main, ["metrics", str(_run_dir(tmp_path)), "--policy",
                                   str(bad_policy)])
-    assert result.exit_code == 2 and "--policy" in result.output
+    assert result.exit_code == 2 and f"{bad_policy}: metrics" in result.stderr, result.output
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()

@@ -9,9 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness.cli.capture import command as capture
-from harness.cli.replay import command as replay
-from harness.cli.replay_worker import command as replay_worker
+from harness.cli import main
 from harness.manifest import Manifest
 from harness.rundir import RunDir
 
@@ -49,7 +47,7 @@ def test_replay_usage_errors(tmp_path: Path, traffic: Path) -> None:
         ([*ARMS, "--resume", *out], "nothing to start it from"),
     ]
     for args, message in cases:
-        result = CliRunner().invoke(replay, args)
+        result = CliRunner().invoke(main, ["replay", *args])
         assert result.exit_code == 2, (args, result.output)
         assert message in result.output, (args, result.output)
 
@@ -57,8 +55,8 @@ def test_replay_usage_errors(tmp_path: Path, traffic: Path) -> None:
 def test_replay_refuses_to_overwrite_a_run(tmp_path: Path) -> None:
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "manifest.json").write_text("{}")
-    result = CliRunner().invoke(replay, ["--scenario", "saas-mix", *ARMS, "--out",
-                                         str(tmp_path / "run")])
+    result = CliRunner().invoke(main, ["replay", "--scenario", "saas-mix", *ARMS, "--out",
+                                       str(tmp_path / "run")])
     assert result.exit_code == 2 and "--resume" in result.output
 
 
@@ -66,7 +64,7 @@ def test_replay_worker_usage_errors() -> None:
     for args, message in [([], "Missing option '--master'"),
                           (["--master", "host:port"], "HOST[:PORT]"),
                           (["--master", "h:1", "--processes", "0"], "--processes")]:
-        result = CliRunner().invoke(replay_worker, args)
+        result = CliRunner().invoke(main, ["replay-worker", *args])
         assert result.exit_code == 2 and message in result.output, result.output
 def test_resume_leaves_a_complete_run_alone(tmp_path: Path, traffic: Path) -> None:
     """start-or-resume: a second `docker compose up` finds the run complete and sends nothing
@@ -76,8 +74,8 @@ def test_resume_leaves_a_complete_run_alone(tmp_path: Path, traffic: Path) -> No
     counts = {"baseline": {"ok": 1, "error": 0}, "candidate": {"ok": 1, "error": 0}}
     run.write_manifest(manifest.with_status("complete", counts))
     before = run.manifest_path.read_text()
-    result = CliRunner().invoke(replay, ["--scenario", "saas-mix", *ARMS, "--resume",
-                                         "--out", str(run.path), "--no-progress"])
+    result = CliRunner().invoke(main, ["replay", "--scenario", "saas-mix", *ARMS, "--resume",
+                                       "--out", str(run.path), "--no-progress"])
     assert result.exit_code == 0, result.output
     assert "complete" in result.output
     assert run.manifest_path.read_text() == before
@@ -89,7 +87,7 @@ def test_capture_usage_errors(tmp_path: Path) -> None:
     for args, message in [(["--upstream", "localhost:8000", *out], "--upstream"),
                           (["--upstream", "http://x", "--listen", "nope", *out], "--listen"),
                           (["--upstream", "http://x", "--sample", "0", *out], "--sample")]:
-        result = CliRunner().invoke(capture, args)
+        result = CliRunner().invoke(main, ["capture", *args])
         assert result.exit_code == 2 and message in result.output, result.output
 
 
@@ -106,6 +104,6 @@ def test_several_candidates_are_named_and_checked(tmp_path: Path, traffic: Path)
           *out], "no candidate named 'slow'"),
     ]
     for args, message in cases:
-        result = CliRunner().invoke(replay, args)
+        result = CliRunner().invoke(main, ["replay", *args])
         assert result.exit_code == 2, (args, result.output)
         assert message in result.output, (args, result.output)

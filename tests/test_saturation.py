@@ -3,6 +3,9 @@ with a saturated run (its latency verdicts are inconclusive, never pass or fail)
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -10,8 +13,13 @@ from exporters.compute import compute_figures
 from exporters.config import MetricsConfig
 from exporters.records import ArmResult
 from exporters.saturation import peak_in_flight
+from exporters.traffic import TrafficRecord
 from harness.gate import apply_policy
+from harness.gate.evaluation import run_figures
 from harness.gate.policy import parse_policy
+from harness.manifest import Manifest
+from harness.replay.config import ReplayConfig
+from harness.rundir import RunDir, load_run
 
 ARMS = ("baseline", "baseline2", "candidate")
 CFG = MetricsConfig(n_resamples=100)
@@ -90,6 +98,55 @@ def test_in_flight_at_the_replay_limit_is_saturation():
     assert any("max_in_flight 8" in s for s in _growth(figs).detail["signals"])
     figs, _ = _gate(rows, tight, limit=None)  # a closed loop is always at its users
     assert not _growth(figs).detail["saturated"]
+
+
+def _stored_run(path: Path, config: ReplayConfig, legacy: bool = False) -> RunDir:
+    """A complete run of `_run`'s rows sent 10 per second, its manifest written by the
+    replay of `config` (`legacy`: as before the manifest recorded the in-flight limit)."""
+    rows, offsets = _run(n=30)
+    run = RunDir(path)
+    run.write_traffic(TrafficRecord(rid, 0.1 * k, "s", "/v1/chat/completions",
+                                    {"messages": [{"role": "user", "content": rid}]})
+                      for k, rid in enumerate(offsets))
+    with run.open_store() as store:
+        store.put_many(rows, worker="test")
+        counts = store.counts_by_arm()
+    manifest = Manifest.new("replay", config.to_json(), config.arms,
+                            run.traffic_summary(len(offsets), None), config.in_flight_limit)
+    run.write_manifest(manifest.with_status("complete", counts))
+    if legacy:
+        written = json.loads(run.manifest_path.read_text())
+        del written["in_flight_limit"]
+        run.manifest_path.write_text(json.dumps(written))
+    return run
+
+
+def _replay(tmp_path: Path, **settings) -> ReplayConfig:
+    return ReplayConfig(arms=dict.fromkeys(ARMS, "http://127.0.0.1:9"), out=tmp_path / "run",
+                        scenario="smoke", **settings)
+
+
+def test_a_distributed_replay_records_its_limit_and_the_gate_reads_it(tmp_path: Path):
+    """One local process and three other hosts' workers share max_in_flight 10 as 12 users
+    (a multiple of the 4 workers): the manifest records 12, and the gate's saturation check
+    reads 12, not the 10 that the local processes alone would give."""
+    config = _replay(tmp_path, max_in_flight=10, processes=1, expect_workers=3,
+                     master_bind="0.0.0.0:5557")
+    run = load_run(_stored_run(tmp_path / "run", config).path)
+    assert run.manifest.in_flight_limit == 12
+    assert {f.detail["max_in_flight"] for f in run_figures(run, CFG)
+            if f.name == "ttft_growth"} == {12}
+
+
+def test_a_closed_loop_records_no_limit_and_old_manifests_still_read(tmp_path: Path):
+    closed = _replay(tmp_path, users=4)
+    assert load_run(_stored_run(tmp_path / "closed", closed).path).manifest.in_flight_limit \
+        is None
+    # written before the manifest said: derived from its config, from the local processes
+    old = _replay(tmp_path, max_in_flight=10, processes=3)
+    run = load_run(_stored_run(tmp_path / "old", old, legacy=True).path)
+    assert "in_flight_limit" not in json.loads((tmp_path / "old" / "manifest.json").read_text())
+    assert run.manifest.in_flight_limit == 12
 
 
 def test_peak_in_flight_counts_overlaps_not_touching_ends():

@@ -3,12 +3,13 @@ arm its capacity and every step it ran, and the catalogued capacity figures."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
 from exporters import capacity as cap
 from exporters.capacity_step import StepArm
-from exporters.catalogue import CAPACITY, ExitCode
+from exporters.catalogue import CAPACITY, CAPACITY_RATIO, ExitCode
 from exporters.figures import Figure
 from harness.capacity.config import CapacityConfig
 from harness.capacity.state import COMPLETE, KIND, SweepState
@@ -57,3 +58,24 @@ def exit_of(state: SweepState, figures: list[Figure]) -> ExitCode:
     if not bounds or any(b != cap.EXACT for b in bounds):
         return ExitCode.INCONCLUSIVE
     return ExitCode.PASS
+
+
+def print_sweep(figures: list[Figure], state: SweepState, config: CapacityConfig,
+                echo: Callable[..., Any]) -> None:
+    """The sweep's outcome, each arm's capacity and each candidate's ratio, in lines for
+    `echo` (notes to its stderr: `echo(line, err=True)`)."""
+    echo(f"{state.status}: {config.out} (SLO {config.parsed_slo.text()}, attainment "
+         f">= {config.slo_attainment:g}; {len(state.steps)} steps, {state.sent} requests)")
+    for f in figures:
+        if f.name == CAPACITY:
+            ci = f" [{f.ci_low:.4g}, {f.ci_high:.4g}]" if f.ci_low is not None else ""
+            echo(f"capacity {f.arm}: {f.detail['text']}{ci}")
+    for f in figures:
+        if f.name == CAPACITY_RATIO:
+            value = "n/a" if f.value is None else f"{f.value:.3f}"
+            ci = f" [{f.ci_low:.3f}, {f.ci_high:.3f}]" if f.ci_low is not None else ""
+            floor = f", noise floor {f.noise_floor:.3f}" if f.noise_floor is not None else ""
+            why = f" ({f.reason})" if f.reason else ""
+            echo(f"capacity ratio {f.arm} / baseline: {value}{ci}{floor}{why}")
+    for note in state.notes:
+        echo(f"note: {note}", err=True)

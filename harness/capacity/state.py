@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from exporters.capacity_step import StepArm
+from exporters.errors import InfrastructureError
 from harness.manifest import now_iso
 
 STATE = "capacity.json"
@@ -19,8 +20,8 @@ KIND = "capacity"
 RUNNING, COMPLETE, INTERRUPTED = "running", "complete", "interrupted"
 
 
-class StateError(RuntimeError):
-    pass
+class StateError(InfrastructureError, RuntimeError):
+    """A sweep directory whose state is missing or cannot be read."""
 
 
 @dataclass(frozen=True)

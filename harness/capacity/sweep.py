@@ -214,10 +214,12 @@ def _unused(path: Path) -> Path:
 
 def judge_step(out: Path, load: float, config: CapacityConfig) -> list[StepArm]:
     """The arms of one stored step, judged against the sweep's SLO."""
-    with RunDir(out).open_store(create=False) as store:
+    step = RunDir(out)
+    with step.open_store(create=False) as store:
         rows = store.rows()
     sent_at = {r.result.request_id: r.intended_at for r in rows if r.intended_at is not None}
-    limit = config.max_in_flight if config.load == RATE else None
+    # the limit the step's replay set and recorded (None: a closed-loop step)
+    limit = step.read_manifest().in_flight_limit
     return step_arms([r.result for r in rows], sent_at, load, config.parsed_slo,
                      config.warmup, limit)
 

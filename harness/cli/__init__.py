@@ -4,8 +4,11 @@ so `layergate --help` stays fast and only `serve` / `calibrate` ever reach torch
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import click
+
+from exporters.errors import LayergateError
 
 # command name -> module under harness.cli exposing `command`
 COMMANDS: dict[str, str] = {
@@ -39,9 +42,19 @@ class LazyGroup(click.Group):
             return None
         return importlib.import_module(f"harness.cli.{module}").command
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """The one place where an error that carries its exit code (exporters/errors.py)
+        becomes a message on stderr and that code: commands never write their own."""
+        try:
+            return super().invoke(ctx)
+        except LayergateError as exc:
+            click.echo(f"{ctx.command_path} {ctx.invoked_subcommand}: error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
 
-@click.group(cls=LazyGroup, context_settings={"auto_envvar_prefix": "LAYERGATE",
-                                               "help_option_names": ["-h", "--help"]})
+
+@click.group("layergate", cls=LazyGroup,
+             context_settings={"auto_envvar_prefix": "LAYERGATE",
+                               "help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="layergate")
 def main() -> None:
     """layergate: A/B evaluation and release gating for LLM inference that runs fewer layers.

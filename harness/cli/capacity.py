@@ -13,7 +13,7 @@ import click
 
 from exporters.catalogue import CANDIDATE, REFERENCE_ARMS, ExitCode
 from harness.capacity.config import CapacityConfig
-from harness.cli.exits import exit_codes_help
+from harness.cli.exits import exits
 from harness.cli.options import config_values, field_option
 from harness.cli.replay import _arm_options, _interrupt, arms_and_models
 
@@ -22,13 +22,13 @@ def _option(name: str, *flags: str, **attrs: Any):
     return field_option(CapacityConfig, name, *flags, **attrs)
 
 
-@click.command(name="capacity", epilog=exit_codes_help(
-    ExitCode.PASS, ExitCode.FAIL, ExitCode.USAGE, ExitCode.INCONCLUSIVE,
-    ExitCode.INFRASTRUCTURE, PASS="every arm's capacity found",
-    FAIL="interrupted (go on with --resume)",
-    INCONCLUSIVE="an arm fails the SLO at the lowest step, or its ladder reached the "
-                 "bounds first (capacity >= X)",
-    INFRASTRUCTURE="an arm is not there or went down, or --out is unreadable"))
+@exits(ExitCode.PASS, ExitCode.FAIL, ExitCode.USAGE, ExitCode.INCONCLUSIVE,
+       ExitCode.INFRASTRUCTURE, PASS="every arm's capacity found",
+       FAIL="interrupted (go on with --resume)",
+       INCONCLUSIVE="an arm fails the SLO at the lowest step, or its ladder reached the "
+                    "bounds first (capacity >= X)",
+       INFRASTRUCTURE="an arm is not there or went down, or --out is unreadable")
+@click.command(name="capacity")
 @_option("traffic", type=click.Path(dir_okay=False, path_type=Path))
 @_option("scenario", metavar="NAME")
 @_arm_options
@@ -72,13 +72,9 @@ def command(ctx: click.Context, **params: Any) -> None:
     directories); Ctrl-C leaves the sweep interrupted with its partial report, and
     --resume goes on. `layergate gate OUT` judges the report under a policy.
     """
-    from exporters.traffic import TrafficError
-    from harness.capacity.report import exit_of, sweep_figures
-    from harness.capacity.state import StateError, SweepDir
+    from harness.capacity.report import exit_of, print_sweep, sweep_figures
+    from harness.capacity.state import SweepDir
     from harness.capacity.sweep import run_capacity
-    from harness.replay import ConfigError, ReplayError
-    from harness.rundir import RunDirError
-    from harness.scenarios import MixError
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)
@@ -95,37 +91,11 @@ def command(ctx: click.Context, **params: Any) -> None:
     try:
         config = CapacityConfig(arms=arms, models=models, **config_values(ctx, CapacityConfig))
         state, config = run_capacity(config, echo=lambda line: click.echo(line, err=True))
-    except (ConfigError, TrafficError, MixError) as exc:
-        raise click.UsageError(str(exc)) from exc
-    except (RunDirError, ReplayError, StateError) as exc:
-        click.echo(f"error: {exc}", err=True)
-        raise SystemExit(ExitCode.INFRASTRUCTURE) from None
     except KeyboardInterrupt:
         click.echo(f"interrupted: the sweep in {params['out']} is marked interrupted, its "
                    f"partial report is {SweepDir(params['out']).report_path}; go on with "
                    "--resume", err=True)
         raise SystemExit(ExitCode.FAIL) from None
     figures = sweep_figures(state, config)
-    _print(figures, state, config)
+    print_sweep(figures, state, config, echo=click.echo)
     raise SystemExit(exit_of(state, figures))
-
-
-def _print(figures, state, config: CapacityConfig) -> None:
-    from exporters.catalogue import CAPACITY, CAPACITY_RATIO
-
-    click.echo(f"{state.status}: {config.out} (SLO {config.parsed_slo.text()}, attainment "
-               f">= {config.slo_attainment:g}; {len(state.steps)} steps, {state.sent} "
-               f"requests)")
-    for f in figures:
-        if f.name == CAPACITY:
-            ci = f" [{f.ci_low:.4g}, {f.ci_high:.4g}]" if f.ci_low is not None else ""
-            click.echo(f"capacity {f.arm}: {f.detail['text']}{ci}")
-    for f in figures:
-        if f.name == CAPACITY_RATIO:
-            value = "n/a" if f.value is None else f"{f.value:.3f}"
-            ci = f" [{f.ci_low:.3f}, {f.ci_high:.3f}]" if f.ci_low is not None else ""
-            floor = f", noise floor {f.noise_floor:.3f}" if f.noise_floor is not None else ""
-            why = f" ({f.reason})" if f.reason else ""
-            click.echo(f"capacity ratio {f.arm} / baseline: {value}{ci}{floor}{why}")
-    for note in state.notes:
-        click.echo(f"note: {note}", err=True)

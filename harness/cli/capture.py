@@ -8,7 +8,9 @@ from typing import Any
 
 import click
 
+from exporters.catalogue import ExitCode
 from harness.capture.config import CaptureConfig
+from harness.cli.exits import exits
 from harness.cli.options import config_field, config_values, field_default, field_option
 
 HOST, PORT = (field_default(config_field(CaptureConfig, name)) for name in ("host", "port"))
@@ -21,6 +23,7 @@ def _listen(value: str) -> tuple[str, int]:
     return host or HOST, int(port)
 
 
+@exits(ExitCode.PASS, PASS="stopped (Ctrl-C)")
 @click.command(name="capture")
 @field_option(CaptureConfig, "upstream", required=True, metavar="URL")
 @field_option(CaptureConfig, "out", required=True,

@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from exporters.catalogue import ExitCode
-from harness.cli.exits import InfrastructureError, exit_codes_help
+from exporters.errors import InfrastructureError
+from harness.cli.exits import exits
 from harness.cli.written import write_or_refuse
 
 
@@ -20,8 +21,8 @@ def command() -> None:
     """
 
 
-@command.command(epilog=exit_codes_help(ExitCode.PASS, ExitCode.USAGE, PASS="written",
-                                        USAGE="files exist (without --force)"))
+@exits(ExitCode.PASS, ExitCode.USAGE, PASS="written", USAGE="files exist (without --force)")
+@command.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--force", is_flag=True, help="Overwrite files that exist.")
 def export(directory: Path, force: bool) -> None:
@@ -35,9 +36,9 @@ def export(directory: Path, force: bool) -> None:
     click.echo(f"wrote {len(written)} files into {directory / 'dashboards'}")
 
 
-@command.command(epilog=exit_codes_help(
-    ExitCode.PASS, ExitCode.USAGE, ExitCode.INFRASTRUCTURE, PASS="uploaded",
-    INFRASTRUCTURE="Grafana unreachable or credentials refused"))
+@exits(ExitCode.PASS, ExitCode.USAGE, ExitCode.INFRASTRUCTURE, PASS="uploaded",
+       INFRASTRUCTURE="Grafana unreachable or credentials refused")
+@command.command()
 @click.option("--grafana-url", required=True, metavar="URL",
               help="Base URL of Grafana, e.g. http://localhost:3000.")
 @click.option("--api-key", metavar="KEY", help="Service-account token or API key.")

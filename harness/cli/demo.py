@@ -9,7 +9,8 @@ from typing import Any
 import click
 
 from exporters.catalogue import ExitCode
-from harness.cli.exits import InfrastructureError, exit_codes_help
+from exporters.errors import InfrastructureError
+from harness.cli.exits import exits
 from harness.cli.options import config_values, field_option
 from harness.stack.demo_config import QUICK, DemoConfig
 
@@ -20,10 +21,10 @@ def _demo_option(name: str, *flags: str, **attrs: Any):
     return field_option(DemoConfig, name, *flags, default_note=note, **attrs)
 
 
-@click.command(name="demo", epilog=exit_codes_help(
-    ExitCode.PASS, ExitCode.USAGE, ExitCode.INFRASTRUCTURE,
-    PASS="the demo reached a verdict (whatever it is: a fail is a finding, not an error)",
-    INFRASTRUCTURE="a part of the stack failed"))
+@exits(ExitCode.PASS, ExitCode.USAGE, ExitCode.INFRASTRUCTURE,
+       PASS="the demo reached a verdict (whatever it is: a fail is a finding, not an error)",
+       INFRASTRUCTURE="a part of the stack failed")
+@click.command(name="demo")
 @_demo_option("out", type=click.Path(file_okay=False, path_type=Path))
 @_demo_option("candidates", "--candidate", multiple=True, deprecated=("--candidate-policy",))
 @_demo_option("scenario")
@@ -52,7 +53,7 @@ def command(ctx: click.Context, quick: bool, **_: Any) -> None:
     words, and where to look. `--candidate X` runs one. Ctrl-C stops every process it
     started.
     """
-    from harness.gate import PolicyError, load_policy
+    from harness.gate import load_policy
     from harness.rundir import RunDirError
     from harness.stack.demo import DemoError, run_demo
     from harness.stack.health import StackError
@@ -63,10 +64,7 @@ def command(ctx: click.Context, quick: bool, **_: Any) -> None:
         config = DemoConfig.quick(out, **given) if quick else DemoConfig(out=out, **given)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
-    try:  # a bad policy should fail now, not after minutes of replay
-        load_policy(config.gate_policy)
-    except PolicyError as exc:
-        raise click.BadParameter(str(exc), param_hint="--policy") from exc
+    load_policy(config.gate_policy)  # a bad policy should fail now, not after minutes of replay
     try:
         outcome = run_demo(config)
     except (DemoError, StackError, RunDirError, FileNotFoundError) as exc:

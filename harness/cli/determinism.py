@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from exporters.catalogue import CANDIDATE, ExitCode
-from harness.cli.exits import exit_codes_help
+from harness.cli.exits import exits
 from harness.cli.options import config_values, field_option
 from harness.repeat_suite import DeterminismConfig
 
@@ -40,8 +40,8 @@ def _option(name: str, *flags: str, **attrs: Any):
     return field_option(DeterminismConfig, name, *flags, **attrs)
 
 
-@click.command(name="determinism", epilog=exit_codes_help(
-    ExitCode.PASS, ExitCode.FAIL, ExitCode.USAGE, PASS="complete", FAIL="interrupted"))
+@exits(ExitCode.PASS, ExitCode.FAIL, ExitCode.USAGE, PASS="complete", FAIL="interrupted")
+@click.command(name="determinism")
 @_option("targets", "--target", required=True, multiple=True, parse=_targets,
          metavar="[ARM=]URL")
 @_option("traffic", required=True, type=click.Path(dir_okay=False, path_type=Path))
@@ -62,13 +62,12 @@ def command(ctx: click.Context, **_: Any) -> None:
     the token ids, the latencies and the engine-reported peak memory. `layergate metrics`
     turns them into output, resource and latency determinism.
     """
-    from exporters.traffic import TrafficError
     from harness.repeat_suite import DeterminismError, run_determinism
     from harness.rundir import RunDir
 
     try:
         run_dir = run_determinism(DeterminismConfig(**config_values(ctx, DeterminismConfig)))
-    except (DeterminismError, TrafficError) as exc:
+    except DeterminismError as exc:
         raise click.UsageError(str(exc)) from exc
     except KeyboardInterrupt:
         click.echo(f"interrupted: {ctx.params['out']} is marked interrupted", err=True)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from exporters.catalogue import BASELINE, CANDIDATE, REQUIRE_ANY, ExitCode
-from harness.cli.exits import RUN_DIR_UNREADABLE, exit_codes_help
+from harness.cli.exits import RUN_DIR_UNREADABLE, exits
 from harness.cli.options import field_option
 from harness.gate.sequential_config import SequentialConfig
 
@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from harness.gate.family import FamilyResult
 
 
-@click.command("gate", epilog=exit_codes_help(*ExitCode, INFRASTRUCTURE=RUN_DIR_UNREADABLE))
+@exits(*ExitCode, INFRASTRUCTURE=RUN_DIR_UNREADABLE)
+@click.command("gate")
 @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--policy", "policy_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Gate policy: a bundled name (`layergate policies` lists them) or a YAML "
@@ -77,15 +78,12 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     from rich.console import Console
 
     from harness.capacity.state import is_sweep
-    from harness.gate import PolicyError, load_policy
+    from harness.gate import load_policy
     from harness.gate.capacity import evaluate_sweep
     from harness.gate.family import CapacityError, RequireError, evaluate_family
-    from harness.rundir import RunDirError, load_run
+    from harness.rundir import load_run
 
-    try:
-        policy = load_policy(policy_path)
-    except PolicyError as exc:
-        raise click.BadParameter(str(exc), param_hint="--policy") from exc
+    policy = load_policy(policy_path)
     err = Console(stderr=True)
     if sequential and capacity:
         raise click.BadParameter("not with --sequential (the leaderboard is the fixed "
@@ -111,9 +109,6 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
         raise click.BadParameter(str(exc), param_hint="--require") from exc
     except CapacityError as exc:
         raise click.BadParameter(str(exc), param_hint="--capacity") from exc
-    except RunDirError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise SystemExit(ExitCode.INFRASTRUCTURE) from exc
     paths = (json_path, junit_path, markdown_path, html_path)
     for name, ratio in ratios.items():
         if ratio.detail.get("baseline") != run.manifest.arms.get(BASELINE):
@@ -193,7 +188,6 @@ def _sequential(run_dir: Path, policy, budget: int | None, require: str,
 
     from exporters.catalogue import exit_code
     from harness.gate.family import RequireError, check_require, combined, decide_each
-    from harness.rundir import RunDirError
 
     if any(p is not None for p in others):
         raise click.UsageError("--sequential writes --json only (not --junit, --markdown, "
@@ -204,9 +198,6 @@ def _sequential(run_dir: Path, policy, budget: int | None, require: str,
         require = check_require(require, tuple(decisions))
     except RequireError as exc:
         raise click.BadParameter(str(exc), param_hint="--require") from exc
-    except RunDirError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise SystemExit(ExitCode.INFRASTRUCTURE) from exc
     one = next(iter(decisions.values())) if len(decisions) == 1 else None
     verdict = one.verdict if one else combined({n: d.verdict for n, d in decisions.items()},
                                                require)

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from exporters.catalogue import ExitCode
-from harness.cli.exits import exit_codes_help
+from harness.cli.exits import exits
 from harness.cli.options import config_values, field_option
 from harness.traces.config import ImportConfig
 
@@ -18,8 +18,8 @@ def _option(name: str, *flags: str, **attrs: Any):
     return field_option(ImportConfig, name, *flags, **attrs)
 
 
-@click.command(name="import-trace", epilog=exit_codes_help(
-    ExitCode.PASS, ExitCode.USAGE, PASS="written"))
+@exits(ExitCode.PASS, ExitCode.USAGE, PASS="written")
+@click.command(name="import-trace")
 @click.argument("trace", metavar="SOURCE", type=click.Path(dir_okay=False, path_type=Path))
 @_option("format", required=True)
 @_option("out", required=True, type=click.Path(dir_okay=False, path_type=Path))

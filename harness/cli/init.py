@@ -7,12 +7,12 @@ from pathlib import Path
 import click
 
 from exporters.catalogue import ExitCode
-from harness.cli.exits import exit_codes_help
+from harness.cli.exits import exits
 from harness.cli.written import write_or_refuse
 
 
-@click.command("init", epilog=exit_codes_help(ExitCode.PASS, ExitCode.USAGE, PASS="written",
-                                              USAGE="files exist (without --force)"))
+@exits(ExitCode.PASS, ExitCode.USAGE, PASS="written", USAGE="files exist (without --force)")
+@click.command("init")
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--force", is_flag=True, help="Overwrite files that exist.")
 def command(directory: Path, force: bool) -> None:

@@ -20,7 +20,7 @@ from exporters.catalogue import (
     candidate_arms,
     check_candidate_name,
 )
-from harness.cli.exits import exit_codes_help
+from harness.cli.exits import exits
 from harness.cli.options import config_values, field_option
 from harness.replay.config import ReplayConfig
 
@@ -81,12 +81,12 @@ def arms_and_models(params: dict[str, Any]) -> tuple[dict[str, str], dict[str, s
     return arms, models
 
 
-@click.command(name="replay", epilog=exit_codes_help(
-    ExitCode.PASS, ExitCode.FAIL, ExitCode.USAGE, ExitCode.INFRASTRUCTURE, PASS="complete",
-    FAIL="interrupted (finish it with --resume)",
-    INFRASTRUCTURE="an arm is not there (nothing sent) or went down (interrupted: finish it "
-                   "with --resume), too few workers joined, or the run directory is "
-                   "unreadable"))
+@exits(ExitCode.PASS, ExitCode.FAIL, ExitCode.USAGE, ExitCode.INFRASTRUCTURE, PASS="complete",
+       FAIL="interrupted (finish it with --resume)",
+       INFRASTRUCTURE="an arm is not there (nothing sent) or went down (interrupted: finish "
+                      "it with --resume), too few workers joined, or the run directory is "
+                      "unreadable")
+@click.command(name="replay")
 @_replay_option("traffic", type=click.Path(dir_okay=False, path_type=Path))
 @_replay_option("scenario", metavar="NAME")
 @_arm_options
@@ -134,11 +134,9 @@ def command(ctx: click.Context, **params: Any) -> None:
     fills an interrupted one (or the error rows of a complete one), and leaves a complete run
     without error rows alone (exit 0, nothing sent).
     """
-    from exporters.traffic import TrafficError
     from harness.gate.sequential import until_decided
-    from harness.replay import ConfigError, ReplayError, run_replay
-    from harness.rundir import RunDir, RunDirError
-    from harness.scenarios import MixError
+    from harness.replay import run_replay
+    from harness.rundir import RunDir
 
     # a SIGTERM (e.g. from a scheduler) ends the run like Ctrl-C: marked interrupted
     if threading.current_thread() is threading.main_thread():
@@ -151,11 +149,6 @@ def command(ctx: click.Context, **params: Any) -> None:
         should_stop = (until_decided(config.until_decided, config.budget)
                        if config.until_decided is not None else None)
         run_dir = run_replay(config, should_stop)
-    except (ConfigError, TrafficError, MixError) as exc:
-        raise click.UsageError(str(exc)) from exc
-    except (RunDirError, ReplayError) as exc:  # an unreadable --resume, an arm not there
-        click.echo(f"error: {exc}", err=True)
-        raise SystemExit(ExitCode.INFRASTRUCTURE) from None
     except KeyboardInterrupt:
         click.echo(f"interrupted: the run in {params['out']} is marked interrupted; "
                    "finish it with --resume", err=True)

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from exporters.catalogue import ExitCode
-from harness.cli.exits import exit_codes_help
+from harness.cli.exits import exits
 from harness.cli.options import config_values, field_option
 from harness.replay.workers import WorkerConfig
 
@@ -21,10 +21,10 @@ def _option(name: str, *flags: str, **attrs: Any):
     return field_option(WorkerConfig, name, *flags, **attrs)
 
 
-@click.command(name="replay-worker", epilog=exit_codes_help(
-    ExitCode.PASS, ExitCode.USAGE, PASS="the master ended the run",
-    USAGE="bad options, or the master refused this worker (no or wrong worker token, name "
-          "taken, clock skew)"))
+@exits(ExitCode.PASS, ExitCode.USAGE, PASS="the master ended the run",
+       USAGE="bad options, or the master refused this worker (no or wrong worker token, "
+             "name taken, clock skew)")
+@click.command(name="replay-worker")
 @_option("master", required=True, metavar="HOST[:PORT]")
 @_option("name", metavar="NAME")
 @_option("processes")
@@ -36,13 +36,12 @@ def command(ctx: click.Context, **params: Any) -> None:
     measured at the join and corrected). Runs until the master ends the run; a worker
     that stops mid-run loses nothing: its unfinished records go to other workers."""
     from harness.replay import auth
-    from harness.replay.config import ConfigError
     from harness.replay.workers import worker_env
 
     try:
         config = WorkerConfig(**config_values(ctx, WorkerConfig))
         token = auth.token_from(config.worker_token_file, os.environ)
-    except (ConfigError, auth.TokenError) as exc:
+    except auth.TokenError as exc:
         raise click.UsageError(str(exc)) from exc
     cmd = config.command()
     env = worker_env(os.environ, config.name, config.processes)

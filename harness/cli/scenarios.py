@@ -5,9 +5,12 @@ from __future__ import annotations
 import click
 
 from exporters import bundled
+from exporters.catalogue import ExitCode
+from harness.cli.exits import exits
 from harness.cli.listing import echo_catalogue
 
 
+@exits(ExitCode.PASS, PASS="listed")
 @click.command("scenarios")
 def command() -> None:
     """List the bundled traffic mixes. `replay --scenario NAME` takes a mix's name or a mix

@@ -19,7 +19,7 @@ from typing import Any
 import click
 
 from exporters.catalogue import ExitCode
-from harness.cli.exits import exit_codes_help
+from harness.cli.exits import exits
 from harness.cli.options import config_values, field_option
 from harness.watch.config import WatchConfig
 
@@ -58,11 +58,11 @@ def _duration_option(name: str, flag: str):
     return _option(name, flag, parse=_duration, show=_seconds, metavar="DURATION")
 
 
-@click.command("watch", epilog=exit_codes_help(
-    ExitCode.PASS, ExitCode.FAIL, ExitCode.USAGE, ExitCode.INCONCLUSIVE,
-    ExitCode.INFRASTRUCTURE, PASS="pass (every stage advanced: promote)", FAIL="rolled back",
-    USAGE="usage error, or a --state file of another rollout",
-    INFRASTRUCTURE="no data, a failed hook, or one left unfinished by a restart"))
+@exits(ExitCode.PASS, ExitCode.FAIL, ExitCode.USAGE, ExitCode.INCONCLUSIVE,
+       ExitCode.INFRASTRUCTURE, PASS="pass (every stage advanced: promote)", FAIL="rolled back",
+       USAGE="usage error, or a --state file of another rollout",
+       INFRASTRUCTURE="no data, a failed hook, or one left unfinished by a restart")
+@click.command("watch")
 @_option("prometheus", required=True, metavar="URL")
 @_option("baseline", required=True, metavar="SELECTOR")
 @_option("candidate", required=True, metavar="SELECTOR")

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from exporters.catalogue import CANDIDATE, figure_spec
+from exporters.errors import UsageError
 from exporters.figures import OVERALL, Figure
 from exporters.records import ArmResult
 from harness.gate.checks import Check
@@ -24,7 +25,7 @@ from harness.gate.saving import Estimate
 from harness.rundir import Run
 
 
-class CompareError(ValueError):
+class CompareError(UsageError, ValueError):
     """Arms that cannot be compared (a usage error)."""
 
 

@@ -63,23 +63,10 @@ def run_figures(run: Run, config: MetricsConfig) -> list:
     try:
         figures = compute_figures(run.columns_with_recorded(), run.scrapes, determinism=determinism,
                                   config=config, offsets=offsets,
-                                  max_in_flight=in_flight_limit(run.manifest.config))
+                                  max_in_flight=run.manifest.in_flight_limit)
     except ValueError as exc:  # two rows for one (request, arm), a malformed response...
         raise RunDirError(f"{run.path}: cannot compute figures from its results: {exc}") from exc
     return figures
-
-
-def in_flight_limit(replay_config: dict) -> int | None:
-    """The open-loop replay's cap on requests in flight; None for a closed loop (always at
-    its users) or a run that does not say."""
-    if not isinstance(replay_config, dict) or replay_config.get("users") is not None:
-        return None
-    limit, processes = replay_config.get("max_in_flight"), replay_config.get("processes") or 1
-    if not isinstance(limit, int) or limit < 1 or not isinstance(processes, int):
-        return None
-    # as ReplayConfig.locust_users: a multiple of the processes, so each worker gets some
-    users = max(limit, processes)
-    return users + (-users) % processes
 
 
 def judge_figures(run: Run, policy: Policy, figures: list) -> GateResult:

@@ -32,6 +32,9 @@ class Requests:
     # request id -> the time it was meant to be sent (the saturation check's send times);
     # empty when the rows do not say
     sent: dict[str, float] = field(default_factory=dict)
+    # the open-loop replay's cap on requests in flight, as its manifest records it (None: a
+    # closed loop, or rows without a manifest)
+    in_flight_limit: int | None = None
 
 
 def send_order(stored: Sequence[StoredResult] | Sequence[ArmResult],
@@ -74,7 +77,7 @@ def load(source: Source) -> Requests:
                 determinism = store.results()
         rows, order, sent = send_order(stored, list(manifest.arms))
         return Requests(rows, order, manifest.status, determinism, manifest.config,
-                         manifest.config.get("tokenizer"), sent)
+                         manifest.config.get("tokenizer"), sent, manifest.in_flight_limit)
     if isinstance(source, Run):
         rows, order, _ = send_order(source.results, list(source.manifest.arms))
         determinism = source.determinism.results if source.determinism else None
@@ -82,7 +85,8 @@ def load(source: Source) -> Requests:
         # fixed gate's saturation check reads them
         sent = {t.id: t.offset_s for t in source.traffic.records} if source.traffic else {}
         return Requests(rows, order, source.manifest.status, determinism,
-                         source.manifest.config, source.tokenizer, sent)
+                         source.manifest.config, source.tokenizer, sent,
+                         source.manifest.in_flight_limit)
     rows, order, sent = send_order(list(source), None)
     return Requests(rows, order, None, None, {}, None, sent)
 

@@ -63,7 +63,6 @@ from exporters.sequential import intersected
 from exporters.sequential.binomial import binomial_sequence
 from exporters.sequential.figures import METHODS, figure_path
 from harness.gate.checks import SKIPPED, judge
-from harness.gate.evaluation import in_flight_limit
 from harness.gate.policy import MetricRule, Policy, load_policy
 from harness.gate.send_order import Requests, Source, default_budget, load
 from harness.stops import Stop
@@ -236,7 +235,7 @@ class _Saturation:
 
     def __init__(self, order: list[str], rows: list, got: Requests) -> None:
         self.order, self.rows, self.got = order, rows, got
-        self.limit = in_flight_limit(got.config)
+        self.limit = got.in_flight_limit
         self.cache: dict[int, dict[str, list[str]]] = {}
 
     def __call__(self, k: int) -> dict[str, list[str]]:

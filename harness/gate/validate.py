@@ -10,9 +10,10 @@ from typing import Any
 import yaml
 
 from exporters.catalogue import did_you_mean
+from exporters.errors import UsageError
 
 
-class PolicyError(ValueError):
+class PolicyError(UsageError, ValueError):
     """A policy file that cannot be used; the message names the file and the key."""
 
 

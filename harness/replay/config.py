@@ -16,11 +16,12 @@ from exporters.catalogue import (
     candidate_arms,
     check_candidate_name,
 )
+from exporters.errors import UsageError
 from harness.replay.channel import parse_address
 
 
-class ConfigError(ValueError):
-    pass
+class ConfigError(UsageError, ValueError):
+    """A replay configuration that cannot run; the message names the option."""
 
 
 def logprobs_field() -> Any:
@@ -215,6 +216,13 @@ class ReplayConfig:
         users = self.users if self.users is not None else self.max_in_flight
         n = self.workers
         return max(users, n) + (-max(users, n)) % n
+
+    @property
+    def in_flight_limit(self) -> int | None:
+        """The open loop's cap on requests in flight, over every worker of every host (its
+        Locust users); None for a closed loop, always at its users. The run's manifest
+        records it, for the gate's saturation check."""
+        return None if self.closed_loop else self.locust_users
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)

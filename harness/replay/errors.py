@@ -4,8 +4,10 @@ far the run got."""
 
 from __future__ import annotations
 
+from exporters.errors import InfrastructureError
 
-class ReplayError(RuntimeError):
+
+class ReplayError(InfrastructureError, RuntimeError):
     pass
 
 

@@ -193,8 +193,10 @@ def _open_manifest(config: ReplayConfig, run: RunDir, count: int, resuming: bool
         return Manifest(old.id, "replay", "running", old.created,
                         {**old.config, "resumes": resumes}, config.arms,
                         {**old.traffic, **traffic, "source": old.traffic.get("source")},
-                        notes=old.notes, arms_stopped=old.arms_stopped)
-    return Manifest.new("replay", config.to_json(), config.arms, traffic)
+                        notes=old.notes, arms_stopped=old.arms_stopped,
+                        in_flight_limit=config.in_flight_limit)
+    return Manifest.new("replay", config.to_json(), config.arms, traffic,
+                        config.in_flight_limit)
 
 
 def _prepare(config: ReplayConfig) -> tuple[RunDir, list[TrafficRecord], bool]:

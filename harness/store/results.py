@@ -16,6 +16,7 @@ from pathlib import Path
 
 from exporters.answers import Tally
 from exporters.columns import ResultColumns
+from exporters.errors import InfrastructureError
 from exporters.records import ArmResult
 from harness.store.columns import REPLAY, Scan, read_scan, tallies
 from harness.store.queue import WorkQueue
@@ -23,8 +24,8 @@ from harness.store.rows import add_missing_columns, decode, encode_row, insert_r
 from harness.store.sqlite import connect, write_transaction
 
 
-class StoreError(RuntimeError):
-    pass
+class StoreError(InfrastructureError, RuntimeError):
+    """A results store that is missing or cannot be read."""
 
 
 @dataclass(frozen=True)
