@@ -46,7 +46,7 @@ COUNTER_ROLES = ("requests", "errors", "successes", "cache_queries", "cache_hits
                  "layers_executed", "layers_skipped")
 ROLES = HISTOGRAM_ROLES + COUNTER_ROLES
 
-Scale = Literal["log_ratio", "rer", "rate_delta", "difference", "share"]
+Scale = Literal["log_ratio", "saving", "rate_delta", "difference", "share"]
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ FIGURES: dict[str, LiveFigure] = {f.name: f for f in (
     LiveFigure(E2E_RATIO, "log_ratio", ("e2e",)),
     LiveFigure(TTFT_RATIO, "log_ratio", ("ttft",)),
     LiveFigure(TPOT_RATIO, "log_ratio", ("tpot",)),
-    LiveFigure(TPOT_RER, "rer", ("tpot",)),
+    LiveFigure(TPOT_RER, "saving", ("tpot",)),
     LiveFigure(ERROR_RATE_DELTA, "rate_delta", ("requests", "errors|successes")),
     LiveFigure(CACHE_HIT_RATE_DELTA, "difference", ("cache_queries", "cache_hits")),
     LiveFigure(LAYERS_EXECUTED_SHARE, "share", ("layers_executed", "layers_skipped")),
@@ -120,7 +120,7 @@ def observation(name: str, w: Window) -> float | None:
     """The window's observation for figure `name` (on the scale its interval is built on),
     or None when the window says nothing about it."""
     figure = FIGURES[name]
-    if figure.scale in ("log_ratio", "rer"):
+    if figure.scale in ("log_ratio", "saving"):
         a, b = w.baseline.mean(figure.roles[0]), w.candidate.mean(figure.roles[0])
         return None if a is None or b is None else math.log(b / a)
     if figure.scale == "difference":
@@ -176,7 +176,7 @@ def evidence(name: str, windows: Sequence[Window], alpha: float, n_opt: int) -> 
         return Evidence(name, 0, None, None, None, history=history)
     b = t_mean_sequence(xs, alpha, n_opt)
     low, high = (_bound(figure.scale, b.low), _bound(figure.scale, b.high))
-    if figure.scale == "rer":  # 1 - ratio: the interval flips
+    if figure.scale == "saving":  # 1 - ratio: the interval flips
         low, high = high, low
     return Evidence(name, b.n, _value(figure.scale, b.estimate), low, high, history[-1],
                     history)
@@ -186,7 +186,7 @@ def _value(scale: Scale, x: float) -> float:
     """An observation (or the mean of some) on the figure's own scale."""
     if scale == "log_ratio":
         return math.exp(x)
-    if scale == "rer":
+    if scale == "saving":
         return -math.expm1(x)
     return x
 

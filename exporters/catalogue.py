@@ -206,6 +206,12 @@ ARM_ROLES = {
     CANDIDATE: "The change under test (B).",
 }
 REQUIRED_ARMS = (BASELINE, CANDIDATE)
+# the two arms a live canary compares side by side (`layergate watch`): no noise floor
+LIVE_ARMS = (BASELINE, CANDIDATE)
+# the arm of a run-wide check (run complete, schedule lag): every arm at once, never a server
+EVERY_ARM = "all"
+# the scenario of a figure over every request (figures per scenario carry its name)
+OVERALL = "all"
 # A run may carry several candidates, each an arm of its own name (`replay --candidate
 # NAME=URL`); the arm list is then baseline, baseline2, then the candidates in the order given.
 # An unnamed candidate is the arm `candidate`. Each is judged as B against the same A and A'.
@@ -307,6 +313,23 @@ def arm_lacks(arm: str, what: str) -> str:
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 VERDICTS = (PASS, FAIL, INCONCLUSIVE)
+Verdict = Literal["pass", "fail", "inconclusive"]
+# The states short of a verdict, each of one command:
+UNDECIDED = "undecided"  # gate --sequential (and replay --until-decided): a rule not decided yet
+PENDING = "pending"  # watch: no verdict yet, the rollout goes on
+NO_DATA = "no_data"  # watch: ended without data to judge (exit code 4)
+WATCHING = "watching"  # watch's exposed state while pending and its last window had data
+WatchVerdict = Literal["pending", "pass", "fail", "inconclusive", "no_data"]
+VERDICT_STATES = {
+    PASS: "gate, gate --sequential, watch, capacity: the policy holds",
+    FAIL: "gate, gate --sequential, watch (a rollback), capacity: the policy does not hold",
+    INCONCLUSIVE: "gate, gate --sequential, watch: too little evidence either way",
+    UNDECIDED: "gate --sequential: a rule whose confidence sequence still straddles its "
+               "threshold; a run that ends so is inconclusive",
+    PENDING: "watch: no verdict yet, the rollout goes on",
+    NO_DATA: "watch: ended because its windows had no data (Prometheus, selectors, traffic)",
+    WATCHING: "watch's exposed state while pending with data",
+}
 # the gate's run-wide check of the replay's schedule fidelity (exporters/schedule_lag.py):
 # not a figure of an arm but of the load tool, bounded by the policy's max_send_lag_p99_s
 SCHEDULE_LAG = "schedule_lag"

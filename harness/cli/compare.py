@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from exporters.catalogue import ExitCode
+from exporters.catalogue import CANDIDATE, ExitCode
 from harness.cli.exits import RUN_DIR_UNREADABLE, exit_codes_help
 
 if TYPE_CHECKING:
@@ -126,8 +126,8 @@ def _change(ch: Change) -> dict[str, Any]:
 
 
 def _to_json(c: Comparison) -> dict[str, Any]:
-    return {"a": {"run": c.run_a.run_id, "candidate": c.arm_a, "verdict": c.run_a.verdict},
-            "b": {"run": c.run_b.run_id, "candidate": c.arm_b, "verdict": c.run_b.verdict},
+    return {"a": {"run": c.run_a.run_id, CANDIDATE: c.arm_a, "verdict": c.run_a.verdict},
+            "b": {"run": c.run_b.run_id, CANDIDATE: c.arm_b, "verdict": c.run_b.verdict},
             "same_traffic": c.same_traffic, "traffic_sha256": list(c.traffic),
             "outputs_changed": c.outputs_changed, "paired_requests": c.paired,
             "regressions": [r.name for r in c.regressions],

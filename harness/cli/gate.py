@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from exporters.catalogue import REQUIRE_ANY, ExitCode
+from exporters.catalogue import OVERALL, REQUIRE_ANY, ExitCode
 from harness.cli.exits import RUN_DIR_UNREADABLE, exit_codes_help
 from harness.cli.options import field_option
 from harness.gate.sequential_config import SequentialConfig
@@ -201,7 +201,7 @@ def _print_decision(decision, name: str | None) -> None:
                f"{decision.available} judged in send order)")
     for f in decision.figures:
         flag = "" if f.counts else " (not gating)"
-        where = "" if f.scenario == "all" else f" [{f.scenario}]"
+        where = "" if f.scenario == OVERALL else f" [{f.scenario}]"
         click.echo(f"  {f.state:<10} {f.name}{where}{flag}: {f.reason}")
     for arm, signals in decision.saturated.items():
         click.echo(f"  saturated  ttft_growth ({arm}): {'; '.join(signals)}; "

@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from exporters.catalogue import FAIL, INCONCLUSIVE, PASS
+from exporters.catalogue import FAIL, INCONCLUSIVE, PASS, Verdict
 from exporters.figures import Figure
 from harness.gate.policy import MetricRule
 
 # a check is judged like a verdict, or skipped (not required, not computed), or only shown
 SKIPPED, INFO = "skipped", "info"
-CheckStatus = Literal["pass", "fail", "inconclusive", "skipped", "info"]
+CheckStatus = Literal[Verdict, "skipped", "info"]
 # worst first, for tables and exit codes
 STATUS_ORDER: dict[str, int] = {s: i for i, s in enumerate((FAIL, INCONCLUSIVE, PASS, SKIPPED,
                                                              INFO))}

@@ -45,12 +45,14 @@ import numpy as np
 from exporters import cache_hit, consistency, latency, rer, termination
 from exporters.aligned import Aligned, align
 from exporters.catalogue import (
+    CANDIDATE,
     FAIL,
     INCONCLUSIVE,
     LATENCY_DETERMINISM,
     OUTPUT_DETERMINISM,
     PASS,
     RESOURCE_DETERMINISM,
+    UNDECIDED,
     exit_code,
     judged_on_latency,
 )
@@ -65,12 +67,11 @@ from harness.gate.evaluation import in_flight_limit
 from harness.gate.policy import MetricRule, Policy, load_policy
 from harness.gate.send_order import Requests, Source, default_budget, load
 
-UNDECIDED = "undecided"
 _REPEAT_SUITE = (OUTPUT_DETERMINISM, RESOURCE_DETERMINISM, LATENCY_DETERMINISM)
 
 
 @dataclass(frozen=True)
-class FigureState:
+class RuleState:
     """One rule at the look the run was decided (or the last look)."""
 
     name: str
@@ -96,7 +97,7 @@ class SequentialDecision:
     n: int  # requests judged: where it was decided, else every request available
     available: int  # requests in send order with every arm answered
     budget: int | None
-    figures: tuple[FigureState, ...]
+    figures: tuple[RuleState, ...]
     reasons: tuple[str, ...]
     saturated: dict[str, list[str]] = field(default_factory=dict)  # arm -> its signals, at n
 
@@ -247,7 +248,7 @@ class _Saturation:
         return self.cache[k]
 
 
-def _unsaturated(state: FigureState, queued: dict[str, list[str]] | None) -> FigureState:
+def _unsaturated(state: RuleState, queued: dict[str, list[str]] | None) -> RuleState:
     """A latency figure of a saturated prefix: undecided, in the fixed gate's words."""
     if not queued or not judged_on_latency(state.name) or state.state == SKIPPED:
         return state
@@ -255,8 +256,8 @@ def _unsaturated(state: FigureState, queued: dict[str, list[str]] | None) -> Fig
                    reason=f"{not_comparable(queued)} (was: {state.reason})")
 
 
-def _where(s: FigureState) -> str:
-    return ("" if s.arm == "candidate" else f" ({s.arm})") + \
+def _where(s: RuleState) -> str:
+    return ("" if s.arm == CANDIDATE else f" ({s.arm})") + \
         ("" if s.scenario == OVERALL else f" [{s.scenario}]")
 
 
@@ -327,13 +328,13 @@ def _repeat_suite(rule: MetricRule, label: str, counts: bool, available: int,
         {**state, "state": UNDECIDED}
 
 
-def _state(track, at: int) -> FigureState:
+def _state(track, at: int) -> RuleState:
     rule, label, counts, passed, failed, d = track
     common = dict(name=rule.name, arm=rule.arm, scenario=label,
                   counts=counts and rule.critical, threshold=rule.threshold,
                   direction=rule.direction)
     if "path" not in d:
-        return FigureState(state=d["state"], reason=d["reason"], estimate=d.get("estimate"),
+        return RuleState(state=d["state"], reason=d["reason"], estimate=d.get("estimate"),
                            low=d.get("low"), high=d.get("high"), samples=d.get("samples", 0),
                            **common)
     path, low, high = d["path"], d["low"][at], d["high"][at]
@@ -344,7 +345,7 @@ def _state(track, at: int) -> FigureState:
     est = float(path.estimate[at]) if np.isfinite(path.estimate[at]) else None
     what = "excess over noise floor CS" if rule.subtract_noise_floor else "CS"
     if not rule.required and _nothing(path)[at]:
-        return FigureState(state=SKIPPED, reason="nothing to judge yet (not required)",
+        return RuleState(state=SKIPPED, reason="nothing to judge yet (not required)",
                            method=path.method, **common)
     if est is None and samples:
         reason = f"undefined over {samples} samples (e.g. a baseline prefix-cache hit rate of 0)"
@@ -356,7 +357,7 @@ def _state(track, at: int) -> FigureState:
         reason = f"{what} [{low:.4g}, {high:.4g}] {words} {rule.direction} {rule.threshold:g}"
         if when is not None:
             reason += f" (decided after request {when})"
-    return FigureState(state=state, reason=reason, method=path.method, estimate=est,
+    return RuleState(state=state, reason=reason, method=path.method, estimate=est,
                        low=float(low) if np.isfinite(low) else None,
                        high=float(high) if np.isfinite(high) else None, samples=samples,
                        decided_at=when, **common)

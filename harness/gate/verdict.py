@@ -15,6 +15,8 @@ from typing import Any
 from exporters.answers import Tally, as_tallies
 from exporters.catalogue import (
     CANDIDATE,
+    ERROR_RATE,
+    EVERY_ARM,
     FAIL,
     INCONCLUSIVE,
     PASS,
@@ -89,13 +91,13 @@ def _run_checks(policy: Policy, manifest: dict[str, Any],
         failed = sum(t.count for t in results if t.arm == arm and not t.ok)
         limit = policy.error_limit(arm)
         if not total:
-            checks.append(Check(name="error_rate", scenario=OVERALL, arm=arm, critical=True,
+            checks.append(Check(name=ERROR_RATE, scenario=OVERALL, arm=arm, critical=True,
                                 counts=True, status=FAIL, threshold=limit, direction="<=",
                                 reason="no results recorded for this arm"))
             continue
         rate = failed / total
         checks.append(Check(
-            name="error_rate", scenario=OVERALL, arm=arm, critical=True, counts=True,
+            name=ERROR_RATE, scenario=OVERALL, arm=arm, critical=True, counts=True,
             status=PASS if rate <= limit else FAIL, threshold=limit, direction="<=",
             value=rate, compared=rate, compared_low=rate, compared_high=rate, n=total,
             reason=f"{failed} of {total} requests failed "
@@ -107,7 +109,7 @@ def _complete_check(name: str, manifest: dict[str, Any]) -> Check:
     # an interrupted run fails rather than waits: its missing requests are not random
     status = manifest.get("status")
     complete = status == "complete"
-    return Check(name=name, scenario=OVERALL, arm="all", critical=True, counts=True,
+    return Check(name=name, scenario=OVERALL, arm=EVERY_ARM, critical=True, counts=True,
                  status=PASS if complete else FAIL,
                  reason="run marked complete" if complete else
                  f"run status is {status!r}, not 'complete' (interrupted or still running)")
@@ -127,7 +129,7 @@ def _figure_checks(policy: Policy, figures: Sequence[Figure],
     for scenario in [OVERALL, *scenarios]:
         rules = policy.rules if scenario == OVERALL else policy.rules_for_scenario(scenario)
         counts = scenario == OVERALL or policy.gate_scenarios
-        gated = {("error_rate", arm) for arm in {r.arm for r in results}}  # run checks
+        gated = {(ERROR_RATE, arm) for arm in {r.arm for r in results}}  # run checks
         for rule in rules:
             gated.add((rule.name, rule.arm))
             check = judge(rule, index.get((rule.name, rule.arm, scenario)), scenario, counts)

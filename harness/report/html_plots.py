@@ -15,6 +15,10 @@ from exporters.catalogue import (
     BASELINE,
     BASELINE2,
     CANDIDATE,
+    EXACT_MATCH,
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
     RER,
     TERMINATION_ACCURACY,
     TERMINATION_OVERRUN,
@@ -194,7 +198,7 @@ def _scenario_order(names: set[str]) -> list[str]:
     return ([OVERALL] if OVERALL in names else []) + sorted(names - {OVERALL})
 
 
-VERDICT_COLOURS = {"pass": "#2e7d32", "fail": "#c62828", "inconclusive": "#f9a825"}
+VERDICT_COLOURS = {PASS: "#2e7d32", FAIL: "#c62828", INCONCLUSIVE: "#f9a825"}
 
 
 def saving_against_consistency(rows: Sequence) -> bytes:
@@ -202,10 +206,10 @@ def saving_against_consistency(rows: Sequence) -> bytes:
     consistency, with both intervals, coloured by verdict; the Pareto front joined."""
     def draw(fig: Canvas) -> bool:
         ax = fig.axes[0]
-        drawn = [r for r in rows if r.cells["rer"].value is not None
-                 and r.cells["exact_match"].value is not None]
+        drawn = [r for r in rows if r.cells[RER].value is not None
+                 and r.cells[EXACT_MATCH].value is not None]
         for r in drawn:
-            x, y = r.cells["rer"], r.cells["exact_match"]
+            x, y = r.cells[RER], r.cells[EXACT_MATCH]
             xerr = [[x.value - x.low], [x.high - x.value]] if x.low is not None \
                 and x.high is not None else None
             yerr = [[y.value - y.low], [y.high - y.value]] if y.low is not None \
@@ -215,10 +219,10 @@ def saving_against_consistency(rows: Sequence) -> bytes:
             mark = " ★ recommended" if r.recommended else ""
             ax.annotate(f"{r.name} ({r.verdict}){mark}", (x.value, y.value),
                         textcoords="offset points", xytext=(6, 6), fontsize=8)
-        front = sorted((r for r in drawn if r.pareto), key=lambda r: r.cells["rer"].value)
+        front = sorted((r for r in drawn if r.pareto), key=lambda r: r.cells[RER].value)
         if len(front) > 1:
-            ax.plot([r.cells["rer"].value for r in front],
-                    [r.cells["exact_match"].value for r in front], "--", color="#555",
+            ax.plot([r.cells[RER].value for r in front],
+                    [r.cells[EXACT_MATCH].value for r in front], "--", color="#555",
                     lw=1, label="Pareto front")
         handles, labels = ax.get_legend_handles_labels()
         unique = dict(zip(labels, handles, strict=True))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from exporters.catalogue import CANDIDATE, FAIL, INCONCLUSIVE, PASS, VERDICTS
+from exporters.catalogue import CANDIDATE, EVERY_ARM, FAIL, INCONCLUSIVE, PASS, VERDICTS
 from exporters.figures import OVERALL
 from exporters.saturation import LOWER_THE_RATE, saturated_arms
 from harness.gate.checks import INFO, SKIPPED, Check
@@ -32,7 +32,7 @@ def threshold(check: Check) -> str:
 
 
 def label(check: Check) -> str:
-    arm = "" if check.arm in (CANDIDATE, "all") else f" ({check.arm})"
+    arm = "" if check.arm in (CANDIDATE, EVERY_ARM) else f" ({check.arm})"
     return f"{check.name}{arm}"
 
 

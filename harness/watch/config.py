@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from exporters.catalogue import FAIL
+
 
 @dataclass(frozen=True)
 class WatchConfig:
@@ -64,7 +66,7 @@ class WatchConfig:
         "help": "State file: every window, the stage, the revision, each hook run and each "
                 "controller answer, rewritten atomically after each; a watch restarted "
                 "with it resumes where it was. Refused if written for another rollout."})
-    on_unfinished_hook: str = field(default="fail", metadata={
+    on_unfinished_hook: str = field(default=FAIL, metadata={
         "help": "A hook the state file shows started but never finished (the watch died "
                 "while it ran): run it again, or fail (exit 4) for a person to check.",
-        "choices": ("fail", "rerun")})
+        "choices": (FAIL, "rerun")})

@@ -15,10 +15,11 @@ from collections.abc import Iterator, Sequence
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from exporters.catalogue import FAIL, INCONCLUSIVE, NO_DATA, PASS, WATCHING
 from harness.watch.board import DECISIONS, Board
-from harness.watch.stages import FigureState
+from harness.watch.stages import StageFigure
 
-STATES = ("watching", "no_data", "pass", "fail", "inconclusive")
+STATES = (WATCHING, NO_DATA, PASS, FAIL, INCONCLUSIVE)
 PREFIX = "layergate_watch_"
 
 
@@ -55,7 +56,7 @@ class WatchCollector(Collector):
         yield transitions
         yield from self._figures(s.figures)
 
-    def _figures(self, figures: Sequence[FigureState]) -> Iterator[Metric]:
+    def _figures(self, figures: Sequence[StageFigure]) -> Iterator[Metric]:
         fams = {suffix: GaugeMetricFamily(f"{PREFIX}figure{suffix}", text, labels=("figure",))
                 for suffix, text in (("", "Live figure over the stage's windows"),
                                      ("_low", "Lower end of its anytime-valid interval"),
