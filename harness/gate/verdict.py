@@ -16,7 +16,6 @@ from exporters.answers import Tally, as_tallies
 from exporters.catalogue import (
     CANDIDATE,
     ERROR_RATE,
-    EVERY_ARM,
     FAIL,
     INCONCLUSIVE,
     PASS,
@@ -27,7 +26,14 @@ from exporters.figures import OVERALL, Figure
 from exporters.records import ArmResult
 from exporters.saturation import LOWER_THE_RATE, not_comparable, saturated_arms
 from exporters.schedule_lag import ScheduleLag, schedule_lag
-from harness.gate.checks import INFO, Check, judge
+from harness.gate.checks import (
+    INFO,
+    Check,
+    complete_check,
+    error_rate_check,
+    judge,
+    reason_line,
+)
 from harness.gate.policy import Policy
 from harness.gate.recommendation import recommend
 from harness.gate.result import GateResult
@@ -53,7 +59,7 @@ def apply_policy(policy: Policy, figures: Sequence[Figure], manifest: dict[str, 
     checks = [*_run_checks(policy, manifest, counted, schedule),
               *_figure_checks(policy, figures, counted)]
     if determinism_manifest is not None and policy.require_complete:
-        checks.append(_complete_check("determinism_complete", determinism_manifest))
+        checks.append(complete_check("determinism_complete", determinism_manifest))
     verdict, reasons = decide(checks)
     return GateResult(
         verdict=verdict, reasons=tuple(reasons), checks=tuple(checks), figures=tuple(figures),
@@ -67,52 +73,24 @@ def decide(checks: Iterable[Check]) -> tuple[str, list[str]]:
     gating = [c for c in checks if c.gating]
     failed = [c for c in gating if c.status == FAIL]
     if failed:
-        return FAIL, [_words(c) for c in failed]
+        return FAIL, [reason_line(c) for c in failed]
     unsure = [c for c in gating if c.status == INCONCLUSIVE]
     if unsure:
-        return INCONCLUSIVE, [_words(c) for c in unsure]
+        return INCONCLUSIVE, [reason_line(c) for c in unsure]
     return PASS, []
-
-
-def _words(check: Check) -> str:
-    where = "" if check.scenario == OVERALL else f" [{check.scenario}]"
-    arm = "" if check.arm == CANDIDATE else f" ({check.arm})"
-    return f"{check.name}{arm}{where}: {check.reason}"
 
 
 def _run_checks(policy: Policy, manifest: dict[str, Any],
                 results: Sequence[Tally], lag: ScheduleLag | None) -> list[Check]:
     checks = [schedule_check(policy, lag)]
     if policy.require_complete:
-        checks.append(_complete_check("run_complete", manifest))
+        checks.append(complete_check("run_complete", manifest))
     arms = list(manifest.get("arms") or {}) or sorted({r.arm for r in results})
     for arm in arms:
         total = sum(t.count for t in results if t.arm == arm)
         failed = sum(t.count for t in results if t.arm == arm and not t.ok)
-        limit = policy.error_limit(arm)
-        if not total:
-            checks.append(Check(name=ERROR_RATE, scenario=OVERALL, arm=arm, critical=True,
-                                counts=True, status=FAIL, threshold=limit, direction="<=",
-                                reason="no results recorded for this arm"))
-            continue
-        rate = failed / total
-        checks.append(Check(
-            name=ERROR_RATE, scenario=OVERALL, arm=arm, critical=True, counts=True,
-            status=PASS if rate <= limit else FAIL, threshold=limit, direction="<=",
-            value=rate, compared=rate, compared_low=rate, compared_high=rate, n=total,
-            reason=f"{failed} of {total} requests failed "
-                   f"({rate:.2%}; limit {limit:.2%})"))
+        checks.append(error_rate_check(arm, failed, total, policy.error_limit(arm)))
     return checks
-
-
-def _complete_check(name: str, manifest: dict[str, Any]) -> Check:
-    # an interrupted run fails rather than waits: its missing requests are not random
-    status = manifest.get("status")
-    complete = status == "complete"
-    return Check(name=name, scenario=OVERALL, arm=EVERY_ARM, critical=True, counts=True,
-                 status=PASS if complete else FAIL,
-                 reason="run marked complete" if complete else
-                 f"run status is {status!r}, not 'complete' (interrupted or still running)")
 
 
 def _figure_checks(policy: Policy, figures: Sequence[Figure],
