@@ -18,6 +18,13 @@ from typing import Literal, Protocol
 # --- figures ---------------------------------------------------------------------------
 
 Better = Literal["higher", "lower"]
+# how a live figure's interval is built from the windows (exporters/canary.py)
+LiveScale = Literal["log_ratio", "saving", "rate_delta", "difference", "share"]
+# metric roles: what a mapping file names for each engine (histograms give _sum and _count)
+HISTOGRAM_ROLES = ("e2e", "ttft", "tpot")
+COUNTER_ROLES = ("requests", "errors", "successes", "cache_queries", "cache_hits",
+                 "layers_executed", "layers_skipped")
+ROLES = HISTOGRAM_ROLES + COUNTER_ROLES
 
 
 @dataclass(frozen=True)
@@ -30,7 +37,9 @@ class FigureSpec:
     term (exporters/process_spread.py): "ratio" when the value is the arm's time over the
     baseline's, "saving" when it is 1 minus that ratio; saturation makes it inconclusive.
     `sweep`: computed from the steps of a capacity sweep (`layergate capacity`), not by
-    `compute_figures` over one replay."""
+    `compute_figures` over one replay. A live figure's `scale` is the one its interval is
+    built on and `roles` the metric roles it needs ("a|b": either will do;
+    exporters/canary.py computes it)."""
 
     name: str
     unit: str  # fraction (a share in [0, 1]), ratio, s, bytes, tokens, score (0-100), nats
@@ -41,6 +50,8 @@ class FigureSpec:
     live: bool = False
     timing: str = ""
     sweep: bool = False
+    scale: LiveScale | None = None
+    roles: tuple[str, ...] = ()
 
     @property
     def gateable(self) -> bool:
@@ -57,11 +68,15 @@ FIGURES: dict[str, FigureSpec] = {}
 
 def _figure(name: str, unit: str, better: Better, meaning: str, *, excess: bool = False,
             not_gated: str = "", live: bool = False, timing: str = "",
-            sweep: bool = False) -> str:
+            sweep: bool = False, scale: LiveScale | None = None,
+            roles: tuple[str, ...] = ()) -> str:
     if name in FIGURES:
         raise ValueError(f"figure {name!r} catalogued twice")
+    if live != bool(scale and roles) or any(
+            alt not in ROLES for need in roles for alt in need.split("|")):
+        raise ValueError(f"live figure {name!r}: needs a scale and known metric roles")
     FIGURES[name] = FigureSpec(name, unit, better, meaning, excess, not_gated, live, timing,
-                               sweep)
+                               sweep, scale, roles)
     return name
 
 
@@ -141,21 +156,32 @@ for _kind, _words in LATENCY_KINDS.items():
 # same windows (exporters/canary.py); a gate policy judges the replay's paired figures
 _LIVE = "a live canary figure (layergate watch, from Prometheus windows); on a shadow replay " \
         "the gate judges the paired figures instead"
-E2E_RATIO = _figure("e2e_ratio", "ratio", "lower", "mean end-to-end latency, candidate / "
-                    "baseline, over the same windows", not_gated=_LIVE, live=True)
-TTFT_RATIO = _figure("ttft_ratio", "ratio", "lower", "mean time to first token, candidate / "
-                     "baseline, over the same windows", not_gated=_LIVE, live=True)
-TPOT_RATIO = _figure("tpot_ratio", "ratio", "lower", "mean time per output token, candidate / "
-                     "baseline, over the same windows", not_gated=_LIVE, live=True)
-TPOT_RER = _figure("tpot_rer", "fraction", "higher", "1 - tpot_ratio: the share of time per "
-                   "output token the candidate saves", not_gated=_LIVE, live=True)
-ERROR_RATE_DELTA = _figure("error_rate_delta", "fraction", "lower", "error rate, candidate - "
-                           "baseline, over the same windows", not_gated=_LIVE, live=True)
-CACHE_HIT_RATE_DELTA = _figure("cache_hit_rate_delta", "fraction", "higher", "prefix-cache hit "
-                               "rate, candidate - baseline", not_gated=_LIVE, live=True)
-LAYERS_EXECUTED_SHARE = _figure("layers_executed_share", "fraction", "lower", "layers the "
-                                "candidate executed / layers it could have executed",
-                                not_gated=_LIVE, live=True)
+
+
+def _live(name: str, unit: str, better: Better, meaning: str, scale: LiveScale,
+          *roles: str) -> str:
+    return _figure(name, unit, better, meaning, not_gated=_LIVE, live=True, scale=scale,
+                   roles=roles)
+
+
+E2E_RATIO = _live("e2e_ratio", "ratio", "lower", "mean end-to-end latency, candidate / "
+                  "baseline, over the same windows", "log_ratio", "e2e")
+TTFT_RATIO = _live("ttft_ratio", "ratio", "lower", "mean time to first token, candidate / "
+                   "baseline, over the same windows", "log_ratio", "ttft")
+TPOT_RATIO = _live("tpot_ratio", "ratio", "lower", "mean time per output token, candidate / "
+                   "baseline, over the same windows", "log_ratio", "tpot")
+TPOT_RER = _live("tpot_rer", "fraction", "higher", "1 - tpot_ratio: the share of time per "
+                 "output token the candidate saves", "saving", "tpot")
+ERROR_RATE_DELTA = _live("error_rate_delta", "fraction", "lower", "error rate, candidate - "
+                         "baseline, over the same windows", "rate_delta", "requests",
+                         "errors|successes")
+CACHE_HIT_RATE_DELTA = _live("cache_hit_rate_delta", "fraction", "higher", "prefix-cache hit "
+                             "rate, candidate - baseline", "difference", "cache_queries",
+                             "cache_hits")
+LAYERS_EXECUTED_SHARE = _live("layers_executed_share", "fraction", "lower", "layers the "
+                              "candidate executed / layers it could have executed", "share",
+                              "layers_executed", "layers_skipped")
+LIVE_FIGURES = {name: spec for name, spec in FIGURES.items() if spec.live}
 
 # a capacity sweep's figures (exporters/capacity.py): from the steps of `layergate capacity`,
 # not from one replay

@@ -37,10 +37,11 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from exporters.canary import FIGURES, Evidence, Window, available, evidence
+from exporters.canary import Evidence, Window, available, evidence
 from exporters.catalogue import (
     FAIL,
     INCONCLUSIVE,
+    LIVE_FIGURES,
     NO_DATA,
     PASS,
     PENDING,
@@ -169,7 +170,7 @@ class StageMachine:
         self.policy, self.plan = policy, plan
         self.unavailable: dict[str, str] = {}
         for rule in policy.rules:
-            figure = FIGURES[rule.name]
+            figure = LIVE_FIGURES[rule.name]
             if not available(figure, roles):
                 why = (f"engine {engine or '?'} exposes no {' / '.join(figure.roles)} metric "
                        "(scenarios/watch/metric-names.yaml)")
