@@ -394,20 +394,32 @@ def exit_code(verdict: str) -> ExitCode:
 
 @dataclass(frozen=True)
 class Stage:
-    """A rollout stage; `min_rrr` is its default lower bound on RRR (None: not reached by
-    RRR: `none` is a failed gate, `internal` is below every bound)."""
+    """A rung of the rollout ladder. `min_rrr`: its default lower bound on RRR, for the
+    gate's recommendation (None: not reached by RRR: `none` is a failed gate, `internal` is
+    below every bound, and the public steps between the named ones are only walked).
+    `percent`: the share of public traffic on the candidate there (0: none of it)."""
 
     name: str
     label: str
     min_rrr: float | None
+    percent: float
 
 
-STAGES = (Stage("none", "do not roll out", None), Stage("internal", "internal", None),
-          Stage("vip", "VIP", 0.0), Stage("public_5pct", "5 % public", 0.25),
-          Stage("full", "full", 0.5))
+# One ladder for both commands: `gate` recommends the widest stage RRR supports, and
+# `layergate watch` walks the public stages' percentages (its default `--stages`), so a
+# recommendation of `public_5pct` means a watch up to 5 %.
+STAGES = (Stage("none", "do not roll out", None, 0.0),
+          Stage("internal", "internal", None, 0.0),
+          Stage("vip", "VIP", 0.0, 0.0),
+          Stage("public_1pct", "1 % public", None, 1.0),
+          Stage("public_5pct", "5 % public", 0.25, 5.0),
+          Stage("public_25pct", "25 % public", None, 25.0),
+          Stage("public_50pct", "50 % public", None, 50.0),
+          Stage("full", "full", 0.5, 100.0))
 NO_ROLLOUT, INTERNAL = STAGES[0].name, STAGES[1].name
 STAGE_BOUNDS = {s.name: s.min_rrr for s in STAGES if s.min_rrr is not None}
 STAGE_LABELS = {s.name: s.label for s in STAGES}
+PUBLIC_PERCENTS = tuple(s.percent for s in STAGES if s.percent > 0)
 
 
 def stage_for(rrr: float, bounds: dict[str, float] | None = None) -> str:

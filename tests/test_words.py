@@ -82,3 +82,16 @@ def test_the_scan_sees_code_and_not_prose():
               'ARM = "candidate"\n'
               'z = {"pass": 1}\n')
     assert literals(source) == [(3, "candidate"), (4, "pass")]
+
+
+def test_one_rollout_ladder_for_the_gate_and_the_watch():
+    from exporters.catalogue import STAGES, stage_for
+    from harness.watch.stages import StagePlan
+
+    percents = [s.percent for s in STAGES]
+    assert percents == sorted(percents) and STAGES[-1].percent == 100
+    # the gate's recommendation climbs the same rungs the watch walks by default
+    plan = StagePlan()
+    assert plan.stages == tuple(s.percent for s in STAGES if s.percent > 0)
+    reached = {stage_for(x) for x in (-1, 0.1, 0.3, 0.9)}
+    assert reached == {"internal", "vip", "public_5pct", "full"}
