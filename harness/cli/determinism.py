@@ -11,7 +11,7 @@ import click
 from exporters.catalogue import CANDIDATE, ExitCode
 from harness.cli.exits import exit_codes_help
 from harness.cli.options import config_values, field_option
-from harness.repeat_suite import DeterminismConfig
+from harness.determinism import DeterminismConfig
 
 
 def _targets(values: tuple[str, ...]) -> dict[str, str]:
@@ -63,7 +63,7 @@ def command(ctx: click.Context, **_: Any) -> None:
     turns them into output, resource and latency determinism.
     """
     from exporters.traffic import TrafficError
-    from harness.repeat_suite import DeterminismError, run_determinism
+    from harness.determinism import DeterminismError, run_determinism
     from harness.rundir import RunDir
 
     try:

@@ -87,4 +87,4 @@ def judge_figures(run: Run, policy: Policy, figures: list) -> GateResult:
     them judges exactly what it shows)."""
     sub = run.determinism.manifest.to_json() if run.determinism is not None else None
     return apply_policy(policy, figures, run.manifest.to_json(), run.tallies, run.path, sub,
-                        records=run.results, schedule=run.send_lag)
+                        shown=run.results, schedule=run.send_lag)

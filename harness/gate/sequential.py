@@ -73,7 +73,7 @@ from harness.gate.evaluation import in_flight_limit
 from harness.gate.policy import MetricRule, Policy, load_policy
 from harness.gate.send_order import Requests, Source, default_budget, load
 
-_REPEAT_SUITE = (OUTPUT_DETERMINISM, RESOURCE_DETERMINISM, LATENCY_DETERMINISM)
+_DETERMINISM = (OUTPUT_DETERMINISM, RESOURCE_DETERMINISM, LATENCY_DETERMINISM)
 
 
 @dataclass(frozen=True)
@@ -368,8 +368,8 @@ def _unsaturated(state: RuleState, queued: dict[str, list[str]]) -> RuleState:
 def _track(rule: MetricRule, label: str, counts: bool, mask: np.ndarray | None,
            ctx: _Context) -> Track:
     """The rule's decisions after each request (see `Track`)."""
-    if rule.name in _REPEAT_SUITE:
-        return _repeat_suite(rule, label, counts, ctx)
+    if rule.name in _DETERMINISM:
+        return _determinism_suite(rule, label, counts, ctx)
     if rule.name not in METHODS:
         return _untracked(rule, label, counts, ctx.prefix.available, "no anytime-valid "
                           "interval for this figure (not a mean over requests)")
@@ -421,7 +421,7 @@ def _untracked(rule: MetricRule, label: str, counts: bool, available: int, why: 
                  fixed=_rule_state(rule, label, counts, state=UNDECIDED, reason=why))
 
 
-def _repeat_suite(rule: MetricRule, label: str, counts: bool, ctx: _Context) -> Track:
+def _determinism_suite(rule: MetricRule, label: str, counts: bool, ctx: _Context) -> Track:
     from exporters import determinism_figures
 
     figs = determinism_figures.figures(ctx.prefix.got.determinism or (), replace(

@@ -43,17 +43,17 @@ from harness.gate.schedule import schedule_check
 def apply_policy(policy: Policy, figures: Sequence[Figure], manifest: dict[str, Any],
                  results: Sequence[ArmResult] | Sequence[Tally], run_dir: Path | None = None,
                  determinism_manifest: dict[str, Any] | None = None,
-                 records: Sequence[ArmResult] | None = None,
+                 shown: Sequence[ArmResult] | None = None,
                  schedule: ScheduleLag | None = None) -> GateResult:
-    """Judge `figures` under `policy`; `manifest` / `results` (records, or their tallies)
-    feed the fail-closed checks (and `determinism_manifest` those of the run's
-    `determinism/` sub-run, if any). `records`: the results the reports show request by
-    request (default: `results` when they are records). `schedule`: the run's send lag
-    (default: that of `results` when they are records; None: not recorded)."""
+    """Judge `figures` under `policy`; `manifest` / `results` (`ArmResult`s, or their
+    tallies) feed the fail-closed checks (and `determinism_manifest` those of the run's
+    `determinism/` sub-run, if any). `shown`: the results the reports show request by
+    request (default: `results` when they are `ArmResult`s). `schedule`: the run's send lag
+    (default: that of `results` when they are `ArmResult`s; None: not recorded)."""
     counted = as_tallies(results)
     given = [r for r in results if isinstance(r, ArmResult)]
-    if records is None:
-        records = tuple(given)
+    if shown is None:
+        shown = tuple(given)
     if schedule is None and given:
         schedule = schedule_lag(r.send_lag_s for r in given)
     checks = [*_run_checks(policy, manifest, counted, schedule),
@@ -65,7 +65,7 @@ def apply_policy(policy: Policy, figures: Sequence[Figure], manifest: dict[str, 
         verdict=verdict, reasons=tuple(reasons), checks=tuple(checks), figures=tuple(figures),
         policy=policy, rollout=recommend(verdict, list(figures), policy),
         run_id=str(manifest.get("id") or (run_dir.name if run_dir else "run")),
-        manifest=manifest, results=records, tallies=tuple(counted), schedule=schedule,
+        manifest=manifest, results=shown, tallies=tuple(counted), schedule=schedule,
         run_dir=run_dir)
 
 
