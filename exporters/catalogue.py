@@ -417,6 +417,10 @@ STAGES = (Stage("none", "do not roll out", None, 0.0),
           Stage("public_50pct", "50 % public", None, 50.0),
           Stage("full", "full", 0.5, 100.0))
 NO_ROLLOUT, INTERNAL = STAGES[0].name, STAGES[1].name
+# `layergate watch`'s transitions between stages (its hooks --on-advance / --on-rollback),
+# and what a watch policy's `inconclusive:` does with an undecided stage
+ADVANCE, ROLLBACK, HOLD = "advance", "rollback", "hold"
+Transit = Literal["advance", "rollback"]
 STAGE_BOUNDS = {s.name: s.min_rrr for s in STAGES if s.min_rrr is not None}
 STAGE_LABELS = {s.name: s.label for s in STAGES}
 PUBLIC_PERCENTS = tuple(s.percent for s in STAGES if s.percent > 0)

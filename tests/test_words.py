@@ -1,17 +1,28 @@
-"""Every arm, verdict state and figure name has one owner, the catalogue: code in harness/
-and exporters/ imports the word instead of writing it (docstrings, and the text inside an
-f-string, may say it)."""
+"""Every arm, verdict state, figure name and watch transition has one owner, the
+catalogue: code in harness/ and exporters/ imports the word instead of writing it
+(docstrings, and the text inside an f-string, may say it)."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-from exporters.catalogue import ARMS, EVERY_ARM, FIGURES, OVERALL, RECORDED, VERDICT_STATES
+from exporters.catalogue import (
+    ADVANCE,
+    ARMS,
+    EVERY_ARM,
+    FIGURES,
+    HOLD,
+    OVERALL,
+    RECORDED,
+    ROLLBACK,
+    VERDICT_STATES,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 OWNER = Path("exporters/catalogue.py")
-WORDS = {*ARMS, RECORDED, EVERY_ARM, OVERALL, *VERDICT_STATES, *FIGURES}
+WORDS = {*ARMS, RECORDED, EVERY_ARM, OVERALL, *VERDICT_STATES, *FIGURES, ADVANCE, ROLLBACK,
+         HOLD}
 # the same spelling in another sense, each owned where it is written
 ALLOWED = {
     ("harness/cli/__init__.py", "capacity"): "the command's name and module",
@@ -28,6 +39,8 @@ ALLOWED = {
     ("harness/report/capacity_plots.py", "tpot_p50"): "a step's field plotted",
     ("harness/report/capacity_plots.py", "tpot_p90"): "a step's field plotted",
     ("exporters/capacity_export.py", "error_rate"): "a step's exported series",
+    ("harness/cli/demo.py", "hold"): "the demo's --hold option (keep the stack up)",
+    ("harness/watch/flagger.py", "rollback"): "the name of Flagger's rollback webhook",
     ("harness/watch/policy.py", "inconclusive"): "the watch policy's key saying what an "
                                                  "inconclusive stage does",
 }

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from exporters.canary import Window
-from exporters.catalogue import CANDIDATE, FAIL, INCONCLUSIVE, NO_DATA, PASS, PENDING
+from exporters.catalogue import CANDIDATE, FAIL, INCONCLUSIVE, NO_DATA, PASS, PENDING, ROLLBACK
 from harness.watch.flagger import Answer, Payload, WeightReading, answer
 from harness.watch.journal import Journal, window_entry, window_of
 from harness.watch.stages import StageFigure, StageMachine, Transition, WatchStatus
@@ -113,7 +113,7 @@ class Board:
         if stage in s.history:
             return PASS
         if s.verdict == FAIL or (s.verdict == INCONCLUSIVE
-                                   and self.inconclusive == "rollback"):
+                                   and self.inconclusive == ROLLBACK):
             return FAIL if stage >= s.stage else PASS
         return s.verdict if stage == s.stage else PENDING
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from exporters.catalogue import FAIL, INCONCLUSIVE, NO_DATA, PASS, WATCHING
+from exporters.catalogue import ADVANCE, FAIL, INCONCLUSIVE, NO_DATA, PASS, ROLLBACK, WATCHING
 from harness.watch.board import DECISIONS, Board
 from harness.watch.stages import StageFigure
 
@@ -50,7 +50,7 @@ class WatchCollector(Collector):
                                     "End of the last window with data", value=s.window_end)
         transitions = CounterMetricFamily(f"{PREFIX}transitions",
                                           "Stage transitions decided", labels=("decision",))
-        for decision in ("advance", "rollback"):
+        for decision in (ADVANCE, ROLLBACK):
             transitions.add_metric((decision,), sum(t.decision == decision
                                                     for t in snap.transitions))
         yield transitions

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from exporters.catalogue import FAIL, INCONCLUSIVE, NO_DATA, PASS, PENDING, UNDECIDED
+from exporters.catalogue import FAIL, INCONCLUSIVE, NO_DATA, PASS, PENDING, ROLLBACK, UNDECIDED
 from harness.watch.stages import StagePlan, WatchStatus
 
 HOOKS = ("rollout", "confirm-traffic-increase", "confirm-promotion", "rollback")
@@ -79,7 +79,7 @@ class Answer:
 
 def wants_rollback(status: WatchStatus, inconclusive: str) -> bool:
     return status.verdict in (FAIL, NO_DATA) or (
-        status.verdict == INCONCLUSIVE and inconclusive == "rollback")
+        status.verdict == INCONCLUSIVE and inconclusive == ROLLBACK)
 
 
 def at_stage(plan: StagePlan, weight: float) -> float:

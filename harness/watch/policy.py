@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from exporters import bundled
-from exporters.catalogue import FIGURES, LIVE_FIGURES
+from exporters.catalogue import FIGURES, HOLD, LIVE_FIGURES, ROLLBACK
 from harness.gate.policy import MetricRule
 from harness.gate.validate import (
     PolicyError,
@@ -38,7 +38,7 @@ from harness.gate.validate import (
 )
 
 _TOP_KEYS = {"name", "description", "alpha", "metrics", "inconclusive"}
-INCONCLUSIVE_ACTIONS = ("hold", "rollback")
+INCONCLUSIVE_ACTIONS = (HOLD, ROLLBACK)
 _RULE_KEYS = {"threshold", "direction", "critical", "required"}
 
 

@@ -35,23 +35,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Literal
 
 from exporters.canary import Evidence, Window, available, evidence
 from exporters.catalogue import (
+    ADVANCE,
     FAIL,
     INCONCLUSIVE,
     LIVE_FIGURES,
     NO_DATA,
     PASS,
     PENDING,
+    ROLLBACK,
     WATCHING,
     ExitCode,
+    Transit,
     WatchVerdict,
     exit_code,
 )
 from exporters.figures import OVERALL, Figure
-from harness.gate.checks import Check, judge
+from harness.gate.checks import SKIPPED, Check, judge
 from harness.gate.policy import MetricRule
 from harness.gate.validate import PolicyError
 from harness.watch.config import WatchConfig
@@ -108,7 +110,7 @@ class Transition:
     """What a hook is told: the stage judged, the traffic share to set next (0 on a
     rollback), and why."""
 
-    decision: Literal["advance", "rollback"]
+    decision: Transit
     stage: float
     next_stage: float
     reasons: tuple[str, ...]
@@ -121,14 +123,14 @@ class Transition:
 
     @property
     def final(self) -> bool:
-        return self.decision == "advance" and self.next_stage >= FULL
+        return self.decision == ADVANCE and self.next_stage >= FULL
 
     @property
     def ends(self) -> Verdict | None:
         """The verdict the watch ends with after this transition (None: it goes on)."""
         if self.verdict is not None:
             return self.verdict
-        return FAIL if self.decision == "rollback" else PASS if self.final else None
+        return FAIL if self.decision == ROLLBACK else PASS if self.final else None
 
 
 @dataclass(frozen=True)
@@ -187,7 +189,7 @@ class StageMachine:
         self.restart = self.n_opt
         self._windows: list[Window] = []
         self.served = False  # a window with the candidate's data seen yet
-        self.inconclusive_rollback = policy.inconclusive == "rollback"
+        self.inconclusive_rollback = policy.inconclusive == ROLLBACK
         self.status = WatchStatus(PENDING, plan.analysed[0], 0)
 
     def step(self, window: Window | None, no_data_reason: str | None = None,
@@ -208,16 +210,16 @@ class StageMachine:
         if bad:
             return self._rollback(base, bad)
         decided = [c for c in gating if c.status == PASS]
-        undecided = [c for c in gating if c.status not in (PASS, "skipped")]
+        undecided = [c for c in gating if c.status not in (PASS, SKIPPED)]
         if len(self._windows) >= self.plan.min_windows and decided and not undecided:
             return self._advance(base, decided)
         if len(self._windows) >= self.plan.max_windows:
-            why = undecided or [c for c in gating if c.status == "skipped"]
+            why = undecided or [c for c in gating if c.status == SKIPPED]
             self.status = replace(base, verdict=INCONCLUSIVE, reasons=(
                 f"stage {_pct(base.stage)}: {len(self._windows)} windows and still undecided",
                 *_words(why)))
             if self.inconclusive_rollback:
-                return self.status, Transition("rollback", base.stage, 0.0,
+                return self.status, Transition(ROLLBACK, base.stage, 0.0,
                                                self.status.reasons, INCONCLUSIVE)
             return self.status, None
         self.status = replace(base, reasons=())
@@ -267,13 +269,13 @@ class StageMachine:
                   ) -> tuple[WatchStatus, Transition]:
         reasons = tuple(_words(bad))
         self.status = replace(base, verdict=FAIL, reasons=reasons)
-        return self.status, Transition("rollback", base.stage, 0.0, reasons)
+        return self.status, Transition(ROLLBACK, base.stage, 0.0, reasons)
 
     def _advance(self, base: WatchStatus, good: list[Check]
                  ) -> tuple[WatchStatus, Transition]:
         reasons = tuple(_words(good))
         nxt = self.plan.after(base.stage_index)
-        transition = Transition("advance", base.stage, nxt, reasons)
+        transition = Transition(ADVANCE, base.stage, nxt, reasons)
         self._windows = []
         history = (*base.history, base.stage)
         if transition.final:
