@@ -43,14 +43,11 @@ from typing import Any
 import numpy as np
 
 from exporters import cache_hit, consistency, latency, rer, termination
-from exporters.aligned import Aligned, align
+from exporters.aligned import align
 from exporters.catalogue import (
     FAIL,
     INCONCLUSIVE,
-    LATENCY_DETERMINISM,
-    OUTPUT_DETERMINISM,
     PASS,
-    RESOURCE_DETERMINISM,
     UNDECIDED,
     exit_code,
     judged_on_latency,
@@ -58,42 +55,17 @@ from exporters.catalogue import (
 from exporters.config import MetricsConfig
 from exporters.figures import OVERALL
 from exporters.saturation import detect, not_comparable
-from exporters.sequential import intersected
 from exporters.sequential.binomial import binomial_sequence
-from exporters.sequential.figures import METHODS, FigurePath, figure_path
 from harness.gate.checks import (
     SKIPPED,
     complete_check,
     error_rate_check,
-    interval_reason,
-    judge,
     reason_line,
 )
 from harness.gate.evaluation import in_flight_limit
-from harness.gate.policy import MetricRule, Policy, load_policy
+from harness.gate.policy import Policy, load_policy
 from harness.gate.send_order import Requests, Source, default_budget, load
-
-_DETERMINISM = (OUTPUT_DETERMINISM, RESOURCE_DETERMINISM, LATENCY_DETERMINISM)
-
-
-@dataclass(frozen=True)
-class RuleState:
-    """One rule at the look the run was decided (or the last look)."""
-
-    name: str
-    arm: str
-    scenario: str
-    state: str  # pass, fail, undecided, skipped
-    reason: str
-    counts: bool  # whether it can change the verdict (critical, and run-wide or gated)
-    threshold: float | None = None
-    direction: str | None = None
-    method: str = ""
-    estimate: float | None = None
-    low: float | None = None
-    high: float | None = None
-    samples: int = 0
-    decided_at: int | None = None  # the request after which it was decided
+from harness.gate.sequential_rule import RuleInputs, RuleState, Track, state_at, track
 
 
 @dataclass(frozen=True)
@@ -124,28 +96,6 @@ class SequentialDecision:
 
 
 @dataclass(frozen=True)
-class Track:
-    """One rule's sticky decisions after each request in send order. `passed` None: never
-    decided (`failed` None too: skipped, else undecided). A rule with a confidence sequence
-    carries its `path` and intersected bounds `low` / `high`; one judged once (skipped, no
-    interval for it, the repeat suite) carries its `fixed` state instead."""
-
-    rule: MetricRule
-    scenario: str
-    counts: bool  # its scenario can change the verdict (overall, or gated per scenario)
-    passed: np.ndarray | None
-    failed: np.ndarray | None
-    path: FigurePath | None = None
-    low: np.ndarray | None = None
-    high: np.ndarray | None = None
-    fixed: RuleState | None = None
-
-    @property
-    def gating(self) -> bool:
-        return self.counts and self.rule.critical
-
-
-@dataclass(frozen=True)
 class _Prefix:
     """The judged requests: the run's send order up to the budget, every arm answered."""
 
@@ -157,23 +107,6 @@ class _Prefix:
     @property
     def available(self) -> int:
         return len(self.order)
-
-
-@dataclass(frozen=True)
-class _Context:
-    """What every rule is judged on: the prefix aligned, its per-request columns in send
-    order and each request's scenario."""
-
-    prefix: _Prefix
-    config: MetricsConfig
-    aligned: Aligned
-    cols: dict[str, np.ndarray]
-    scenario: np.ndarray
-    process_spread: float
-
-    @property
-    def alpha(self) -> float:
-        return 1 - self.config.confidence
 
 
 @dataclass(frozen=True)
@@ -205,7 +138,7 @@ def decide(source: Source, policy: Policy | str | Path | None = None,
     errors = _errors(prefix)
     hopeless = _hopeless(errors, policy, ctx.alpha, prefix)
     look = _look(tracks, hopeless, _Saturation(prefix))
-    states = tuple(_unsaturated(_state(t, look.at), look.saturated) for t in tracks)
+    states = tuple(_unsaturated(state_at(t, look.at), look.saturated) for t in tracks)
     verdict, reasons = _verdict(policy, prefix, look, hopeless[look.at], errors, states)
     return SequentialDecision(verdict, look.decided and verdict != INCONCLUSIVE, look.at + 1,
                               prefix.available, prefix.budget, states, tuple(reasons),
@@ -220,7 +153,7 @@ def _prefix(source: Source, budget: int | None) -> _Prefix:
     return _Prefix(got, order, [r for r in got.rows if r.request_id in keep], budget)
 
 
-def _context(prefix: _Prefix, policy: Policy, confidence: float) -> _Context:
+def _context(prefix: _Prefix, policy: Policy, confidence: float) -> RuleInputs:
     config = MetricsConfig(target_rer=policy.target_rer, tokenizer=prefix.got.tokenizer,
                            text_sample=max(prefix.available, 1), n_resamples=1,
                            confidence=confidence)
@@ -232,10 +165,11 @@ def _context(prefix: _Prefix, policy: Policy, confidence: float) -> _Context:
         cols |= calc.columns(al, config)
     cols = {k: v[perm] for k, v in cols.items()}
     scenario = np.array([al.scenario_names[s] for s in al.strata[perm]])
-    return _Context(prefix, config, al, cols, scenario, policy.process_spread)
+    return RuleInputs(prefix.available, prefix.got.determinism, config, al, cols, scenario,
+                      policy.process_spread)
 
 
-def _tracks(policy: Policy, ctx: _Context) -> list[Track]:
+def _tracks(policy: Policy, ctx: RuleInputs) -> list[Track]:
     """Every rule's track: overall, then per scenario when the policy gates scenarios."""
     tracks = []
     labels = [OVERALL, *sorted(set(ctx.scenario))] if policy.gate_scenarios else [OVERALL]
@@ -243,7 +177,7 @@ def _tracks(policy: Policy, ctx: _Context) -> list[Track]:
         rules = policy.rules if label == OVERALL else policy.rules_for_scenario(label)
         mask = None if label == OVERALL else ctx.scenario == label
         counts = label == OVERALL or policy.gate_scenarios
-        tracks += [_track(rule, label, counts, mask, ctx) for rule in rules]
+        tracks += [track(rule, label, counts, mask, ctx) for rule in rules]
     return tracks
 
 
@@ -365,112 +299,6 @@ def _unsaturated(state: RuleState, queued: dict[str, list[str]]) -> RuleState:
                    reason=f"{not_comparable(queued)} (was: {state.reason})")
 
 
-def _track(rule: MetricRule, label: str, counts: bool, mask: np.ndarray | None,
-           ctx: _Context) -> Track:
-    """The rule's decisions after each request (see `Track`)."""
-    if rule.name in _DETERMINISM:
-        return _determinism_suite(rule, label, counts, ctx)
-    if rule.name not in METHODS:
-        return _untracked(rule, label, counts, ctx.prefix.available, "no anytime-valid "
-                          "interval for this figure (not a mean over requests)")
-    try:
-        path = figure_path(rule.name, rule.arm, ctx.cols, ctx.aligned, rule.min_samples,
-                           rule.subtract_noise_floor, ctx.alpha, mask, ctx.process_spread)
-    except KeyError:
-        return _untracked(rule, label, counts, ctx.prefix.available, "not computable for "
-                          "this run (an arm it compares did not run)")
-    low, high = intersected(path.low, path.high, path.look)
-    passed, failed = _sticky(rule, low, high)
-    if not rule.required:
-        # not required and nothing to judge (yet): skipped, as the fixed gate skips it
-        passed = passed | _nothing(path)
-    return Track(rule, label, counts, passed, failed, path, low, high)
-
-
-def _sticky(rule: MetricRule, low: np.ndarray, high: np.ndarray
-            ) -> tuple[np.ndarray, np.ndarray]:
-    """(passed, failed) after each request: decisions stick; should the intersection ever
-    empty, the first side reached stands (a tie fails)."""
-    if rule.direction == ">=":
-        passed, failed = low >= rule.threshold, high < rule.threshold
-    else:
-        passed, failed = high <= rule.threshold, low > rule.threshold
-    passed, failed = np.maximum.accumulate(passed), np.maximum.accumulate(failed)
-    never = passed.size
-    first_pass = int(np.argmax(passed)) if passed.any() else never
-    first_fail = int(np.argmax(failed)) if failed.any() else never
-    if first_fail <= first_pass:
-        return np.zeros(never, dtype=bool), failed
-    return passed, np.zeros(never, dtype=bool)
-
-
-def _rule_state(rule: MetricRule, label: str, counts: bool, **state: Any) -> RuleState:
-    return RuleState(name=rule.name, arm=rule.arm, scenario=label,
-                     counts=counts and rule.critical, threshold=rule.threshold,
-                     direction=rule.direction, **state)
-
-
-def _untracked(rule: MetricRule, label: str, counts: bool, available: int, why: str
-               ) -> Track:
-    """A rule with no confidence sequence here: skipped when not required, else undecided
-    for good."""
-    if not rule.required:
-        return Track(rule, label, counts, None, None,
-                     fixed=_rule_state(rule, label, counts, state=SKIPPED, reason=why))
-    return Track(rule, label, counts, None, np.zeros(available, dtype=bool),
-                 fixed=_rule_state(rule, label, counts, state=UNDECIDED, reason=why))
-
-
-def _determinism_suite(rule: MetricRule, label: str, counts: bool, ctx: _Context) -> Track:
-    from exporters import determinism_figures
-
-    figs = determinism_figures.figures(ctx.prefix.got.determinism or (), replace(
-        ctx.config, min_determinism_prompts=max(rule.min_samples, 1)))
-    fig = next((f for f in figs if f.name == rule.name and f.arm == rule.arm
-                and f.scenario == label), None)
-    check = judge(rule, fig, label, True)
-    state = _rule_state(rule, label, counts, state=check.status,
-                        reason=f"repeat suite, fixed-sample: {check.reason}",
-                        estimate=check.compared, low=check.compared_low,
-                        high=check.compared_high, samples=check.n)
-    const = np.full(ctx.prefix.available, True)
-    if check.status == PASS or check.status == SKIPPED:
-        return Track(rule, label, counts, const, ~const, fixed=state)
-    if check.status == FAIL:
-        return Track(rule, label, counts, ~const, const, fixed=state)
-    return Track(rule, label, counts, None, ~const, fixed=replace(state, state=UNDECIDED))
-
-
-def _state(track: Track, at: int) -> RuleState:
-    """The rule at request index `at`: its state, interval and why."""
-    if track.fixed is not None:
-        return track.fixed
-    rule, path = track.rule, track.path
-    low, high = track.low[at], track.high[at]
-    state = FAIL if track.failed[at] else PASS if track.passed[at] else UNDECIDED
-    mark = track.failed if state == FAIL else track.passed if state == PASS else None
-    when = int(np.argmax(mark)) + 1 if mark is not None else None
-    samples = int(path.count[at])
-    est = float(path.estimate[at]) if np.isfinite(path.estimate[at]) else None
-    if not rule.required and _nothing(path)[at]:
-        return _rule_state(rule, track.scenario, track.counts, state=SKIPPED,
-                           reason="nothing to judge yet (not required)", method=path.method)
-    if est is None and samples:
-        reason = f"undefined over {samples} samples (e.g. a baseline prefix-cache hit rate of 0)"
-    elif not path.look[at]:
-        reason = f"{samples} samples, policy needs {max(rule.min_samples, 1)}"
-    else:
-        what = "excess over noise floor CS" if rule.subtract_noise_floor else "CS"
-        reason = interval_reason(what, low, high, rule, state)
-        if when is not None:
-            reason += f" (decided after request {when})"
-    return _rule_state(rule, track.scenario, track.counts, state=state, reason=reason,
-                       method=path.method, estimate=est,
-                       low=float(low) if np.isfinite(low) else None,
-                       high=float(high) if np.isfinite(high) else None, samples=samples,
-                       decided_at=when)
-
-
 def error_rate_above(errors: np.ndarray, limit: float, alpha: float) -> np.ndarray:
     """After each request: whether the error rate's confidence sequence has lain wholly
     above `limit` (once it has, it stays decided: anytime-valid). `errors` is the running
@@ -483,11 +311,6 @@ def error_rate_above(errors: np.ndarray, limit: float, alpha: float) -> np.ndarr
             above[k:] = True
             break
     return above
-
-
-def _nothing(path) -> np.ndarray:
-    """After each request: the figure has no value yet (no sample, or undefined)."""
-    return (path.count == 0) | ~np.isfinite(path.estimate)
 
 
 def until_decided(policy_path: str | Path | Policy | None, budget: int | None = None
