@@ -59,8 +59,7 @@ from harness.gate.validate import PolicyError
 from harness.watch.config import WatchConfig
 from harness.watch.policy import WatchPolicy
 
-Verdict = WatchVerdict
-TERMINAL: tuple[Verdict, ...] = (PASS, FAIL, INCONCLUSIVE, NO_DATA)
+TERMINAL: tuple[WatchVerdict, ...] = (PASS, FAIL, INCONCLUSIVE, NO_DATA)
 NO_DATA_EXIT = ExitCode.INFRASTRUCTURE  # nothing could be measured
 FULL = 100.0
 MIN_N_OPT = 4  # the t-mixture cannot exclude anything before 4 windows at these alphas
@@ -114,7 +113,7 @@ class Transition:
     stage: float
     next_stage: float
     reasons: tuple[str, ...]
-    verdict: Verdict | None = None  # set when it ends the watch otherwise than it implies
+    verdict: WatchVerdict | None = None  # set when it ends the watch otherwise than it implies
 
     @property
     def key(self) -> str:
@@ -126,7 +125,7 @@ class Transition:
         return self.decision == ADVANCE and self.next_stage >= FULL
 
     @property
-    def ends(self) -> Verdict | None:
+    def ends(self) -> WatchVerdict | None:
         """The verdict the watch ends with after this transition (None: it goes on)."""
         if self.verdict is not None:
             return self.verdict
@@ -135,7 +134,7 @@ class Transition:
 
 @dataclass(frozen=True)
 class WatchStatus:
-    verdict: Verdict
+    verdict: WatchVerdict
     stage: float
     stage_index: int
     windows: int = 0
