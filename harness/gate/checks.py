@@ -177,9 +177,15 @@ class Judged(Protocol):
     reason: str
 
 
+def names_arm(arm: str) -> bool:
+    """Whether a check's label names its arm: not for the candidate (what a check is about
+    unless it says otherwise) nor for a run-wide check."""
+    return arm not in (CANDIDATE, EVERY_ARM)
+
+
 def reason_line(judged: Judged) -> str:
     """A verdict's reason: the figure, its arm unless the candidate (or every arm), its
     scenario unless overall, and why."""
-    arm = "" if judged.arm in (CANDIDATE, EVERY_ARM) else f" ({judged.arm})"
+    arm = f" ({judged.arm})" if names_arm(judged.arm) else ""
     where = "" if judged.scenario == OVERALL else f" [{judged.scenario}]"
     return f"{judged.name}{arm}{where}: {judged.reason}"
