@@ -132,6 +132,8 @@ TPOT_LATENCY_RATIO = _figure("tpot_latency_ratio", "ratio", "lower", "geometric 
                              "paired TPOT ratios against the baseline", excess=True,
                              timing="ratio")
 TIMING_FIGURES = (RER, RER_DECODE, LATENCY_RATIO, TTFT_LATENCY_RATIO, TPOT_LATENCY_RATIO)
+# the determinism suite's figures: from its own sub-run (`layergate determinism`), not the replay
+DETERMINISM_FIGURES = (OUTPUT_DETERMINISM, RESOURCE_DETERMINISM, LATENCY_DETERMINISM)
 TTFT_GROWTH = _figure("ttft_growth", "ratio", "lower", "median TTFT of the last third of the "
                       "run (send order) / the first third's; detail['saturated'] says whether "
                       "the arm queued (exporters/saturation.py)",

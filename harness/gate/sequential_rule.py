@@ -17,22 +17,13 @@ from typing import Any
 import numpy as np
 
 from exporters.aligned import Aligned
-from exporters.catalogue import (
-    FAIL,
-    LATENCY_DETERMINISM,
-    OUTPUT_DETERMINISM,
-    PASS,
-    RESOURCE_DETERMINISM,
-    UNDECIDED,
-)
+from exporters.catalogue import DETERMINISM_FIGURES, FAIL, PASS, UNDECIDED
 from exporters.config import MetricsConfig
 from exporters.records import ArmResult
 from exporters.sequential import intersected
 from exporters.sequential.figures import METHODS, FigurePath, figure_path
 from harness.gate.checks import SKIPPED, interval_reason, judge
 from harness.gate.policy import MetricRule
-
-DETERMINISM = (OUTPUT_DETERMINISM, RESOURCE_DETERMINISM, LATENCY_DETERMINISM)
 
 
 @dataclass(frozen=True)
@@ -98,7 +89,7 @@ class RuleInputs:
 def track(rule: MetricRule, label: str, counts: bool, mask: np.ndarray | None,
            ctx: RuleInputs) -> Track:
     """The rule's decisions after each request (see `Track`)."""
-    if rule.name in DETERMINISM:
+    if rule.name in DETERMINISM_FIGURES:
         return _determinism_suite(rule, label, counts, ctx)
     if rule.name not in METHODS:
         return _untracked(rule, label, counts, ctx.available, "no anytime-valid "
