@@ -108,3 +108,14 @@ def test_one_rollout_ladder_for_the_gate_and_the_watch():
     assert plan.stages == tuple(s.percent for s in STAGES if s.percent > 0)
     reached = {stage_for(x) for x in (-1, 0.1, 0.3, 0.9)}
     assert reached == {"internal", "vip", "public_5pct", "full"}
+
+
+def test_the_verdict_types_spell_the_catalogued_states():
+    from typing import get_args
+
+    from exporters.catalogue import NO_DATA, PENDING, VERDICTS, Transit, Verdict, WatchVerdict
+
+    assert get_args(Verdict) == VERDICTS
+    assert set(get_args(WatchVerdict)) == {*VERDICTS, PENDING, NO_DATA}
+    assert set(get_args(Transit)) == {ADVANCE, ROLLBACK}
+    assert set(get_args(WatchVerdict)) | set(get_args(Verdict)) <= set(VERDICT_STATES)
