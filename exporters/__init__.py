@@ -1,4 +1,4 @@
 """layergate exporters: pure metric calculators, statistics, and Prometheus / OTel export.
 
-Calculators take plain frozen records; this package never imports torch or harness.
+Calculators take plain frozen results (`ArmResult`); this package never imports torch or harness.
 """

@@ -1,7 +1,7 @@
 """Replay results laid out as numpy columns, one row per request, one block per arm.
 
 Rows are sorted by (scenario, request id) so every figure is independent of the order the
-records came in, and each scenario is a contiguous block (the bootstrap's strata).
+results came in, and each scenario is a contiguous block (the bootstrap's strata).
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def _first_per_group(keys: np.ndarray, priority: np.ndarray) -> np.ndarray:
 
 
 def align(results: Iterable[ArmResult] | ResultColumns) -> Aligned:
-    """Shadow-replay rows (repeat 0 when records) by request; a duplicate (request, arm) is
+    """Shadow-replay rows (repeat 0 when `ArmResult`s) by request; a duplicate (request, arm) is
     an error. A request's scenario is the baseline's, else its first row's."""
     if not isinstance(results, ResultColumns):
         results = from_results(r for r in results if r.repeat == 0)

@@ -53,7 +53,7 @@ def answer_summary(results: Iterable[ArmResult] | Iterable[Tally]
 
 
 def as_tallies(results: Iterable[ArmResult] | Iterable[Tally]) -> list[Tally]:
-    """Tallies as given, or counted from records."""
+    """Tallies as given, or counted from results."""
     rows = list(results)
     return rows if all(isinstance(r, Tally) for r in rows) else tallies(rows)  # type: ignore
 

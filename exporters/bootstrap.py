@@ -1,7 +1,7 @@
 """Paired bootstrap, stratified by scenario, computed as resampled *sums*.
 
 Every bootstrapped figure here is a function of per-request sums (ratios of sums, means,
-BLEU / chrF sufficient statistics), so a resample never materialises records: each
+BLEU / chrF sufficient statistics), so a resample never materialises results: each
 resample is a vector of multinomial counts per stratum, and its sums are one matrix
 product `counts @ columns`. All columns share the same resamples, which is what makes the
 comparisons paired (B vs A and A' vs A see the same requests in every resample).

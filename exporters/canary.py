@@ -26,59 +26,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
-from exporters.catalogue import (
-    CACHE_HIT_RATE_DELTA,
-    E2E_RATIO,
-    ERROR_RATE_DELTA,
-    LAYERS_EXECUTED_SHARE,
-    TPOT_RATIO,
-    TPOT_RER,
-    TTFT_RATIO,
-    figure_spec,
-)
+from exporters.catalogue import LIVE_FIGURES, FigureSpec, LiveScale
 from exporters.sequential import rate_difference_sequence, t_mean_sequence
 
-# metric roles: what a mapping file names for each engine (histograms give _sum and _count)
-HISTOGRAM_ROLES = ("e2e", "ttft", "tpot")
-COUNTER_ROLES = ("requests", "errors", "successes", "cache_queries", "cache_hits",
-                 "layers_executed", "layers_skipped")
-ROLES = HISTOGRAM_ROLES + COUNTER_ROLES
 
-Scale = Literal["log_ratio", "rer", "rate_delta", "difference", "share"]
-
-
-@dataclass(frozen=True)
-class LiveFigure:
-    """How a catalogued live figure is computed: the scale its interval is built on and the
-    metric roles it needs ("a|b": either will do). Name, unit and meaning: the catalogue."""
-
-    name: str
-    scale: Scale
-    roles: tuple[str, ...]
-
-    @property
-    def unit(self) -> str:
-        return figure_spec(self.name).unit
-
-    @property
-    def description(self) -> str:
-        return figure_spec(self.name).meaning
-
-
-FIGURES: dict[str, LiveFigure] = {f.name: f for f in (
-    LiveFigure(E2E_RATIO, "log_ratio", ("e2e",)),
-    LiveFigure(TTFT_RATIO, "log_ratio", ("ttft",)),
-    LiveFigure(TPOT_RATIO, "log_ratio", ("tpot",)),
-    LiveFigure(TPOT_RER, "rer", ("tpot",)),
-    LiveFigure(ERROR_RATE_DELTA, "rate_delta", ("requests", "errors|successes")),
-    LiveFigure(CACHE_HIT_RATE_DELTA, "difference", ("cache_queries", "cache_hits")),
-    LiveFigure(LAYERS_EXECUTED_SHARE, "share", ("layers_executed", "layers_skipped")),
-)}
-
-
-def available(figure: LiveFigure, roles: Sequence[str] | set[str]) -> bool:
+def available(figure: FigureSpec, roles: Sequence[str] | set[str]) -> bool:
     """Whether an engine exposing `roles` gives enough to compute `figure`."""
     return all(any(alt in roles for alt in need.split("|")) for need in figure.roles)
 
@@ -119,8 +72,8 @@ class Window:
 def observation(name: str, w: Window) -> float | None:
     """The window's observation for figure `name` (on the scale its interval is built on),
     or None when the window says nothing about it."""
-    figure = FIGURES[name]
-    if figure.scale in ("log_ratio", "rer"):
+    figure = LIVE_FIGURES[name]
+    if figure.scale in ("log_ratio", "saving"):
         a, b = w.baseline.mean(figure.roles[0]), w.candidate.mean(figure.roles[0])
         return None if a is None or b is None else math.log(b / a)
     if figure.scale == "difference":
@@ -166,7 +119,7 @@ class Evidence:
 
 def evidence(name: str, windows: Sequence[Window], alpha: float, n_opt: int) -> Evidence:
     """Figure `name` over `windows`, valid at level `alpha` however often it is looked at."""
-    figure = FIGURES[name]
+    figure = LIVE_FIGURES[name]
     if figure.scale == "rate_delta":
         return _rate_evidence(name, windows, alpha)
     seen = [observation(name, w) for w in windows]
@@ -176,22 +129,22 @@ def evidence(name: str, windows: Sequence[Window], alpha: float, n_opt: int) -> 
         return Evidence(name, 0, None, None, None, history=history)
     b = t_mean_sequence(xs, alpha, n_opt)
     low, high = (_bound(figure.scale, b.low), _bound(figure.scale, b.high))
-    if figure.scale == "rer":  # 1 - ratio: the interval flips
+    if figure.scale == "saving":  # 1 - ratio: the interval flips
         low, high = high, low
     return Evidence(name, b.n, _value(figure.scale, b.estimate), low, high, history[-1],
                     history)
 
 
-def _value(scale: Scale, x: float) -> float:
+def _value(scale: LiveScale, x: float) -> float:
     """An observation (or the mean of some) on the figure's own scale."""
     if scale == "log_ratio":
         return math.exp(x)
-    if scale == "rer":
+    if scale == "saving":
         return -math.expm1(x)
     return x
 
 
-def _bound(scale: Scale, x: float) -> float | None:
+def _bound(scale: LiveScale, x: float) -> float | None:
     return None if math.isinf(x) else _value(scale, x)
 
 

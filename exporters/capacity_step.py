@@ -1,6 +1,6 @@
 """One arm at one step of a capacity sweep: which measured requests met the SLO, errors,
 saturation and latency percentiles. `StepArm` is what the sweep stores per step and what
-`exporters.capacity` judges; it is built from the step's records only."""
+`exporters.capacity` judges; it is built from the step's results only."""
 
 from __future__ import annotations
 

@@ -18,6 +18,13 @@ from typing import Literal, Protocol
 # --- figures ---------------------------------------------------------------------------
 
 Better = Literal["higher", "lower"]
+# how a live figure's interval is built from the windows (exporters/canary.py)
+LiveScale = Literal["log_ratio", "saving", "rate_delta", "difference", "share"]
+# metric roles: what a mapping file names for each engine (histograms give _sum and _count)
+HISTOGRAM_ROLES = ("e2e", "ttft", "tpot")
+COUNTER_ROLES = ("requests", "errors", "successes", "cache_queries", "cache_hits",
+                 "layers_executed", "layers_skipped")
+ROLES = HISTOGRAM_ROLES + COUNTER_ROLES
 
 
 @dataclass(frozen=True)
@@ -30,7 +37,9 @@ class FigureSpec:
     term (exporters/process_spread.py): "ratio" when the value is the arm's time over the
     baseline's, "saving" when it is 1 minus that ratio; saturation makes it inconclusive.
     `sweep`: computed from the steps of a capacity sweep (`layergate capacity`), not by
-    `compute_figures` over one replay."""
+    `compute_figures` over one replay. A live figure's `scale` is the one its interval is
+    built on and `roles` the metric roles it needs ("a|b": either will do;
+    exporters/canary.py computes it)."""
 
     name: str
     unit: str  # fraction (a share in [0, 1]), ratio, s, bytes, tokens, score (0-100), nats
@@ -41,6 +50,8 @@ class FigureSpec:
     live: bool = False
     timing: str = ""
     sweep: bool = False
+    scale: LiveScale | None = None
+    roles: tuple[str, ...] = ()
 
     @property
     def gateable(self) -> bool:
@@ -57,11 +68,15 @@ FIGURES: dict[str, FigureSpec] = {}
 
 def _figure(name: str, unit: str, better: Better, meaning: str, *, excess: bool = False,
             not_gated: str = "", live: bool = False, timing: str = "",
-            sweep: bool = False) -> str:
+            sweep: bool = False, scale: LiveScale | None = None,
+            roles: tuple[str, ...] = ()) -> str:
     if name in FIGURES:
         raise ValueError(f"figure {name!r} catalogued twice")
+    if live != bool(scale and roles) or any(
+            alt not in ROLES for need in roles for alt in need.split("|")):
+        raise ValueError(f"live figure {name!r}: needs a scale and known metric roles")
     FIGURES[name] = FigureSpec(name, unit, better, meaning, excess, not_gated, live, timing,
-                               sweep)
+                               sweep, scale, roles)
     return name
 
 
@@ -117,6 +132,8 @@ TPOT_LATENCY_RATIO = _figure("tpot_latency_ratio", "ratio", "lower", "geometric 
                              "paired TPOT ratios against the baseline", excess=True,
                              timing="ratio")
 TIMING_FIGURES = (RER, RER_DECODE, LATENCY_RATIO, TTFT_LATENCY_RATIO, TPOT_LATENCY_RATIO)
+# the determinism suite's figures: from its own sub-run (`layergate determinism`), not the replay
+DETERMINISM_FIGURES = (OUTPUT_DETERMINISM, RESOURCE_DETERMINISM, LATENCY_DETERMINISM)
 TTFT_GROWTH = _figure("ttft_growth", "ratio", "lower", "median TTFT of the last third of the "
                       "run (send order) / the first third's; detail['saturated'] says whether "
                       "the arm queued (exporters/saturation.py)",
@@ -141,21 +158,32 @@ for _kind, _words in LATENCY_KINDS.items():
 # same windows (exporters/canary.py); a gate policy judges the replay's paired figures
 _LIVE = "a live canary figure (layergate watch, from Prometheus windows); on a shadow replay " \
         "the gate judges the paired figures instead"
-E2E_RATIO = _figure("e2e_ratio", "ratio", "lower", "mean end-to-end latency, candidate / "
-                    "baseline, over the same windows", not_gated=_LIVE, live=True)
-TTFT_RATIO = _figure("ttft_ratio", "ratio", "lower", "mean time to first token, candidate / "
-                     "baseline, over the same windows", not_gated=_LIVE, live=True)
-TPOT_RATIO = _figure("tpot_ratio", "ratio", "lower", "mean time per output token, candidate / "
-                     "baseline, over the same windows", not_gated=_LIVE, live=True)
-TPOT_RER = _figure("tpot_rer", "fraction", "higher", "1 - tpot_ratio: the share of time per "
-                   "output token the candidate saves", not_gated=_LIVE, live=True)
-ERROR_RATE_DELTA = _figure("error_rate_delta", "fraction", "lower", "error rate, candidate - "
-                           "baseline, over the same windows", not_gated=_LIVE, live=True)
-CACHE_HIT_RATE_DELTA = _figure("cache_hit_rate_delta", "fraction", "higher", "prefix-cache hit "
-                               "rate, candidate - baseline", not_gated=_LIVE, live=True)
-LAYERS_EXECUTED_SHARE = _figure("layers_executed_share", "fraction", "lower", "layers the "
-                                "candidate executed / layers it could have executed",
-                                not_gated=_LIVE, live=True)
+
+
+def _live(name: str, unit: str, better: Better, meaning: str, scale: LiveScale,
+          *roles: str) -> str:
+    return _figure(name, unit, better, meaning, not_gated=_LIVE, live=True, scale=scale,
+                   roles=roles)
+
+
+E2E_RATIO = _live("e2e_ratio", "ratio", "lower", "mean end-to-end latency, candidate / "
+                  "baseline, over the same windows", "log_ratio", "e2e")
+TTFT_RATIO = _live("ttft_ratio", "ratio", "lower", "mean time to first token, candidate / "
+                   "baseline, over the same windows", "log_ratio", "ttft")
+TPOT_RATIO = _live("tpot_ratio", "ratio", "lower", "mean time per output token, candidate / "
+                   "baseline, over the same windows", "log_ratio", "tpot")
+TPOT_RER = _live("tpot_rer", "fraction", "higher", "1 - tpot_ratio: the share of time per "
+                 "output token the candidate saves", "saving", "tpot")
+ERROR_RATE_DELTA = _live("error_rate_delta", "fraction", "lower", "error rate, candidate - "
+                         "baseline, over the same windows", "rate_delta", "requests",
+                         "errors|successes")
+CACHE_HIT_RATE_DELTA = _live("cache_hit_rate_delta", "fraction", "higher", "prefix-cache hit "
+                             "rate, candidate - baseline", "difference", "cache_queries",
+                             "cache_hits")
+LAYERS_EXECUTED_SHARE = _live("layers_executed_share", "fraction", "lower", "layers the "
+                              "candidate executed / layers it could have executed", "share",
+                              "layers_executed", "layers_skipped")
+LIVE_FIGURES = {name: spec for name, spec in FIGURES.items() if spec.live}
 
 # a capacity sweep's figures (exporters/capacity.py): from the steps of `layergate capacity`,
 # not from one replay
@@ -206,6 +234,12 @@ ARM_ROLES = {
     CANDIDATE: "The change under test (B).",
 }
 REQUIRED_ARMS = (BASELINE, CANDIDATE)
+# the two arms a live canary compares side by side (`layergate watch`): no noise floor
+LIVE_ARMS = (BASELINE, CANDIDATE)
+# the arm of a run-wide check (run complete, schedule lag): every arm at once, never a server
+EVERY_ARM = "all"
+# the scenario of a figure over every request (figures per scenario carry its name)
+OVERALL = "all"
 # A run may carry several candidates, each an arm of its own name (`replay --candidate
 # NAME=URL`); the arm list is then baseline, baseline2, then the candidates in the order given.
 # An unnamed candidate is the arm `candidate`. Each is judged as B against the same A and A'.
@@ -307,6 +341,23 @@ def arm_lacks(arm: str, what: str) -> str:
 
 PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
 VERDICTS = (PASS, FAIL, INCONCLUSIVE)
+Verdict = Literal["pass", "fail", "inconclusive"]
+# The states short of a verdict, each of one command:
+UNDECIDED = "undecided"  # gate --sequential (and replay --until-decided): a rule not decided yet
+PENDING = "pending"  # watch: no verdict yet, the rollout goes on
+NO_DATA = "no_data"  # watch: ended without data to judge (exit code 4)
+WATCHING = "watching"  # watch's exposed state while pending and its last window had data
+WatchVerdict = Literal["pending", "pass", "fail", "inconclusive", "no_data"]
+VERDICT_STATES = {
+    PASS: "gate, gate --sequential, watch, capacity: the policy holds",
+    FAIL: "gate, gate --sequential, watch (a rollback), capacity: the policy does not hold",
+    INCONCLUSIVE: "gate, gate --sequential, watch: too little evidence either way",
+    UNDECIDED: "gate --sequential: a rule whose confidence sequence still straddles its "
+               "threshold; a run that ends so is inconclusive",
+    PENDING: "watch: no verdict yet, the rollout goes on",
+    NO_DATA: "watch: ended because its windows had no data (Prometheus, selectors, traffic)",
+    WATCHING: "watch's exposed state while pending with data",
+}
 # the gate's run-wide check of the replay's schedule fidelity (exporters/schedule_lag.py):
 # not a figure of an arm but of the load tool, bounded by the policy's max_send_lag_p99_s
 SCHEDULE_LAG = "schedule_lag"
@@ -345,20 +396,36 @@ def exit_code(verdict: str) -> ExitCode:
 
 @dataclass(frozen=True)
 class Stage:
-    """A rollout stage; `min_rrr` is its default lower bound on RRR (None: not reached by
-    RRR: `none` is a failed gate, `internal` is below every bound)."""
+    """A rung of the rollout ladder. `min_rrr`: its default lower bound on RRR, for the
+    gate's recommendation (None: not reached by RRR: `none` is a failed gate, `internal` is
+    below every bound, and the public steps between the named ones are only walked).
+    `percent`: the share of public traffic on the candidate there (0: none of it)."""
 
     name: str
     label: str
     min_rrr: float | None
+    percent: float
 
 
-STAGES = (Stage("none", "do not roll out", None), Stage("internal", "internal", None),
-          Stage("vip", "VIP", 0.0), Stage("public_5pct", "5 % public", 0.25),
-          Stage("full", "full", 0.5))
+# One ladder for both commands: `gate` recommends the widest stage RRR supports, and
+# `layergate watch` walks the public stages' percentages (its default `--stages`), so a
+# recommendation of `public_5pct` means a watch up to 5 %.
+STAGES = (Stage("none", "do not roll out", None, 0.0),
+          Stage("internal", "internal", None, 0.0),
+          Stage("vip", "VIP", 0.0, 0.0),
+          Stage("public_1pct", "1 % public", None, 1.0),
+          Stage("public_5pct", "5 % public", 0.25, 5.0),
+          Stage("public_25pct", "25 % public", None, 25.0),
+          Stage("public_50pct", "50 % public", None, 50.0),
+          Stage("full", "full", 0.5, 100.0))
 NO_ROLLOUT, INTERNAL = STAGES[0].name, STAGES[1].name
+# `layergate watch`'s transitions between stages (its hooks --on-advance / --on-rollback),
+# and what a watch policy's `inconclusive:` does with an undecided stage
+ADVANCE, ROLLBACK, HOLD = "advance", "rollback", "hold"
+Transit = Literal["advance", "rollback"]
 STAGE_BOUNDS = {s.name: s.min_rrr for s in STAGES if s.min_rrr is not None}
 STAGE_LABELS = {s.name: s.label for s in STAGES}
+PUBLIC_PERCENTS = tuple(s.percent for s in STAGES if s.percent > 0)
 
 
 def stage_for(rrr: float, bounds: dict[str, float] | None = None) -> str:

@@ -2,9 +2,9 @@
 arrays, each output by a digest, the outputs themselves fetched only for the rows that
 need them. `exporters.aligned` lays these out per arm.
 
-Built from records here (`from_results`) or read from a run's store
+Built from `ArmResult`s here (`from_results`) or read from a run's store
 (`harness.store.columns`), with the same values either way, so a million results need no
-million records. A digest is 8 bytes of BLAKE2b of the text (of the token ids: their JSON,
+million objects. A digest is 8 bytes of BLAKE2b of the text (of the token ids: their JSON,
 as the store writes it), the same in every process: equal outputs have equal digests;
 unequal ones collide with probability 2^-64 per pair, far below any figure's resolution.
 """
@@ -35,7 +35,7 @@ class Output(NamedTuple):
     top_logprobs: Sequence[dict[str, float]] | None
 
 
-# row indices -> those rows' outputs (`Output`s, or the records themselves)
+# row indices -> those rows' outputs (`Output`s, or the results themselves)
 Outputs = Callable[[np.ndarray], Sequence[Output | ArmResult]]
 
 

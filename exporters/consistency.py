@@ -128,7 +128,7 @@ def _arm_columns(al: Aligned, arm: str, sample: np.ndarray, cut: Cut | None
     text_n = np.zeros(al.n)
     text_n[rows] = 1
     out[p + "text_n"] = text_n
-    for name, stats, width in (("bleu", bleu_stats, BLEU_COLS), ("chrf", chrf_stats, CHRF_COLS)):
+    for name, stats, width in ((BLEU, bleu_stats, BLEU_COLS), (CHRF, chrf_stats, CHRF_COLS)):
         full = np.zeros((al.n, width))
         full[rows] = stats(hyps, refs)
         out |= {f"{p}{name}{j}": full[:, j] for j in range(width)}

@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from exporters.catalogue import CANDIDATE, FigureSpec, figure_spec
+from exporters.catalogue import CANDIDATE, OVERALL, FigureSpec, figure_spec
 
 Status = Literal["ok", "insufficient", "not_computable"]
-OVERALL = "all"
 
 
 @dataclass(frozen=True)

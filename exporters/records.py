@@ -1,4 +1,4 @@
-"""The record every calculator takes: one replayed request on one arm.
+"""The result every calculator takes: one arm's answer to one replayed request.
 
 The replayer writes these to the run's results store; calculators never see HTTP or files.
 """

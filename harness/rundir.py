@@ -57,7 +57,7 @@ class RunDirError(InfrastructureError, RuntimeError):
 
 
 class StoredResults(Sequence[ArmResult]):
-    """Every result of a run's store as records, read on first use: figures read the store
+    """Every result of a run's store as `ArmResult`s, read on first use: figures read the store
     as columns and never need this; reports that show single requests do."""
 
     def __init__(self, path: Path) -> None:

@@ -16,7 +16,7 @@ from harness.capacity.config import CapacityConfig
 from harness.capture.config import CaptureConfig
 from harness.cli import COMMANDS, main
 from harness.cli.options import FieldOption, config_field, field_choices, field_default
-from harness.repeat_suite import DeterminismConfig
+from harness.determinism import DeterminismConfig
 from harness.replay.config import ReplayConfig
 from harness.replay.workers import WorkerConfig
 from harness.stack.demo_config import DemoConfig

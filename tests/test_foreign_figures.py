@@ -25,7 +25,7 @@ from exporters.config import MetricsConfig
 from exporters.prom_text import CACHE_COUNTERS, NO_METRICS_ENDPOINT
 from exporters.records import ArmResult, MetricsScrape
 from exporters.traffic import TrafficRecord
-from harness.repeat_suite import mark_seed_ignored
+from harness.determinism import mark_seed_ignored
 
 METRICS = Path(__file__).resolve().parent / "fixtures" / "metrics"
 

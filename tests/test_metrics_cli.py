@@ -207,7 +207,7 @@ def test_real_replay_end_to_end(full_engine: EngineProcess, tmp_path: Path,
     """run_replay against the real engine (as all three arms), live metrics and engine
     counters through the recording rules in a real Prometheus, a repeat suite in the run's
     determinism/ directory, then `layergate metrics`."""
-    from harness.repeat_suite import DeterminismConfig, run_determinism
+    from harness.determinism import DeterminismConfig, run_determinism
     from harness.replay import ReplayConfig, run_replay
 
     url = full_engine.url

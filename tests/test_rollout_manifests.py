@@ -13,12 +13,13 @@ import click
 import pytest
 import yaml
 
+from exporters.catalogue import WatchVerdict
 from harness.cli.watch import command as watch_command
 from harness.watch.board import Board
 from harness.watch.flagger import HOOKS, Payload
 from harness.watch.metric_map import load_engine_metrics
 from harness.watch.policy import load_watch_policy
-from harness.watch.stages import StageMachine, StagePlan, Verdict
+from harness.watch.stages import StageMachine, StagePlan
 
 DIR = Path(__file__).resolve().parents[1] / "dashboards" / "rollout"
 # Flagger's webhook types (CRD enum of spec.analysis.webhooks[].type) the example uses
@@ -56,7 +57,7 @@ def test_argo_analysis_reads_the_per_stage_verdict() -> None:
     assert web["jsonPath"] == "{$.stage_verdict}"
     assert "/status?stage={{args.stage}}" in web["url"]
     assert _port(web["url"]) == _watch_args()["serve_port"]
-    verdicts = set(get_args(Verdict))
+    verdicts = set(get_args(WatchVerdict))
     assert set(re.findall(r'"(\w+)"', metric["successCondition"])) == {"pass"}
     assert set(re.findall(r'"(\w+)"', metric["failureCondition"])) == {"fail", "no_data"}
     assert {"pass", "fail", "no_data"} <= verdicts

@@ -315,7 +315,7 @@ def test_a_store_older_than_quirks_loads_and_takes_them(tmp_path: Path) -> None:
 
 
 def test_harness_parts_import_without_torch_or_locust() -> None:
-    code = ("import sys, harness.replay, harness.capture, harness.repeat_suite, harness.rundir, "
+    code = ("import sys, harness.replay, harness.capture, harness.determinism, harness.rundir, "
             "harness.scenarios, harness.cli.replay, harness.cli.capture, "
             "harness.cli.determinism; "
             "print(sorted(m for m in ('torch', 'transformers', 'locust', 'gevent') "

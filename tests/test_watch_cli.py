@@ -9,7 +9,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from exporters.canary import FIGURES, ROLES, available
+from exporters.canary import available
+from exporters.catalogue import LIVE_FIGURES, ROLES
 from harness.cli import main
 from harness.watch.metric_map import (
     MetricMapError,
@@ -28,11 +29,12 @@ def test_every_engine_of_the_mapping_file_loads_and_gives_the_latency_ratios() -
     for name in engines:
         roles = load_engine_metrics(name).roles
         assert roles <= set(ROLES)
-        assert available(FIGURES["e2e_ratio"], roles) and available(FIGURES["tpot_ratio"], roles)
-        assert available(FIGURES["error_rate_delta"], roles)
+        assert available(LIVE_FIGURES["e2e_ratio"], roles)
+        assert available(LIVE_FIGURES["tpot_ratio"], roles)
+        assert available(LIVE_FIGURES["error_rate_delta"], roles)
     tgi = load_engine_metrics("tgi").roles
-    assert not available(FIGURES["ttft_ratio"], tgi)
-    assert not available(FIGURES["cache_hit_rate_delta"], tgi)
+    assert not available(LIVE_FIGURES["ttft_ratio"], tgi)
+    assert not available(LIVE_FIGURES["cache_hit_rate_delta"], tgi)
 
 
 def test_queries_add_the_arm_selector_and_accept_both_spellings_of_vllm_names() -> None:

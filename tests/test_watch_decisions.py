@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
-from exporters.canary import FIGURES, ArmWindow, Window, evidence
+from exporters.canary import ArmWindow, Window, evidence
+from exporters.catalogue import LIVE_FIGURES
 from harness.gate.validate import PolicyError
 from harness.watch.board import Board, Missing
 from harness.watch.exposition import WatchCollector
@@ -186,7 +187,7 @@ def test_rer_is_one_minus_the_tpot_ratio_with_its_interval_flipped() -> None:
     assert rer.estimate == pytest.approx(1 - ratio.estimate)
     assert (rer.low, rer.high) == pytest.approx((1 - ratio.high, 1 - ratio.low))
     assert 0.1 < rer.low < 0.2 < rer.high < 0.3
-    assert len(rer.history) == 12 and FIGURES["tpot_rer"].unit == "fraction"
+    assert len(rer.history) == 12 and LIVE_FIGURES["tpot_rer"].unit == "fraction"
 
 
 def flagger(board: Board, hook: str, now: float = 0.0) -> int:

@@ -22,6 +22,7 @@ from typing import ClassVar
 from rich.console import Console
 
 from exporters.capacity_step import StepArm, step_arms
+from exporters.catalogue import PASS
 from exporters.traffic import TrafficRecord, read_traffic, write_traffic
 from harness import scenarios
 from harness.capacity.config import RATE, USERS, CapacityConfig
@@ -227,7 +228,7 @@ def judge_step(out: Path, load: float, config: CapacityConfig) -> list[StepArm]:
 def _step_line(step: Step, config: CapacityConfig) -> str:
     words = []
     for r in step.results:
-        verdict = "pass" if r.passes(config.slo_attainment, config.max_error_rate) else \
+        verdict = PASS if r.passes(config.slo_attainment, config.max_error_rate) else \
             f"fail ({r.why_not(config.slo_attainment, config.max_error_rate)})"
         words.append(f"{r.arm} {verdict}, attainment {r.attainment:.3f}, "
                      f"goodput {r.goodput:.3g}/s")

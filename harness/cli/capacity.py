@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from exporters.catalogue import CANDIDATE, REFERENCE_ARMS, ExitCode
+from exporters.catalogue import CANDIDATE, ExitCode, candidate_arms
 from harness.capacity.config import CapacityConfig
 from harness.cli.exits import exits
 from harness.cli.options import config_values, field_option
@@ -79,7 +79,7 @@ def command(ctx: click.Context, **params: Any) -> None:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)
     arms, models = arms_and_models(params)
-    candidates = [a for a in arms if a not in REFERENCE_ARMS]
+    candidates = candidate_arms(arms)
     if len(candidates) > 1:  # a sweep judges one candidate: the others would need their own
         raise click.BadParameter(f"a capacity sweep takes one candidate, got "
                                  f"{len(candidates)}: {', '.join(candidates)}",

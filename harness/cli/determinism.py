@@ -11,7 +11,7 @@ import click
 from exporters.catalogue import CANDIDATE, ExitCode
 from harness.cli.exits import exits
 from harness.cli.options import config_values, field_option
-from harness.repeat_suite import DeterminismConfig
+from harness.determinism import DeterminismConfig
 
 
 def _targets(values: tuple[str, ...]) -> dict[str, str]:
@@ -62,7 +62,7 @@ def command(ctx: click.Context, **_: Any) -> None:
     the token ids, the latencies and the engine-reported peak memory. `layergate metrics`
     turns them into output, resource and latency determinism.
     """
-    from harness.repeat_suite import DeterminismError, run_determinism
+    from harness.determinism import DeterminismError, run_determinism
     from harness.rundir import RunDir
 
     try:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from exporters.catalogue import BASELINE, CANDIDATE, REQUIRE_ANY, ExitCode
+from exporters.catalogue import BASELINE, CANDIDATE, OVERALL, REQUIRE_ANY, ExitCode
 from harness.cli.exits import RUN_DIR_UNREADABLE, exits
 from harness.cli.options import field_option
 from harness.gate.sequential_config import SequentialConfig
@@ -111,9 +111,9 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
         raise click.BadParameter(str(exc), param_hint="--capacity") from exc
     paths = (json_path, junit_path, markdown_path, html_path)
     for name, ratio in ratios.items():
-        if ratio.detail.get("baseline") != run.manifest.arms.get(BASELINE):
+        if ratio.detail.get(BASELINE) != run.manifest.arms.get(BASELINE):
             err.print(f"note: --capacity {name}: the sweep's baseline "
-                      f"({ratio.detail.get('baseline')}) is not the run's "
+                      f"({ratio.detail.get(BASELINE)}) is not the run's "
                       f"({run.manifest.arms.get(BASELINE)}): its capacity ratio is against "
                       "another baseline", highlight=False, soft_wrap=True)
     if len(family.candidates) == 1:  # one candidate: the reports of a one-candidate run
@@ -229,7 +229,7 @@ def _print_decision(decision, name: str | None) -> None:
                f"{decision.available} judged in send order)")
     for f in decision.figures:
         flag = "" if f.counts else " (not gating)"
-        where = "" if f.scenario == "all" else f" [{f.scenario}]"
+        where = "" if f.scenario == OVERALL else f" [{f.scenario}]"
         click.echo(f"  {f.state:<10} {f.name}{where}{flag}: {f.reason}")
     for arm, signals in decision.saturated.items():
         click.echo(f"  saturated  ttft_growth ({arm}): {'; '.join(signals)}; "

@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from exporters.catalogue import ExitCode
+from exporters.catalogue import BASELINE, CANDIDATE, PENDING, ExitCode
 from harness.cli.exits import exits
 from harness.cli.options import config_values, field_option
 from harness.watch.config import WatchConfig
@@ -64,8 +64,8 @@ def _duration_option(name: str, flag: str):
        INFRASTRUCTURE="no data, a failed hook, or one left unfinished by a restart")
 @click.command("watch")
 @_option("prometheus", required=True, metavar="URL")
-@_option("baseline", required=True, metavar="SELECTOR")
-@_option("candidate", required=True, metavar="SELECTOR")
+@_option(BASELINE, required=True, metavar="SELECTOR")
+@_option(CANDIDATE, required=True, metavar="SELECTOR")
 @_option("policy", type=click.Path(dir_okay=False, path_type=Path))
 @_option("engine")
 @_option("metric_names", type=click.Path(dir_okay=False, path_type=Path))
@@ -129,7 +129,7 @@ def command(ctx: click.Context, json_path: Path | None, **_: Any) -> None:
         outcome = run_watch(prepared, say=err.print, stop=stop)
     except MetricMapError as exc:
         raise click.UsageError(str(exc)) from exc
-    if outcome.status.verdict == "pending":
+    if outcome.status.verdict == PENDING:
         err.print("[yellow]stopped before a verdict[/]")
     if outcome.hook_error:
         err.print(f"[bold red]error:[/] {outcome.hook_error}")

@@ -57,4 +57,4 @@ def capacity_ratio(path: str | Path) -> Figure:
         raise RunDirError(f"{sweep.path}: the sweep has no capacity ratio of its candidate "
                           "(it needs a step of the baseline and of the candidate)")
     baseline = (state.config.get("arms") or {}).get(BASELINE)
-    return dataclasses.replace(found, detail={**found.detail, "baseline": baseline})
+    return dataclasses.replace(found, detail={**found.detail, BASELINE: baseline})

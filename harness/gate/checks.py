@@ -8,15 +8,25 @@ samples, or a figure that could not be computed is inconclusive (never a pass).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, Protocol
 
-from exporters.catalogue import FAIL, INCONCLUSIVE, PASS
+from exporters.catalogue import (
+    CANDIDATE,
+    ERROR_RATE,
+    EVERY_ARM,
+    FAIL,
+    INCONCLUSIVE,
+    OVERALL,
+    PASS,
+    UNDECIDED,
+    Verdict,
+)
 from exporters.figures import Figure
 from harness.gate.policy import MetricRule
 
 # a check is judged like a verdict, or skipped (not required, not computed), or only shown
 SKIPPED, INFO = "skipped", "info"
-CheckStatus = Literal["pass", "fail", "inconclusive", "skipped", "info"]
+CheckStatus = Literal[Verdict, "skipped", "info"]
 # worst first, for tables and exit codes
 STATUS_ORDER: dict[str, int] = {s: i for i, s in enumerate((FAIL, INCONCLUSIVE, PASS, SKIPPED,
                                                              INFO))}
@@ -121,7 +131,61 @@ def _side(rule: MetricRule, low: float, high: float) -> CheckStatus:
 
 def _reason(rule: MetricRule, low: float, high: float) -> str:
     what = "excess over noise floor" if rule.subtract_noise_floor else "CI"
-    status = _side(rule, low, high)
-    words = {PASS: "wholly on the good side of", FAIL: "wholly on the bad side of",
-             INCONCLUSIVE: "straddles"}[status]
-    return f"{what} [{low:.4g}, {high:.4g}] {words} {rule.direction} {rule.threshold:g}"
+    return interval_reason(what, low, high, rule, _side(rule, low, high))
+
+
+# where an interval lies against a threshold, by the status it gives (the sequential gate's
+# undecided straddles, as the fixed gate's inconclusive does)
+SIDES = {PASS: "wholly on the good side of", FAIL: "wholly on the bad side of",
+         INCONCLUSIVE: "straddles", UNDECIDED: "straddles"}
+
+
+def interval_reason(what: str, low: float, high: float, rule: MetricRule, status: str) -> str:
+    """Why an interval (`what`: CI, confidence sequence, ...) gives `status` under `rule`."""
+    return f"{what} [{low:.4g}, {high:.4g}] {SIDES[status]} {rule.direction} {rule.threshold:g}"
+
+
+def error_rate_check(arm: str, failed: int, total: int, limit: float) -> Check:
+    """The fail-closed check of an arm's error rate: above `limit`, or no result at all,
+    fails whatever the figures show."""
+    base = dict(name=ERROR_RATE, scenario=OVERALL, arm=arm, critical=True, counts=True,
+                threshold=limit, direction="<=")
+    if not total:
+        return Check(status=FAIL, reason="no results recorded for this arm", **base)
+    rate = failed / total
+    return Check(status=PASS if rate <= limit else FAIL, value=rate, compared=rate,
+                 compared_low=rate, compared_high=rate, n=total,
+                 reason=f"{failed} of {total} requests failed ({rate:.2%}; limit {limit:.2%})",
+                 **base)
+
+
+def complete_check(name: str, manifest: dict[str, Any]) -> Check:
+    """The fail-closed check that a run (or its `determinism/` sub-run) completed: an
+    interrupted run fails rather than waits, its missing requests are not random."""
+    status = manifest.get("status")
+    complete = status == "complete"
+    return Check(name=name, scenario=OVERALL, arm=EVERY_ARM, critical=True, counts=True,
+                 status=PASS if complete else FAIL,
+                 reason="run marked complete" if complete else
+                 f"run status is {status!r}, not 'complete' (interrupted or still running)")
+
+
+class Judged(Protocol):
+    name: str
+    arm: str
+    scenario: str
+    reason: str
+
+
+def names_arm(arm: str) -> bool:
+    """Whether a check's label names its arm: not for the candidate (what a check is about
+    unless it says otherwise) nor for a run-wide check."""
+    return arm not in (CANDIDATE, EVERY_ARM)
+
+
+def reason_line(judged: Judged) -> str:
+    """A verdict's reason: the figure, its arm unless the candidate (or every arm), its
+    scenario unless overall, and why."""
+    arm = f" ({judged.arm})" if names_arm(judged.arm) else ""
+    where = "" if judged.scenario == OVERALL else f" [{judged.scenario}]"
+    return f"{judged.name}{arm}{where}: {judged.reason}"

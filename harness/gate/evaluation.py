@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from exporters.catalogue import LATENCY_DETERMINISM, OUTPUT_DETERMINISM, RESOURCE_DETERMINISM
+from exporters.catalogue import DETERMINISM_FIGURES
 from exporters.compute import compute_figures
 from exporters.config import MetricsConfig
 from harness.gate.policy import Policy, load_policy
@@ -25,9 +25,6 @@ def evaluate(run_dir: str | Path, policy_path: str | Path | Policy | None = None
     return evaluate_run(run, policy)
 
 
-_REPEAT_SUITE = (OUTPUT_DETERMINISM, RESOURCE_DETERMINISM, LATENCY_DETERMINISM)
-
-
 def metrics_config(policy: Policy, run: Run) -> MetricsConfig:
     """How the gate computes figures: the policy's target and process spread and, as the
     minimum below which a figure is insufficient, the smallest its rules ask (of the
@@ -36,8 +33,8 @@ def metrics_config(policy: Policy, run: Run) -> MetricsConfig:
     def least(rules, default: int) -> int:
         return min((r.min_samples for r in rules if r.min_samples > 0), default=default)
 
-    replay = [r for r in policy.rules if r.name not in _REPEAT_SUITE]
-    repeats = [r for r in policy.rules if r.name in _REPEAT_SUITE]
+    replay = [r for r in policy.rules if r.name not in DETERMINISM_FIGURES]
+    repeats = [r for r in policy.rules if r.name in DETERMINISM_FIGURES]
     return MetricsConfig(target_rer=policy.target_rer, tokenizer=run.tokenizer,
                          process_spread=policy.process_spread,
                          min_samples=least(replay, MetricsConfig.min_samples),
@@ -74,4 +71,4 @@ def judge_figures(run: Run, policy: Policy, figures: list) -> GateResult:
     them judges exactly what it shows)."""
     sub = run.determinism.manifest.to_json() if run.determinism is not None else None
     return apply_policy(policy, figures, run.manifest.to_json(), run.tallies, run.path, sub,
-                        records=run.results, schedule=run.send_lag)
+                        shown=run.results, schedule=run.send_lag)

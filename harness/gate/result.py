@@ -27,7 +27,7 @@ class GateResult:
     rollout: Rollout
     run_id: str
     manifest: dict[str, Any] = field(default_factory=dict)
-    results: Sequence[ArmResult] = ()  # the run's records, for reports of single requests
+    results: Sequence[ArmResult] = ()  # the run's results, for reports of single requests
     tallies: tuple[Tally, ...] = ()  # every answer counted (exporters.answers)
     schedule: ScheduleLag | None = None  # the run's send lag (None: not recorded)
     run_dir: Path | None = None

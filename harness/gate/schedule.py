@@ -4,7 +4,7 @@ arms, so it is inconclusive, never a pass or a fail. Without a bound it is only 
 
 from __future__ import annotations
 
-from exporters.catalogue import INCONCLUSIVE, PASS, SCHEDULE_LAG
+from exporters.catalogue import EVERY_ARM, INCONCLUSIVE, PASS, SCHEDULE_LAG
 from exporters.figures import OVERALL
 from exporters.schedule_lag import ScheduleLag
 from harness.gate.checks import INFO, SKIPPED, Check
@@ -17,7 +17,7 @@ _BEHIND = ("the load tool, not the arms, was the limit: replay a slower schedule
 def schedule_check(policy: Policy, lag: ScheduleLag | None) -> Check:
     """The check of the run's send lag (`exporters.schedule_lag`; None: not recorded)."""
     bound = policy.max_send_lag_p99_s
-    base = dict(name=SCHEDULE_LAG, scenario=OVERALL, arm="all", critical=True,
+    base = dict(name=SCHEDULE_LAG, scenario=OVERALL, arm=EVERY_ARM, critical=True,
                 threshold=bound, direction="<=", unit="s")
     if lag is None:
         return Check(status=SKIPPED, counts=False, reason="the run recorded no send times "

@@ -45,50 +45,29 @@ from typing import Any
 import numpy as np
 
 from exporters import cache_hit, consistency, latency, rer, termination
-from exporters.aligned import Aligned, align
+from exporters.aligned import align
 from exporters.catalogue import (
     FAIL,
     INCONCLUSIVE,
-    LATENCY_DETERMINISM,
-    OUTPUT_DETERMINISM,
     PASS,
-    RESOURCE_DETERMINISM,
+    UNDECIDED,
     exit_code,
     judged_on_latency,
 )
 from exporters.config import MetricsConfig
 from exporters.figures import OVERALL
 from exporters.saturation import detect, not_comparable
-from exporters.sequential import intersected
 from exporters.sequential.binomial import binomial_sequence
-from exporters.sequential.figures import METHODS, figure_path
-from harness.gate.checks import SKIPPED, judge
-from harness.gate.policy import MetricRule, Policy, load_policy
+from harness.gate.checks import (
+    SKIPPED,
+    complete_check,
+    error_rate_check,
+    reason_line,
+)
+from harness.gate.policy import Policy, load_policy
 from harness.gate.send_order import Requests, Source, default_budget, load
+from harness.gate.sequential_rule import RuleInputs, RuleState, Track, state_at, track
 from harness.stops import Stop
-
-UNDECIDED = "undecided"
-_REPEAT_SUITE = (OUTPUT_DETERMINISM, RESOURCE_DETERMINISM, LATENCY_DETERMINISM)
-
-
-@dataclass(frozen=True)
-class FigureState:
-    """One rule at the look the run was decided (or the last look)."""
-
-    name: str
-    arm: str
-    scenario: str
-    state: str  # pass, fail, undecided, skipped
-    reason: str
-    counts: bool  # whether it can change the verdict (critical, and run-wide or gated)
-    threshold: float | None = None
-    direction: str | None = None
-    method: str = ""
-    estimate: float | None = None
-    low: float | None = None
-    high: float | None = None
-    samples: int = 0
-    decided_at: int | None = None  # the request after which it was decided
 
 
 @dataclass(frozen=True)
@@ -98,7 +77,7 @@ class SequentialDecision:
     n: int  # requests judged: where it was decided, else every request available
     available: int  # requests in send order with every arm answered
     budget: int | None
-    figures: tuple[FigureState, ...]
+    figures: tuple[RuleState, ...]
     reasons: tuple[str, ...]
     saturated: dict[str, list[str]] = field(default_factory=dict)  # arm -> its signals, at n
 
@@ -118,6 +97,32 @@ class SequentialDecision:
                 "figures": [vars(f) for f in self.figures]}
 
 
+@dataclass(frozen=True)
+class _Prefix:
+    """The judged requests: the run's send order up to the budget, every arm answered."""
+
+    got: Requests
+    order: list[str]
+    rows: list
+    budget: int | None
+
+    @property
+    def available(self) -> int:
+        return len(self.order)
+
+
+@dataclass(frozen=True)
+class _Look:
+    """Where the run is decided: `at` the index of the deciding request, else the last;
+    `any_fail` / `all_pass` after each request, as the saturation leaves them."""
+
+    at: int
+    decided: bool
+    saturated: dict[str, list[str]]
+    any_fail: np.ndarray
+    all_pass: np.ndarray
+
+
 def decide(source: Source, policy: Policy | str | Path | None = None,
            budget: int | None = None,
            confidence: float = MetricsConfig.confidence) -> SequentialDecision:
@@ -126,52 +131,86 @@ def decide(source: Source, policy: Policy | str | Path | None = None,
     (`default_budget`) when it has one, else every request available. `confidence`: of the
     confidence sequences (lower than the default across several candidates)."""
     policy = policy if isinstance(policy, Policy) else load_policy(policy)
+    prefix = _prefix(source, budget)
+    if not prefix.order:
+        return SequentialDecision(INCONCLUSIVE, False, 0, 0, prefix.budget, (),
+                                  ("no request answered by every arm yet",))
+    ctx = _context(prefix, policy, confidence)
+    tracks = _tracks(policy, ctx)
+    errors = _errors(prefix)
+    hopeless = _hopeless(errors, policy, ctx.alpha, prefix)
+    look = _look(tracks, hopeless, _Saturation(prefix))
+    states = tuple(_unsaturated(state_at(t, look.at), look.saturated) for t in tracks)
+    verdict, reasons = _verdict(policy, prefix, look, hopeless[look.at], errors, states)
+    return SequentialDecision(verdict, look.decided and verdict != INCONCLUSIVE, look.at + 1,
+                              prefix.available, prefix.budget, states, tuple(reasons),
+                              look.saturated)
+
+
+def _prefix(source: Source, budget: int | None) -> _Prefix:
     got = load(source)
     budget = budget if budget is not None else default_budget(got.config)
     order = got.order[:budget] if budget is not None else got.order
     keep = set(order)
-    rows = [r for r in got.rows if r.request_id in keep]
-    available = len(order)
-    if not order:
-        return SequentialDecision(INCONCLUSIVE, False, 0, 0, budget, (),
-                                  ("no request answered by every arm yet",))
-    config = MetricsConfig(target_rer=policy.target_rer, tokenizer=got.tokenizer,
-                           text_sample=max(len(order), 1), n_resamples=1,
+    return _Prefix(got, order, [r for r in got.rows if r.request_id in keep], budget)
+
+
+def _context(prefix: _Prefix, policy: Policy, confidence: float) -> RuleInputs:
+    config = MetricsConfig(target_rer=policy.target_rer, tokenizer=prefix.got.tokenizer,
+                           text_sample=max(prefix.available, 1), n_resamples=1,
                            confidence=confidence)
-    alpha = 1 - config.confidence
-    al = align(rows)
+    al = align(prefix.rows)
     index = {rid: i for i, rid in enumerate(al.request_ids)}
-    perm = np.array([index[rid] for rid in order])
+    perm = np.array([index[rid] for rid in prefix.order])
     cols: dict[str, np.ndarray] = {}
     for calc in (rer, termination, consistency, latency, cache_hit):
         cols |= calc.columns(al, config)
     cols = {k: v[perm] for k, v in cols.items()}
     scenario = np.array([al.scenario_names[s] for s in al.strata[perm]])
+    return RuleInputs(prefix.available, prefix.got.determinism, config, al, cols, scenario,
+                      policy.process_spread)
 
-    tracks: list[tuple[MetricRule, str, bool, np.ndarray | None, np.ndarray | None, dict]] = []
-    scenarios = [OVERALL, *sorted(set(scenario))] if policy.gate_scenarios else [OVERALL]
-    for label in scenarios:
+
+def _tracks(policy: Policy, ctx: RuleInputs) -> list[Track]:
+    """Every rule's track: overall, then per scenario when the policy gates scenarios."""
+    tracks = []
+    labels = [OVERALL, *sorted(set(ctx.scenario))] if policy.gate_scenarios else [OVERALL]
+    for label in labels:
         rules = policy.rules if label == OVERALL else policy.rules_for_scenario(label)
-        mask = None if label == OVERALL else scenario == label
+        mask = None if label == OVERALL else ctx.scenario == label
         counts = label == OVERALL or policy.gate_scenarios
-        for rule in rules:
-            tracks.append(_track(rule, label, counts, mask, cols, al, alpha, available, got,
-                                 config, policy.process_spread))
-    # the fail-closed checks: error rates (per arm, over the judged requests) and status
+        tracks += [track(rule, label, counts, mask, ctx) for rule in rules]
+    return tracks
+
+
+def _errors(prefix: _Prefix) -> dict[str, np.ndarray]:
+    """arm -> its running count of failed requests, in send order."""
     errors = {}
-    for arm in sorted({r.arm for r in rows}):
-        failed = {r.request_id for r in rows if r.arm == arm and not r.ok}
-        errors[arm] = np.cumsum([rid in failed for rid in order])
-    hopeless = np.zeros(available, dtype=bool)
+    for arm in sorted({r.arm for r in prefix.rows}):
+        failed = {r.request_id for r in prefix.rows if r.arm == arm and not r.ok}
+        errors[arm] = np.cumsum([rid in failed for rid in prefix.order])
+    return errors
+
+
+def _hopeless(errors: dict[str, np.ndarray], policy: Policy, alpha: float,
+              prefix: _Prefix) -> np.ndarray:
+    """After each request: an arm's error rate is known to end above its limit (its
+    confidence sequence, or errors beyond the limit times the budget)."""
+    hopeless = np.zeros(prefix.available, dtype=bool)
     for arm, e in errors.items():
-        hopeless |= error_rate_above(e, policy.error_limit(arm), alpha)
-        if budget is not None:
-            hopeless |= e > policy.error_limit(arm) * budget
-    # with the latency figures as judged, and as a saturated prefix leaves them (undecided)
+        limit = policy.error_limit(arm)
+        hopeless |= error_rate_above(e, limit, alpha)
+        if prefix.budget is not None:
+            hopeless |= e > limit * prefix.budget
+    return hopeless
+
+
+def _look(tracks: list[Track], hopeless: np.ndarray, queued: _Saturation) -> _Look:
+    """The first request after which a gating rule failed or every one passed, judging the
+    latency rules undecided where the prefix is saturated; else the last request."""
     any_fail, all_pass = _combined(tracks, hopeless, latency=True)
     any_fail_q, all_pass_q = _combined(tracks, hopeless, latency=False)
-    queued = _Saturation(order, rows, got)
-    at, decided, sat = available - 1, False, None
+    at, decided, sat = hopeless.size - 1, False, None
     for k in np.flatnonzero(any_fail | all_pass):
         sat = queued(int(k))
         if not sat or any_fail_q[k] or all_pass_q[k]:
@@ -181,51 +220,56 @@ def decide(source: Source, policy: Policy | str | Path | None = None,
         sat = queued(at)
     if sat:
         any_fail, all_pass = any_fail_q, all_pass_q
-    n = at + 1
-    states = tuple(_unsaturated(_state(t, at), sat) for t in tracks)
+    return _Look(at, decided, sat or {}, any_fail, all_pass)
+
+
+def _verdict(policy: Policy, prefix: _Prefix, look: _Look, hopeless: bool,
+             errors: dict[str, np.ndarray], states: tuple[RuleState, ...]
+             ) -> tuple[str, list[str]]:
+    """The verdict at the look and its reasons: the rules, then the fail-closed checks
+    (each arm's error rate, the run complete) as the fixed gate words them."""
+    at, n = look.at, look.at + 1
+    verdict = FAIL if look.any_fail[at] else PASS if look.all_pass[at] else INCONCLUSIVE
     reasons: list[str] = []
-    verdict = FAIL if any_fail[at] else PASS if all_pass[at] else INCONCLUSIVE
-    if hopeless[at]:
+    if hopeless:
         reasons.append("an arm's error rate is decided above its limit (its confidence "
                        "sequence, or errors beyond the limit times the budget)")
     for arm, e in errors.items():
-        rate = e[at] / n
-        if rate > policy.error_limit(arm):
+        check = error_rate_check(arm, int(e[at]), n, policy.error_limit(arm))
+        if check.status == FAIL:
             verdict = FAIL
-            reasons.append(f"error_rate ({arm}): {int(e[at])} of {n} requests failed "
-                           f"({rate:.2%}; limit {policy.error_limit(arm):.2%})")
-    if policy.require_complete and got.status == "interrupted":
+            reasons.append(reason_line(check))
+    # a run still running is judged as it goes; only an interrupted one has stopped short
+    if policy.require_complete and prefix.got.status == "interrupted":
         verdict = FAIL
-        reasons.append("run_complete: run status is 'interrupted' (its missing requests "
-                       "are not random)")
+        reasons.append(reason_line(complete_check("run_complete", {"status": "interrupted"})))
     gating = [s for s in states if s.counts]
-    reasons += [f"{s.name}{_where(s)}: {s.reason}" for s in gating if s.state == FAIL]
+    reasons += [reason_line(s) for s in gating if s.state == FAIL]
     if verdict == INCONCLUSIVE:
-        reasons += [f"{s.name}{_where(s)}: {s.reason}" for s in gating if s.state == UNDECIDED]
-        end = "budget spent" if budget is not None and available >= budget else \
-            "results ran out"
+        reasons += [reason_line(s) for s in gating if s.state == UNDECIDED]
+        end = "budget spent" if prefix.budget is not None and \
+            prefix.available >= prefix.budget else "results ran out"
         reasons.append(f"undecided after {n} requests ({end})")
-    return SequentialDecision(verdict, decided and verdict != INCONCLUSIVE, n, available,
-                              budget, states, tuple(reasons), sat or {})
+    return verdict, reasons
 
 
-def _combined(tracks: list[tuple], hopeless: np.ndarray, latency: bool
+def _combined(tracks: list[Track], hopeless: np.ndarray, latency: bool
               ) -> tuple[np.ndarray, np.ndarray]:
     """(some gating rule failed, every gating rule passed) after each request; `latency`
     False: the latency rules count as undecided (a saturated prefix)."""
     any_fail = hopeless.copy()
     all_pass = np.ones(hopeless.size, dtype=bool)
-    for rule, _label, counts, passed, failed, _ in tracks:
-        if not (counts and rule.critical):
+    for t in tracks:
+        if not t.gating:
             continue
-        if passed is None:  # skipped, or undecided for good
-            all_pass &= failed is None
+        if t.passed is None:  # skipped, or undecided for good
+            all_pass &= t.failed is None
             continue
-        if not latency and judged_on_latency(rule.name):
+        if not latency and judged_on_latency(t.rule.name):
             all_pass[:] = False
             continue
-        any_fail |= failed
-        all_pass &= passed
+        any_fail |= t.failed
+        all_pass &= t.passed
     return any_fail, all_pass
 
 
@@ -233,9 +277,9 @@ class _Saturation:
     """arm -> saturation signals of the first k + 1 requests in send order (computed only
     where the decision needs it: at a look that would decide the run, and at the last)."""
 
-    def __init__(self, order: list[str], rows: list, got: Requests) -> None:
-        self.order, self.rows, self.got = order, rows, got
-        self.limit = got.in_flight_limit
+    def __init__(self, prefix: _Prefix) -> None:
+        self.order, self.rows, self.got = prefix.order, prefix.rows, prefix.got
+        self.limit = prefix.got.in_flight_limit
         self.cache: dict[int, dict[str, list[str]]] = {}
 
     def __call__(self, k: int) -> dict[str, list[str]]:
@@ -249,119 +293,12 @@ class _Saturation:
         return self.cache[k]
 
 
-def _unsaturated(state: FigureState, queued: dict[str, list[str]] | None) -> FigureState:
+def _unsaturated(state: RuleState, queued: dict[str, list[str]]) -> RuleState:
     """A latency figure of a saturated prefix: undecided, in the fixed gate's words."""
     if not queued or not judged_on_latency(state.name) or state.state == SKIPPED:
         return state
     return replace(state, state=UNDECIDED, decided_at=None,
                    reason=f"{not_comparable(queued)} (was: {state.reason})")
-
-
-def _where(s: FigureState) -> str:
-    return ("" if s.arm == "candidate" else f" ({s.arm})") + \
-        ("" if s.scenario == OVERALL else f" [{s.scenario}]")
-
-
-def _track(rule: MetricRule, label: str, counts: bool, mask: np.ndarray | None,
-           cols: dict[str, np.ndarray], al: Aligned, alpha: float, available: int,
-           got: Requests, config: MetricsConfig, process_spread: float) -> tuple:
-    """(rule, scenario, counts, passed[n], failed[n], detail): the rule's sticky decisions
-    after each request; passed None: never decided (failed None: skipped, else undecided)."""
-    base = {"threshold": rule.threshold, "direction": rule.direction}
-    if rule.name in _REPEAT_SUITE:
-        return _repeat_suite(rule, label, counts, available, got, config)
-    if rule.name not in METHODS:
-        why = "no anytime-valid interval for this figure (not a mean over requests)"
-        if not rule.required:
-            return rule, label, counts, None, None, {**base, "state": SKIPPED, "reason": why}
-        return rule, label, counts, None, np.zeros(available, dtype=bool), \
-            {**base, "state": UNDECIDED, "reason": why}
-    try:
-        path = figure_path(rule.name, rule.arm, cols, al, rule.min_samples,
-                           rule.subtract_noise_floor, alpha, mask, process_spread)
-    except KeyError:
-        why = "not computable for this run (an arm it compares did not run)"
-        if not rule.required:
-            return rule, label, counts, None, None, {**base, "state": SKIPPED, "reason": why}
-        return rule, label, counts, None, np.zeros(available, dtype=bool), \
-            {**base, "state": UNDECIDED, "reason": why}
-    low, high = intersected(path.low, path.high, path.look)
-    if rule.direction == ">=":
-        passed, failed = low >= rule.threshold, high < rule.threshold
-    else:
-        passed, failed = high <= rule.threshold, low > rule.threshold
-    # decisions stick; should the intersection ever empty, the first side reached stands
-    # (a tie fails)
-    passed, failed = np.maximum.accumulate(passed), np.maximum.accumulate(failed)
-    never = available
-    first_pass = int(np.argmax(passed)) if passed.any() else never
-    first_fail = int(np.argmax(failed)) if failed.any() else never
-    if first_fail <= first_pass:
-        passed = np.zeros(available, dtype=bool)
-    else:
-        failed = np.zeros(available, dtype=bool)
-    if not rule.required:
-        # not required and nothing to judge (yet): skipped, as the fixed gate skips it
-        passed = passed | _nothing(path)
-    return rule, label, counts, passed, failed, {**base, "path": path, "low": low,
-                                                     "high": high}
-
-
-def _repeat_suite(rule: MetricRule, label: str, counts: bool, available: int,
-                  got: Requests, config: MetricsConfig) -> tuple:
-    from exporters import determinism_figures
-
-    base = {"threshold": rule.threshold, "direction": rule.direction}
-    figs = determinism_figures.figures(got.determinism or (), replace(
-        config, min_determinism_prompts=max(rule.min_samples, 1)))
-    fig = next((f for f in figs if f.name == rule.name and f.arm == rule.arm
-                and f.scenario == label), None)
-    check = judge(rule, fig, label, True)
-    const = np.full(available, True)
-    state = {**base, "state": check.status, "reason": f"repeat suite, fixed-sample: "
-             f"{check.reason}", "estimate": check.compared, "low": check.compared_low,
-             "high": check.compared_high, "samples": check.n}
-    if check.status == PASS or check.status == SKIPPED:
-        return rule, label, counts, const, ~const, state
-    if check.status == FAIL:
-        return rule, label, counts, ~const, const, state
-    return rule, label, counts, None, np.zeros(available, dtype=bool), \
-        {**state, "state": UNDECIDED}
-
-
-def _state(track, at: int) -> FigureState:
-    rule, label, counts, passed, failed, d = track
-    common = dict(name=rule.name, arm=rule.arm, scenario=label,
-                  counts=counts and rule.critical, threshold=rule.threshold,
-                  direction=rule.direction)
-    if "path" not in d:
-        return FigureState(state=d["state"], reason=d["reason"], estimate=d.get("estimate"),
-                           low=d.get("low"), high=d.get("high"), samples=d.get("samples", 0),
-                           **common)
-    path, low, high = d["path"], d["low"][at], d["high"][at]
-    state = FAIL if failed[at] else PASS if passed[at] else UNDECIDED
-    mark = failed if state == FAIL else passed if state == PASS else None
-    when = int(np.argmax(mark)) + 1 if mark is not None else None
-    samples = int(path.count[at])
-    est = float(path.estimate[at]) if np.isfinite(path.estimate[at]) else None
-    what = "excess over noise floor CS" if rule.subtract_noise_floor else "CS"
-    if not rule.required and _nothing(path)[at]:
-        return FigureState(state=SKIPPED, reason="nothing to judge yet (not required)",
-                           method=path.method, **common)
-    if est is None and samples:
-        reason = f"undefined over {samples} samples (e.g. a baseline prefix-cache hit rate of 0)"
-    elif not path.look[at]:
-        reason = f"{samples} samples, policy needs {max(rule.min_samples, 1)}"
-    else:
-        words = {PASS: "wholly on the good side of", FAIL: "wholly on the bad side of",
-                 UNDECIDED: "straddles"}[state]
-        reason = f"{what} [{low:.4g}, {high:.4g}] {words} {rule.direction} {rule.threshold:g}"
-        if when is not None:
-            reason += f" (decided after request {when})"
-    return FigureState(state=state, reason=reason, method=path.method, estimate=est,
-                       low=float(low) if np.isfinite(low) else None,
-                       high=float(high) if np.isfinite(high) else None, samples=samples,
-                       decided_at=when, **common)
 
 
 def error_rate_above(errors: np.ndarray, limit: float, alpha: float) -> np.ndarray:
@@ -376,11 +313,6 @@ def error_rate_above(errors: np.ndarray, limit: float, alpha: float) -> np.ndarr
             above[k:] = True
             break
     return above
-
-
-def _nothing(path) -> np.ndarray:
-    """After each request: the figure has no value yet (no sample, or undefined)."""
-    return (path.count == 0) | ~np.isfinite(path.estimate)
 
 
 def until_decided(policy_path: str | Path | Policy | None, budget: int | None = None

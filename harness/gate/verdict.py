@@ -15,6 +15,7 @@ from typing import Any
 from exporters.answers import Tally, as_tallies
 from exporters.catalogue import (
     CANDIDATE,
+    ERROR_RATE,
     FAIL,
     INCONCLUSIVE,
     PASS,
@@ -25,7 +26,14 @@ from exporters.figures import OVERALL, Figure
 from exporters.records import ArmResult
 from exporters.saturation import LOWER_THE_RATE, not_comparable, saturated_arms
 from exporters.schedule_lag import ScheduleLag, schedule_lag
-from harness.gate.checks import INFO, Check, judge
+from harness.gate.checks import (
+    INFO,
+    Check,
+    complete_check,
+    error_rate_check,
+    judge,
+    reason_line,
+)
 from harness.gate.policy import Policy
 from harness.gate.recommendation import recommend
 from harness.gate.result import GateResult
@@ -35,29 +43,29 @@ from harness.gate.schedule import schedule_check
 def apply_policy(policy: Policy, figures: Sequence[Figure], manifest: dict[str, Any],
                  results: Sequence[ArmResult] | Sequence[Tally], run_dir: Path | None = None,
                  determinism_manifest: dict[str, Any] | None = None,
-                 records: Sequence[ArmResult] | None = None,
+                 shown: Sequence[ArmResult] | None = None,
                  schedule: ScheduleLag | None = None) -> GateResult:
-    """Judge `figures` under `policy`; `manifest` / `results` (records, or their tallies)
-    feed the fail-closed checks (and `determinism_manifest` those of the run's
-    `determinism/` sub-run, if any). `records`: the results the reports show request by
-    request (default: `results` when they are records). `schedule`: the run's send lag
-    (default: that of `results` when they are records; None: not recorded)."""
+    """Judge `figures` under `policy`; `manifest` / `results` (`ArmResult`s, or their
+    tallies) feed the fail-closed checks (and `determinism_manifest` those of the run's
+    `determinism/` sub-run, if any). `shown`: the results the reports show request by
+    request (default: `results` when they are `ArmResult`s). `schedule`: the run's send lag
+    (default: that of `results` when they are `ArmResult`s; None: not recorded)."""
     counted = as_tallies(results)
     given = [r for r in results if isinstance(r, ArmResult)]
-    if records is None:
-        records = tuple(given)
+    if shown is None:
+        shown = tuple(given)
     if schedule is None and given:
         schedule = schedule_lag(r.send_lag_s for r in given)
     checks = [*_run_checks(policy, manifest, counted, schedule),
               *_figure_checks(policy, figures, counted)]
     if determinism_manifest is not None and policy.require_complete:
-        checks.append(_complete_check("determinism_complete", determinism_manifest))
+        checks.append(complete_check("determinism_complete", determinism_manifest))
     verdict, reasons = decide(checks)
     return GateResult(
         verdict=verdict, reasons=tuple(reasons), checks=tuple(checks), figures=tuple(figures),
         policy=policy, rollout=recommend(verdict, list(figures), policy),
         run_id=str(manifest.get("id") or (run_dir.name if run_dir else "run")),
-        manifest=manifest, results=records, tallies=tuple(counted), schedule=schedule,
+        manifest=manifest, results=shown, tallies=tuple(counted), schedule=schedule,
         run_dir=run_dir)
 
 
@@ -65,52 +73,24 @@ def decide(checks: Iterable[Check]) -> tuple[str, list[str]]:
     gating = [c for c in checks if c.gating]
     failed = [c for c in gating if c.status == FAIL]
     if failed:
-        return FAIL, [_words(c) for c in failed]
+        return FAIL, [reason_line(c) for c in failed]
     unsure = [c for c in gating if c.status == INCONCLUSIVE]
     if unsure:
-        return INCONCLUSIVE, [_words(c) for c in unsure]
+        return INCONCLUSIVE, [reason_line(c) for c in unsure]
     return PASS, []
-
-
-def _words(check: Check) -> str:
-    where = "" if check.scenario == OVERALL else f" [{check.scenario}]"
-    arm = "" if check.arm == CANDIDATE else f" ({check.arm})"
-    return f"{check.name}{arm}{where}: {check.reason}"
 
 
 def _run_checks(policy: Policy, manifest: dict[str, Any],
                 results: Sequence[Tally], lag: ScheduleLag | None) -> list[Check]:
     checks = [schedule_check(policy, lag)]
     if policy.require_complete:
-        checks.append(_complete_check("run_complete", manifest))
+        checks.append(complete_check("run_complete", manifest))
     arms = list(manifest.get("arms") or {}) or sorted({r.arm for r in results})
     for arm in arms:
         total = sum(t.count for t in results if t.arm == arm)
         failed = sum(t.count for t in results if t.arm == arm and not t.ok)
-        limit = policy.error_limit(arm)
-        if not total:
-            checks.append(Check(name="error_rate", scenario=OVERALL, arm=arm, critical=True,
-                                counts=True, status=FAIL, threshold=limit, direction="<=",
-                                reason="no results recorded for this arm"))
-            continue
-        rate = failed / total
-        checks.append(Check(
-            name="error_rate", scenario=OVERALL, arm=arm, critical=True, counts=True,
-            status=PASS if rate <= limit else FAIL, threshold=limit, direction="<=",
-            value=rate, compared=rate, compared_low=rate, compared_high=rate, n=total,
-            reason=f"{failed} of {total} requests failed "
-                   f"({rate:.2%}; limit {limit:.2%})"))
+        checks.append(error_rate_check(arm, failed, total, policy.error_limit(arm)))
     return checks
-
-
-def _complete_check(name: str, manifest: dict[str, Any]) -> Check:
-    # an interrupted run fails rather than waits: its missing requests are not random
-    status = manifest.get("status")
-    complete = status == "complete"
-    return Check(name=name, scenario=OVERALL, arm="all", critical=True, counts=True,
-                 status=PASS if complete else FAIL,
-                 reason="run marked complete" if complete else
-                 f"run status is {status!r}, not 'complete' (interrupted or still running)")
 
 
 def _figure_checks(policy: Policy, figures: Sequence[Figure],
@@ -127,7 +107,7 @@ def _figure_checks(policy: Policy, figures: Sequence[Figure],
     for scenario in [OVERALL, *scenarios]:
         rules = policy.rules if scenario == OVERALL else policy.rules_for_scenario(scenario)
         counts = scenario == OVERALL or policy.gate_scenarios
-        gated = {("error_rate", arm) for arm in {r.arm for r in results}}  # run checks
+        gated = {(ERROR_RATE, arm) for arm in {r.arm for r in results}}  # run checks
         for rule in rules:
             gated.add((rule.name, rule.arm))
             check = judge(rule, index.get((rule.name, rule.arm, scenario)), scenario, counts)

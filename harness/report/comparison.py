@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from exporters.catalogue import CANDIDATE
 from harness.gate.compare import Change, Comparison
 
 
@@ -64,8 +65,8 @@ def _change(ch: Change) -> dict[str, Any]:
 
 def comparison_json(c: Comparison) -> dict[str, Any]:
     """`compare --json`: both runs, the traffic check, the regressions and every figure."""
-    return {"a": {"run": c.run_a.run_id, "candidate": c.arm_a, "verdict": c.run_a.verdict},
-            "b": {"run": c.run_b.run_id, "candidate": c.arm_b, "verdict": c.run_b.verdict},
+    return {"a": {"run": c.run_a.run_id, CANDIDATE: c.arm_a, "verdict": c.run_a.verdict},
+            "b": {"run": c.run_b.run_id, CANDIDATE: c.arm_b, "verdict": c.run_b.verdict},
             "same_traffic": c.same_traffic, "traffic_sha256": list(c.traffic),
             "outputs_changed": c.outputs_changed, "paired_requests": c.paired,
             "regressions": [r.name for r in c.regressions],

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
-from exporters.catalogue import MULTIPLICITY
+from exporters.catalogue import CANDIDATE, MULTIPLICITY
 from harness.gate.family import FamilyResult
 from harness.report import leaderboard, wording
 from harness.report.json_report import to_dict
@@ -86,8 +86,8 @@ def write_family_markdown(family: FamilyResult, path: str | Path) -> Path:
 def leaderboard_table(family: FamilyResult) -> Table:
     table = Table(title="Leaderboard (saving against consistency, intervals at each "
                         "candidate's adjusted confidence)", title_justify="left")
-    for name in ("candidate", "verdict", *leaderboard.COLUMNS, "front", ""):
-        table.add_column(name, no_wrap=name in ("verdict", "candidate"))
+    for name in (CANDIDATE, "verdict", *leaderboard.COLUMNS, "front", ""):
+        table.add_column(name, no_wrap=name in ("verdict", CANDIDATE))
     for r in leaderboard.rows(family):
         table.add_row(r.name, f"[{STYLES[r.verdict]}]{r.verdict}[/]",
                       *(leaderboard.cell_text(r, n) for n in leaderboard.COLUMNS),
@@ -123,7 +123,7 @@ def render_family_html(family: FamilyResult) -> str:
 
     board = leaderboard.rows(family)
     png = base64.b64encode(saving_against_consistency(board)).decode("ascii")
-    head = "".join(f"<th>{html(n)}</th>" for n in ("candidate", "verdict", "confidence",
+    head = "".join(f"<th>{html(n)}</th>" for n in (CANDIDATE, "verdict", "confidence",
                                                    *leaderboard.COLUMNS, "Pareto front", ""))
     body = "".join(
         f"<tr><td><a href='#candidate-{html(r.name)}'>{html(r.name)}</a></td>"

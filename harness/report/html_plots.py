@@ -15,6 +15,9 @@ from exporters.catalogue import (
     BASELINE,
     BASELINE2,
     CANDIDATE,
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
     RER,
     TERMINATION_ACCURACY,
     TERMINATION_OVERRUN,
@@ -195,7 +198,7 @@ def _scenario_order(names: set[str]) -> list[str]:
     return ([OVERALL] if OVERALL in names else []) + sorted(names - {OVERALL})
 
 
-VERDICT_COLOURS = {"pass": "#2e7d32", "fail": "#c62828", "inconclusive": "#f9a825"}
+VERDICT_COLOURS = {PASS: "#2e7d32", FAIL: "#c62828", INCONCLUSIVE: "#f9a825"}
 
 
 def saving_against_consistency(rows: Sequence) -> bytes:

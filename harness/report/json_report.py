@@ -8,15 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from exporters.answers import answer_summary
-from exporters.catalogue import CANDIDATE
-from harness.gate.checks import Check
+from exporters.catalogue import RRR
+from harness.gate.checks import Check, names_arm
 from harness.gate.result import GateResult
 
 
 def metric_key(check: Check) -> str:
     """`name` for the candidate (B against A) and run-wide checks, `name.arm` for a per-arm
     row (e.g. `error_rate.baseline`)."""
-    return check.name if check.arm in (CANDIDATE, "all") else f"{check.name}.{check.arm}"
+    return f"{check.name}.{check.arm}" if names_arm(check.arm) else check.name
 
 
 def check_dict(check: Check) -> dict[str, Any]:
@@ -55,7 +55,7 @@ def to_dict(result: GateResult) -> dict[str, Any]:
             "exit_code": result.exit_code,
             "reasons": list(result.reasons),
             "rollout": {"stage": rollout.stage, "label": rollout.label,
-                        "rrr": finite(rollout.rrr), "rrr_ci_low": finite(rollout.rrr_low),
+                        RRR: finite(rollout.rrr), "rrr_ci_low": finite(rollout.rrr_low),
                         "rrr_ci_high": finite(rollout.rrr_high), "reason": rollout.reason},
         },
         "metrics": {metric_key(c): check_dict(c) for c in result.overall},

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from exporters.catalogue import CANDIDATE, CAPACITY_RATIO, CHRF, EXACT_MATCH, RER
-from exporters.figures import OVERALL
+from exporters.catalogue import CANDIDATE, CAPACITY, CAPACITY_RATIO, CHRF, EXACT_MATCH, OVERALL, RER
 from harness.gate.family import CandidateVerdict, FamilyResult
 from harness.gate.saving import Estimate, Saving
 from harness.report.json_report import finite
 
 SAVING, CONSISTENCY = "saving", EXACT_MATCH  # the plot's axes
 COLUMNS = (SAVING, RER, EXACT_MATCH, CHRF)
-SOURCES = {RER: "RER", CAPACITY_RATIO: "capacity"}  # what a saving was measured as, in words
+SOURCES = {RER: "RER", CAPACITY_RATIO: CAPACITY}  # what a saving was measured as, in words
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 
-from exporters.catalogue import CANDIDATE, FAIL, INCONCLUSIVE, PASS, VERDICTS
+from exporters.catalogue import FAIL, INCONCLUSIVE, PASS, VERDICTS
 from exporters.figures import OVERALL
 from exporters.saturation import LOWER_THE_RATE, saturated_arms
-from harness.gate.checks import INFO, SKIPPED, Check
+from harness.gate.checks import INFO, SKIPPED, Check, names_arm
 from harness.gate.result import GateResult
 
 ICONS = {PASS: "✅", FAIL: "❌", INCONCLUSIVE: "⚠️", SKIPPED: "➖", INFO: "ℹ️"}
@@ -32,8 +32,7 @@ def threshold(check: Check) -> str:
 
 
 def label(check: Check) -> str:
-    arm = "" if check.arm in (CANDIDATE, "all") else f" ({check.arm})"
-    return f"{check.name}{arm}"
+    return f"{check.name} ({check.arm})" if names_arm(check.arm) else check.name
 
 
 def summary_line(check: Check) -> str:

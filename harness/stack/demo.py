@@ -86,7 +86,7 @@ def _replay(config: DemoConfig, stack: RunningStack, run_dir: Path, console: Con
 
 def _determinism(config: DemoConfig, stack: RunningStack, run_dir: Path,
                  console: Console) -> None:
-    from harness.repeat_suite import DeterminismConfig, run_determinism
+    from harness.determinism import DeterminismConfig, run_determinism
 
     run = RunDir(run_dir)
     sample = determinism_sample(run.traffic_path, run_dir / "stack" / "repeat.jsonl",

@@ -207,13 +207,13 @@ def _scan_binary(conn: sqlite3.Connection, path: Path) -> Scan | None:
         parts.pop("concurrency"))
     replay = _columns(parts, path)
     lags, rowids = replay.send_lag, _rowids(replay)
-    suite = _repeat_suite(replay, repeat, concurrency)
+    suite = _determinism_suite(replay, repeat, concurrency)
     if suite.any():  # rare: a repeat suite inside the run; its rows leave the columns
         replay = _subset(replay, ~suite, path, rowids)
     return Scan(replay, rowids[suite], _tallies(counts), lags)
 
 
-def _repeat_suite(cols: ResultColumns, repeat: np.ndarray, concurrency: np.ndarray
+def _determinism_suite(cols: ResultColumns, repeat: np.ndarray, concurrency: np.ndarray
                   ) -> np.ndarray:
     """Rows of prompts sent more than once (REPLAY's complement): every row of an (arm,
     request, concurrency) that has a row of repeat > 0."""

@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from exporters.canary import Window
+from exporters.catalogue import CANDIDATE, FAIL, INCONCLUSIVE, NO_DATA, PASS, PENDING, ROLLBACK
 from harness.watch.flagger import Answer, Payload, WeightReading, answer
 from harness.watch.journal import Journal, window_entry, window_of
-from harness.watch.stages import FigureState, StageMachine, Transition, WatchStatus
+from harness.watch.stages import StageFigure, StageMachine, Transition, WatchStatus
 
-DECISIONS = {"pass": 1, "fail": -1}  # a figure's check status -> good / bad (else 0)
+DECISIONS = {PASS: 1, FAIL: -1}  # a figure's check status -> good / bad (else 0)
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,8 @@ class Board:
                 self._reading = WeightReading(**entry["weight"])
 
     def _step(self, entry: dict[str, Any]) -> tuple[WatchStatus, Transition | None]:
-        if "no_data" in entry:
-            status, t = self.machine.step(None, entry["no_data"], entry.get("candidate", False))
+        if NO_DATA in entry:
+            status, t = self.machine.step(None, entry[NO_DATA], entry.get(CANDIDATE, False))
         else:
             status, t = self.machine.step(window_of(entry))
         self._status = status
@@ -84,7 +85,7 @@ class Board:
             if epoch is not None and epoch != self.epoch:
                 return self._status, None
             entry = window_entry(got) if isinstance(got, Window) else {
-                "end": got.end, "no_data": got.reason, "candidate": got.candidate}
+                "end": got.end, NO_DATA: got.reason, CANDIDATE: got.candidate}
             if reading is not None:
                 entry["weight"] = {"weight": reading.weight, "as_of": reading.as_of,
                                    "source": reading.source}
@@ -107,14 +108,14 @@ class Board:
         """What Argo is told of stage S: `pass` once passed; `fail` from the rolled-back
         stage on (an inconclusive one too under `inconclusive: rollback`)."""
         s = self.snapshot().status
-        if stage is None or s.verdict == "no_data":
+        if stage is None or s.verdict == NO_DATA:
             return s.verdict
         if stage in s.history:
-            return "pass"
-        if s.verdict == "fail" or (s.verdict == "inconclusive"
-                                   and self.inconclusive == "rollback"):
-            return "fail" if stage >= s.stage else "pass"
-        return s.verdict if stage == s.stage else "pending"
+            return PASS
+        if s.verdict == FAIL or (s.verdict == INCONCLUSIVE
+                                   and self.inconclusive == ROLLBACK):
+            return FAIL if stage >= s.stage else PASS
+        return s.verdict if stage == s.stage else PENDING
 
     def argo(self, stage: float | None) -> dict[str, Any]:
         """`/status` (Argo Rollouts' web metric reads `stage_verdict`); recorded."""
@@ -167,7 +168,7 @@ class Board:
         }
 
 
-def _figure(f: FigureState) -> dict[str, Any]:
+def _figure(f: StageFigure) -> dict[str, Any]:
     c = f.check
     return {"value": c.value, "low": c.ci_low, "high": c.ci_high, "last_window": f.last,
             "per_window": list(f.history),

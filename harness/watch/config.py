@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from exporters.catalogue import FAIL, PUBLIC_PERCENTS
+
 
 @dataclass(frozen=True)
 class WatchConfig:
@@ -25,9 +27,10 @@ class WatchConfig:
     metric_names: Path | None = field(default=None, metadata={
         "help": "Mapping file of engine -> role -> metric name. Default: the bundled "
                 "scenarios/watch/metric-names.yaml."})
-    stages: tuple[float, ...] = field(default=(1, 5, 25, 50, 100), metadata={
-        "help": "Percent of traffic on the candidate at each stage; every stage below 100 "
-                "is watched, reaching 100 is the promotion."})
+    stages: tuple[float, ...] = field(default=PUBLIC_PERCENTS, metadata={
+        "help": "Percent of traffic on the candidate at each stage (default: the rollout "
+                "ladder's public stages); every stage below 100 is watched, reaching 100 "
+                "is the promotion."})
     window_s: float = field(default=60.0, metadata={
         "help": "Length of one window; at least 4 scrape intervals."})
     min_windows: int = field(default=5, metadata={
@@ -64,7 +67,7 @@ class WatchConfig:
         "help": "State file: every window, the stage, the revision, each hook run and each "
                 "controller answer, rewritten atomically after each; a watch restarted "
                 "with it resumes where it was. Refused if written for another rollout."})
-    on_unfinished_hook: str = field(default="fail", metadata={
+    on_unfinished_hook: str = field(default=FAIL, metadata={
         "help": "A hook the state file shows started but never finished (the watch died "
                 "while it ran): run it again, or fail (exit 4) for a person to check.",
-        "choices": ("fail", "rerun")})
+        "choices": (FAIL, "rerun")})

@@ -15,10 +15,11 @@ from collections.abc import Iterator, Sequence
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from exporters.catalogue import ADVANCE, FAIL, INCONCLUSIVE, NO_DATA, PASS, ROLLBACK, WATCHING
 from harness.watch.board import DECISIONS, Board
-from harness.watch.stages import FigureState
+from harness.watch.stages import StageFigure
 
-STATES = ("watching", "no_data", "pass", "fail", "inconclusive")
+STATES = (WATCHING, NO_DATA, PASS, FAIL, INCONCLUSIVE)
 PREFIX = "layergate_watch_"
 
 
@@ -49,13 +50,13 @@ class WatchCollector(Collector):
                                     "End of the last window with data", value=s.window_end)
         transitions = CounterMetricFamily(f"{PREFIX}transitions",
                                           "Stage transitions decided", labels=("decision",))
-        for decision in ("advance", "rollback"):
+        for decision in (ADVANCE, ROLLBACK):
             transitions.add_metric((decision,), sum(t.decision == decision
                                                     for t in snap.transitions))
         yield transitions
         yield from self._figures(s.figures)
 
-    def _figures(self, figures: Sequence[FigureState]) -> Iterator[Metric]:
+    def _figures(self, figures: Sequence[StageFigure]) -> Iterator[Metric]:
         fams = {suffix: GaugeMetricFamily(f"{PREFIX}figure{suffix}", text, labels=("figure",))
                 for suffix, text in (("", "Live figure over the stage's windows"),
                                      ("_low", "Lower end of its anytime-valid interval"),

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from exporters.catalogue import FAIL, INCONCLUSIVE, NO_DATA, PASS, PENDING, ROLLBACK, UNDECIDED
 from harness.watch.stages import StagePlan, WatchStatus
 
 HOOKS = ("rollout", "confirm-traffic-increase", "confirm-promotion", "rollback")
@@ -77,8 +78,8 @@ class Answer:
 
 
 def wants_rollback(status: WatchStatus, inconclusive: str) -> bool:
-    return status.verdict in ("fail", "no_data") or (
-        status.verdict == "inconclusive" and inconclusive == "rollback")
+    return status.verdict in (FAIL, NO_DATA) or (
+        status.verdict == INCONCLUSIVE and inconclusive == ROLLBACK)
 
 
 def at_stage(plan: StagePlan, weight: float) -> float:
@@ -97,12 +98,12 @@ def answer(hook: str, status: WatchStatus, plan: StagePlan, reading: WeightReadi
         return Answer(GO, _why(status)) if rollback else \
             Answer(HALT, f"no rollback ({status.state})")
     if hook == "confirm-promotion":
-        return Answer(GO, "every stage passed") if status.verdict == "pass" else \
-            Answer(HALT, _why(status) if status.verdict != "pending"
+        return Answer(GO, "every stage passed") if status.verdict == PASS else \
+            Answer(HALT, _why(status) if status.verdict != PENDING
                    else f"stage {status.stage:g} % not decided yet")
     if hook != "confirm-traffic-increase":
         raise KeyError(hook)
-    if status.verdict not in ("pending", "pass"):
+    if status.verdict not in (PENDING, PASS):
         return Answer(HALT, _why(status))
     if reading is None:  # never a free step: a restarted watch would hand out one more
         return Answer(HALT, "no reading of the canary weight yet (one comes with each "
@@ -121,5 +122,5 @@ def answer(hook: str, status: WatchStatus, plan: StagePlan, reading: WeightReadi
 
 
 def _why(s: WatchStatus) -> str:
-    detail = s.no_data_reason if s.state == "no_data" else "; ".join(s.reasons)
-    return f"{s.state} at stage {s.stage:g} %: {detail or 'undecided'}"
+    detail = s.no_data_reason if s.state == NO_DATA else "; ".join(s.reasons)
+    return f"{s.state} at stage {s.stage:g} %: {detail or UNDECIDED}"

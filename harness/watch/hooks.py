@@ -20,7 +20,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from exporters.catalogue import exit_code
+from exporters.catalogue import ADVANCE, ROLLBACK, exit_code
 from harness.watch.journal import Journal
 from harness.watch.stages import Transition
 
@@ -54,7 +54,7 @@ class Hooks:
     def __init__(self, on_advance: str | None, on_rollback: str | None,
                  journal: Journal, timeout: float = 300.0,
                  log: Callable[[str], None] | None = None) -> None:
-        self.commands = {"advance": on_advance, "rollback": on_rollback}
+        self.commands = {ADVANCE: on_advance, ROLLBACK: on_rollback}
         self.journal = journal
         self.timeout = timeout
         self.log = log or (lambda _msg: None)

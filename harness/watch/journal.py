@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from exporters.canary import ArmWindow, Window
+from exporters.catalogue import BASELINE, CANDIDATE
 
 VERSION = 1
 
@@ -39,13 +40,13 @@ class StateMismatch(ValueError):
 
 def window_entry(window: Window) -> dict[str, Any]:
     return {"start": window.start, "end": window.end,
-            "baseline": dict(window.baseline.values),
-            "candidate": dict(window.candidate.values)}
+            BASELINE: dict(window.baseline.values),
+            CANDIDATE: dict(window.candidate.values)}
 
 
 def window_of(entry: dict[str, Any]) -> Window:
-    return Window(entry["start"], entry["end"], ArmWindow(entry["baseline"]),
-                  ArmWindow(entry["candidate"]))
+    return Window(entry["start"], entry["end"], ArmWindow(entry[BASELINE]),
+                  ArmWindow(entry[CANDIDATE]))
 
 
 class Journal:

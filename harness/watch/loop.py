@@ -20,6 +20,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from exporters.canary import Window
+from exporters.catalogue import BASELINE, CANDIDATE, FAIL, PENDING
 from harness.watch.board import Board, Missing
 from harness.watch.config import WatchConfig
 from harness.watch.exposition import WatchCollector
@@ -65,7 +66,7 @@ def identity(config: WatchConfig, policy: WatchPolicy, selectors: dict[str, str]
     """What makes a state file this rollout's: any difference and it is refused."""
     rules = {r.name: f"{r.direction} {r.threshold:g}" + ("" if r.critical else " shown")
              + ("" if r.required else " optional") for r in policy.rules}
-    raw = {"baseline": selectors["baseline"], "candidate": selectors["candidate"],
+    raw = {BASELINE: selectors[BASELINE], CANDIDATE: selectors[CANDIDATE],
            "engine": config.engine, "stages": list(config.stages),
            "window_s": config.window_s, "min_windows": config.min_windows,
            "max_windows": config.max_windows, "no_data_windows": config.no_data_windows,
@@ -86,9 +87,9 @@ def prepare(config: WatchConfig) -> Prepared:
     naming what is wrong."""
     policy = load_watch_policy(config.policy)
     engine = load_engine_metrics(config.engine, config.metric_names)
-    selectors = {"baseline": normalise_selector(config.baseline, "--baseline"),
-                 "candidate": normalise_selector(config.candidate, "--candidate")}
-    if selectors["baseline"] == selectors["candidate"]:
+    selectors = {BASELINE: normalise_selector(config.baseline, f"--{BASELINE}"),
+                 CANDIDATE: normalise_selector(config.candidate, f"--{CANDIDATE}")}
+    if selectors[BASELINE] == selectors[CANDIDATE]:
         raise ValueError("--baseline and --candidate select the same series: the watch would "
                          "compare an arm with itself")
     plan = StagePlan(config.stages, config.min_windows, config.max_windows,
@@ -161,7 +162,7 @@ def _resume_hooks(board: Board, hooks: Hooks, config: WatchConfig, say: Say
         if hooks.unfinished(t):
             say(f"--on-{t.decision} for stage {t.stage:g} -> {t.next_stage:g} was started "
                 "but never recorded as finished (the watch stopped while it ran)")
-            if config.on_unfinished_hook == "fail":
+            if config.on_unfinished_hook == FAIL:
                 return WatchOutcome(status, board, (
                     f"--on-{t.decision} for stage {t.stage:g} % may or may not have run to "
                     "the end; the traffic share is unknown. Check it, then restart with "
@@ -202,7 +203,7 @@ def _loop(prepared: Prepared, source: PrometheusSource, board: Board, hooks: Hoo
             epoch, end = board.epoch, first_window_end(time.time(), window)
             continue
         status = board.snapshot().status
-        if status.verdict != "pending":
+        if status.verdict != PENDING:
             if not serving:
                 return WatchOutcome(status, board)
             end += window  # keep serving the verdict until a new revision
@@ -217,7 +218,7 @@ def _loop(prepared: Prepared, source: PrometheusSource, board: Board, hooks: Hoo
             error = _hook_error(transition, hooks.run(transition))
             if error is not None:
                 return WatchOutcome(status, board, error)
-        if status.verdict != "pending" and not serving:
+        if status.verdict != PENDING and not serving:
             return WatchOutcome(status, board)
         end += window
     return WatchOutcome(board.snapshot().status, board)
@@ -234,11 +235,11 @@ def _observation(source: PrometheusSource, config: WatchConfig, got: Window | No
             reading = WeightReading(value[0], value[1], "controller")
     elif isinstance(got, Window):
         reading = WeightReading(source.share(got), end - window, "observed")
-    elif got.arm == "candidate":
+    elif got.arm == CANDIDATE:
         reading = WeightReading(0.0, end - window, "observed")
     if isinstance(got, Window):
         return got, reading
-    return Missing(end, got.reason, got.arm == "candidate"), reading
+    return Missing(end, got.reason, got.arm == CANDIDATE), reading
 
 
 def _hook_error(t: Transition, result: HookResult | None) -> str | None:
@@ -258,7 +259,7 @@ def describe(s: WatchStatus) -> str:
         count = f"{s.missing} in a row" if s.missing else \
             f"the candidate has not served yet, {s.waiting} windows"
         line = f"{head} ({count}): {s.no_data_reason}"
-        return line + ("\n  " + "\n  ".join(s.reasons) if s.verdict != "pending" else "")
+        return line + ("\n  " + "\n  ".join(s.reasons) if s.verdict != PENDING else "")
     parts = []
     for f in s.figures:
         c = f.check
@@ -268,6 +269,6 @@ def describe(s: WatchStatus) -> str:
         parts.append(f"{c.name} {c.value:.3g}{interval} {c.direction} {c.threshold:g} "
                      f"{c.status}")
     line = head + ("  " + "; ".join(parts) if parts else "")
-    if s.verdict != "pending" or s.reasons:
+    if s.verdict != PENDING or s.reasons:
         line += "\n  " + "\n  ".join(s.reasons)
     return line

@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from exporters import bundled
-from exporters.canary import HISTOGRAM_ROLES, ROLES
-from exporters.catalogue import did_you_mean
+from exporters.catalogue import HISTOGRAM_ROLES, ROLES, did_you_mean
 from harness.gate.validate import read_yaml
 
 _NAME = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?$", re.S)

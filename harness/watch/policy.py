@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from exporters import bundled
-from exporters.canary import FIGURES
-from exporters.catalogue import FIGURES as CATALOGUE
+from exporters.catalogue import FIGURES, HOLD, LIVE_FIGURES, ROLLBACK
 from harness.gate.policy import MetricRule
 from harness.gate.validate import (
     PolicyError,
@@ -39,7 +38,7 @@ from harness.gate.validate import (
 )
 
 _TOP_KEYS = {"name", "description", "alpha", "metrics", "inconclusive"}
-INCONCLUSIVE_ACTIONS = ("hold", "rollback")
+INCONCLUSIVE_ACTIONS = (HOLD, ROLLBACK)
 _RULE_KEYS = {"threshold", "direction", "critical", "required"}
 
 
@@ -95,13 +94,14 @@ def parse_watch_policy(raw: Any, path: Path | None = None) -> WatchPolicy:
 
 def _rule(name: Any, spec: Any, where: Where) -> MetricRule:
     key = f"metrics.{name}"
-    if name in CATALOGUE and name not in FIGURES:
+    if name in FIGURES and name not in LIVE_FIGURES:
         raise where.error(key, f"{name!r} is a figure of `layergate gate`: it needs a shadow "
                           "replay (both arms' answers to the same request, or repeats), which "
-                          f"a live canary does not have (live figures: {', '.join(FIGURES)})")
-    if name not in FIGURES:
-        raise where.error(key, f"unknown live figure {name!r}{did_you_mean(name, set(FIGURES))}"
-                          f" (live figures: {', '.join(FIGURES)}; consistency and "
+                          f"a live canary does not have (live figures: {', '.join(LIVE_FIGURES)})")
+    if name not in LIVE_FIGURES:
+        raise where.error(key, f"unknown live figure {name!r}"
+                          f"{did_you_mean(name, set(LIVE_FIGURES))}"
+                          f" (live figures: {', '.join(LIVE_FIGURES)}; consistency and "
                           "termination need a shadow replay: `layergate gate`)")
     if not isinstance(spec, dict):
         raise where.error(key, f"expected a mapping of rule keys, got {kind(spec)}")

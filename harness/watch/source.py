@@ -16,9 +16,8 @@ from dataclasses import dataclass
 import httpx
 
 from exporters.canary import ArmWindow, Window
+from exporters.catalogue import BASELINE, CANDIDATE, LIVE_ARMS
 from harness.watch.metric_map import EngineMetrics, MetricMapError
-
-ARMS = ("baseline", "candidate")
 
 
 @dataclass(frozen=True)
@@ -49,7 +48,7 @@ class PrometheusSource:
         """How many series each arm's selector matches now (0: nothing yet). Raises
         MetricMapError for a selector Prometheus refuses; NoData when it cannot be asked."""
         counts: dict[str, int] = {}
-        for arm in ARMS:
+        for arm in LIVE_ARMS:
             got = self._query(f"count({{{self.selectors[arm]}}})", time.time())
             if isinstance(got, NoData):
                 return got
@@ -60,12 +59,12 @@ class PrometheusSource:
         """Both arms over [end - length, end]. Raises MetricMapError when Prometheus
         refuses a query as malformed (a bad selector: a usage error, not missing data)."""
         arms: dict[str, ArmWindow] = {}
-        for arm in ARMS:
+        for arm in LIVE_ARMS:
             got = self._arm(arm, end, promql_duration(length))
             if isinstance(got, NoData):
                 return got
             arms[arm] = got
-        return Window(end - length, end, arms["baseline"], arms["candidate"])
+        return Window(end - length, end, arms[BASELINE], arms[CANDIDATE])
 
     def _arm(self, arm: str, end: float, window: str) -> ArmWindow | NoData:
         selector = self.selectors[arm]

@@ -35,19 +35,31 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Literal
 
-from exporters.canary import FIGURES, Evidence, Window, available, evidence
-from exporters.catalogue import INCONCLUSIVE, ExitCode, exit_code
+from exporters.canary import Evidence, Window, available, evidence
+from exporters.catalogue import (
+    ADVANCE,
+    FAIL,
+    INCONCLUSIVE,
+    LIVE_FIGURES,
+    NO_DATA,
+    PASS,
+    PENDING,
+    ROLLBACK,
+    WATCHING,
+    ExitCode,
+    Transit,
+    WatchVerdict,
+    exit_code,
+)
 from exporters.figures import OVERALL, Figure
-from harness.gate.checks import Check, judge
+from harness.gate.checks import SKIPPED, Check, judge
 from harness.gate.policy import MetricRule
 from harness.gate.validate import PolicyError
 from harness.watch.config import WatchConfig
 from harness.watch.policy import WatchPolicy
 
-Verdict = Literal["pending", "pass", "fail", "inconclusive", "no_data"]
-TERMINAL: tuple[Verdict, ...] = ("pass", "fail", "inconclusive", "no_data")
+TERMINAL: tuple[WatchVerdict, ...] = (PASS, FAIL, INCONCLUSIVE, NO_DATA)
 NO_DATA_EXIT = ExitCode.INFRASTRUCTURE  # nothing could be measured
 FULL = 100.0
 MIN_N_OPT = 4  # the t-mixture cannot exclude anything before 4 windows at these alphas
@@ -84,7 +96,9 @@ class StagePlan:
 
 
 @dataclass(frozen=True)
-class FigureState:
+class StageFigure:
+    """One policy figure judged over the windows of a stage (its gate `Check`)."""
+
     check: Check
     last: float | None = None  # the last window's own value, on the figure's scale
     history: tuple[float | None, ...] = ()  # every window of the stage, likewise
@@ -95,11 +109,11 @@ class Transition:
     """What a hook is told: the stage judged, the traffic share to set next (0 on a
     rollback), and why."""
 
-    decision: Literal["advance", "rollback"]
+    decision: Transit
     stage: float
     next_stage: float
     reasons: tuple[str, ...]
-    verdict: Verdict | None = None  # set when it ends the watch otherwise than it implies
+    verdict: WatchVerdict | None = None  # set when it ends the watch otherwise than it implies
 
     @property
     def key(self) -> str:
@@ -108,25 +122,25 @@ class Transition:
 
     @property
     def final(self) -> bool:
-        return self.decision == "advance" and self.next_stage >= FULL
+        return self.decision == ADVANCE and self.next_stage >= FULL
 
     @property
-    def ends(self) -> Verdict | None:
+    def ends(self) -> WatchVerdict | None:
         """The verdict the watch ends with after this transition (None: it goes on)."""
         if self.verdict is not None:
             return self.verdict
-        return "fail" if self.decision == "rollback" else "pass" if self.final else None
+        return FAIL if self.decision == ROLLBACK else PASS if self.final else None
 
 
 @dataclass(frozen=True)
 class WatchStatus:
-    verdict: Verdict
+    verdict: WatchVerdict
     stage: float
     stage_index: int
     windows: int = 0
     missing: int = 0
     no_data_reason: str | None = None
-    figures: tuple[FigureState, ...] = ()
+    figures: tuple[StageFigure, ...] = ()
     reasons: tuple[str, ...] = ()
     advances: int = 0
     window_end: float | None = None
@@ -136,17 +150,17 @@ class WatchStatus:
     @property
     def state(self) -> str:
         """watching / no_data while pending, else the verdict."""
-        if self.verdict != "pending":
+        if self.verdict != PENDING:
             return self.verdict
-        return "no_data" if self.missing else "watching"
+        return NO_DATA if self.missing else WATCHING
 
     @property
     def exit_code(self) -> int:
         """The gate's codes; a watch stopped before any verdict is inconclusive (3), or
         without data (4) when its last window had none."""
-        if self.verdict == "no_data" or (self.verdict == "pending" and self.missing):
+        if self.verdict == NO_DATA or (self.verdict == PENDING and self.missing):
             return NO_DATA_EXIT
-        return exit_code(INCONCLUSIVE if self.verdict == "pending" else self.verdict)
+        return exit_code(INCONCLUSIVE if self.verdict == PENDING else self.verdict)
 
 
 class StageMachine:
@@ -157,7 +171,7 @@ class StageMachine:
         self.policy, self.plan = policy, plan
         self.unavailable: dict[str, str] = {}
         for rule in policy.rules:
-            figure = FIGURES[rule.name]
+            figure = LIVE_FIGURES[rule.name]
             if not available(figure, roles):
                 why = (f"engine {engine or '?'} exposes no {' / '.join(figure.roles)} metric "
                        "(scenarios/watch/metric-names.yaml)")
@@ -174,14 +188,14 @@ class StageMachine:
         self.restart = self.n_opt
         self._windows: list[Window] = []
         self.served = False  # a window with the candidate's data seen yet
-        self.inconclusive_rollback = policy.inconclusive == "rollback"
-        self.status = WatchStatus("pending", plan.analysed[0], 0)
+        self.inconclusive_rollback = policy.inconclusive == ROLLBACK
+        self.status = WatchStatus(PENDING, plan.analysed[0], 0)
 
     def step(self, window: Window | None, no_data_reason: str | None = None,
              candidate: bool = False) -> tuple[WatchStatus, Transition | None]:
         """One window: `window` with data, or None with the reason there was none
         (`candidate`: it was the candidate's data that was missing)."""
-        if self.status.verdict != "pending":
+        if self.status.verdict != PENDING:
             return self.status, None
         if window is None:
             return self._no_data(no_data_reason or "no data", candidate), None
@@ -191,33 +205,33 @@ class StageMachine:
         base = replace(self.status, windows=len(self._windows), missing=0, no_data_reason=None,
                        figures=figures, window_end=window.end)
         gating = [f.check for f in figures if f.check.critical]
-        bad = [c for c in gating if c.status == "fail"]
+        bad = [c for c in gating if c.status == FAIL]
         if bad:
             return self._rollback(base, bad)
-        decided = [c for c in gating if c.status == "pass"]
-        undecided = [c for c in gating if c.status not in ("pass", "skipped")]
+        decided = [c for c in gating if c.status == PASS]
+        undecided = [c for c in gating if c.status not in (PASS, SKIPPED)]
         if len(self._windows) >= self.plan.min_windows and decided and not undecided:
             return self._advance(base, decided)
         if len(self._windows) >= self.plan.max_windows:
-            why = undecided or [c for c in gating if c.status == "skipped"]
-            self.status = replace(base, verdict="inconclusive", reasons=(
+            why = undecided or [c for c in gating if c.status == SKIPPED]
+            self.status = replace(base, verdict=INCONCLUSIVE, reasons=(
                 f"stage {_pct(base.stage)}: {len(self._windows)} windows and still undecided",
                 *_words(why)))
             if self.inconclusive_rollback:
-                return self.status, Transition("rollback", base.stage, 0.0,
-                                               self.status.reasons, "inconclusive")
+                return self.status, Transition(ROLLBACK, base.stage, 0.0,
+                                               self.status.reasons, INCONCLUSIVE)
             return self.status, None
         self.status = replace(base, reasons=())
         return self.status, None
 
-    def _judge(self, rule: MetricRule) -> FigureState:
+    def _judge(self, rule: MetricRule) -> StageFigure:
         if rule.name in self.unavailable:
-            return FigureState(judge(rule, Figure(rule.name, None, status="not_computable",
+            return StageFigure(judge(rule, Figure(rule.name, None, status="not_computable",
                                                   reason=self.unavailable[rule.name]),
                                      OVERALL, counts=True))
         ev = evidence(rule.name, self._windows, self.alpha / 2, self.n_opt)
-        whole = FigureState(_judge(rule, ev), ev.last, ev.history)
-        if whole.check.status == "fail":
+        whole = StageFigure(_judge(rule, ev), ev.last, ev.history)
+        if whole.check.status == FAIL:
             return whole
         j = 1
         while len(self._windows) - j * self.restart >= MIN_N_OPT:
@@ -225,8 +239,8 @@ class StageMachine:
             alpha = self.alpha / 2 * 6 / (math.pi ** 2 * j * j)
             recent = evidence(rule.name, self._windows[start:], alpha, self.n_opt)
             check = _judge(rule, recent)
-            if check.status == "fail":
-                return FigureState(replace(check, reason=f"over windows {start + 1}-"
+            if check.status == FAIL:
+                return StageFigure(replace(check, reason=f"over windows {start + 1}-"
                                            f"{len(self._windows)}: {check.reason}"), ev.last,
                                    ev.history)
             j += 1
@@ -237,14 +251,14 @@ class StageMachine:
             waiting = self.status.waiting + 1
             status = replace(self.status, waiting=waiting, no_data_reason=reason)
             if waiting >= self.plan.max_windows:
-                status = replace(status, verdict="no_data", reasons=(
+                status = replace(status, verdict=NO_DATA, reasons=(
                     f"the candidate served no traffic in {waiting} windows: {reason}",))
             self.status = status
             return status
         missing = self.status.missing + 1
         status = replace(self.status, missing=missing, no_data_reason=reason)
         if missing >= self.plan.no_data_windows:
-            status = replace(status, verdict="no_data", reasons=(
+            status = replace(status, verdict=NO_DATA, reasons=(
                 f"no data for {missing} windows in a row at stage {_pct(status.stage)}: "
                 f"{reason}",))
         self.status = status
@@ -253,18 +267,18 @@ class StageMachine:
     def _rollback(self, base: WatchStatus, bad: list[Check]
                   ) -> tuple[WatchStatus, Transition]:
         reasons = tuple(_words(bad))
-        self.status = replace(base, verdict="fail", reasons=reasons)
-        return self.status, Transition("rollback", base.stage, 0.0, reasons)
+        self.status = replace(base, verdict=FAIL, reasons=reasons)
+        return self.status, Transition(ROLLBACK, base.stage, 0.0, reasons)
 
     def _advance(self, base: WatchStatus, good: list[Check]
                  ) -> tuple[WatchStatus, Transition]:
         reasons = tuple(_words(good))
         nxt = self.plan.after(base.stage_index)
-        transition = Transition("advance", base.stage, nxt, reasons)
+        transition = Transition(ADVANCE, base.stage, nxt, reasons)
         self._windows = []
         history = (*base.history, base.stage)
         if transition.final:
-            self.status = replace(base, verdict="pass", reasons=reasons, history=history,
+            self.status = replace(base, verdict=PASS, reasons=reasons, history=history,
                                   advances=base.advances + 1)
         else:
             self.status = replace(base, stage=nxt, stage_index=base.stage_index + 1,

@@ -1,7 +1,7 @@
-"""The repeat suite (`layergate determinism`): send each prompt N times at each concurrency
-level and store token ids, latency and the engine-reported peak memory
-(`layergate.peak_memory_bytes`) per request, from which `exporters` compute output,
-resource and latency determinism.
+"""The determinism suite (`layergate determinism`; "the repeat suite" in prose): send each
+prompt N times at each concurrency level and store token ids, latency and the
+engine-reported peak memory (`layergate.peak_memory_bytes`) per request, from which
+`exporters` compute output, resource and latency determinism.
 
 Not a load test: a thread pool of `concurrency` threads, so at level c, c requests are in
 flight at once, each through the replay's own `client.send` (httpx transport, the same
