@@ -89,9 +89,13 @@ system-packages:
 demo: $(STAMP) demo-packages
 	$(BIN)/layergate demo
 
+# two workers (one file each at a time: module fixtures stay shared), then the solo files
+# alone (tests/conftest.py SOLO); both parts run, and either failing fails the target
 test: install
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not solo" $(PYTEST_ARGS); \
+	rest=$$?; $(BIN)/python -m pytest -q -m solo $(PYTEST_ARGS); solo=$$?; \
+	test $$rest = 0 && test $$solo = 0
 
 lint: install
 	$(BIN)/ruff check .

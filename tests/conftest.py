@@ -1,5 +1,9 @@
-"""Shared fixtures. One real-model engine per session, shared by every test that needs a
-full-depth baseline over HTTP; tests that need other policies start their own."""
+"""Shared fixtures. One real-model engine per session (per worker), shared by every test that
+needs a full-depth baseline over HTTP; tests that need other policies start their own.
+
+`make test` runs the suite on two workers (pytest-xdist, one file per worker at a time), then
+the files in SOLO alone: they judge real servers against a clock or a known rate, which a
+second worker's load would move."""
 
 from __future__ import annotations
 
@@ -10,6 +14,21 @@ import pytest
 
 from tests.support.processes import EngineProcess, start_engine
 from tests.support.replay_rig import echo  # noqa: F401 (the echo server, a module fixture)
+
+SOLO = {
+    "test_capacity_sweep.py": "measures a known capacity ratio within 10 %",
+    "test_capacity_real.py": "an SLO set from the engines' own latency, measured first",
+    "test_watch_engines.py": "a rollback within the windows the statistics promise",
+    "test_watch_restarts.py": "restarts within the webhooks' retries and a fixed deadline",
+    "test_replay_distributed.py": "clock skew between workers held to a bound",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m reads the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name in SOLO:
+            item.add_marker(pytest.mark.solo)
 
 
 @pytest.fixture(scope="session")

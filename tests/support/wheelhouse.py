@@ -5,12 +5,15 @@ this machine's pip, so an install from it (`--no-index --find-links`) resolves l
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +40,16 @@ def keep_only(pattern: str, keep: Path) -> None:
             shutil.rmtree(old) if old.is_dir() else old.unlink()
 
 
+@contextlib.contextmanager
+def locked(kind: str) -> Iterator[None]:
+    """One process at a time builds an entry of `kind`: the suite's workers share the
+    cache, and a second builder waits, then finds the first one's entry."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with (CACHE / f".{kind}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def atomic_dir(final: Path) -> Path:
     """A fresh directory beside `final`, renamed onto it once complete."""
     return Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=CACHE))
@@ -48,8 +61,13 @@ def wheels_dir() -> Path:
     pyproject = (ROOT / "pyproject.toml").read_bytes()
     key = digest(pyproject, *EXTRA_WHEELS, *NO_DEPS_WHEELS, sys.version)
     final = CACHE / f"wheels-{key}"
-    if final.is_dir():
-        return final
+    with locked("wheels"):
+        if not final.is_dir():
+            _download(final)
+    return final
+
+
+def _download(final: Path) -> None:
     work = atomic_dir(final)
     try:
         pip = [sys.executable, "-m", "pip", "download", "-q", "--dest", str(work),
@@ -61,4 +79,3 @@ def wheels_dir() -> Path:
         keep_only("wheels-*", final)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return final
