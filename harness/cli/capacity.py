@@ -12,9 +12,9 @@ from typing import Any
 import click
 
 from exporters.catalogue import CANDIDATE, REFERENCE_ARMS, ExitCode
+from exporters.cli_options import config_values, field_option
 from harness.capacity.config import CapacityConfig
 from harness.cli.exits import exit_codes_help
-from harness.cli.options import config_values, field_option
 from harness.cli.replay import _arm_options, _interrupt, arms_and_models
 
 

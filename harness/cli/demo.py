@@ -9,8 +9,8 @@ from typing import Any
 import click
 
 from exporters.catalogue import ExitCode
+from exporters.cli_options import config_values, field_option
 from harness.cli.exits import InfrastructureError, exit_codes_help
-from harness.cli.options import config_values, field_option
 from harness.stack.demo_config import QUICK, DemoConfig
 
 

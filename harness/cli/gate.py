@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import click
 
 from exporters.catalogue import REQUIRE_ANY, ExitCode
+from exporters.cli_options import field_option
 from harness.cli.exits import RUN_DIR_UNREADABLE, exit_codes_help
-from harness.cli.options import field_option
 from harness.gate.sequential_config import SequentialConfig
 
 if TYPE_CHECKING:

@@ -23,9 +23,9 @@ from exporters.catalogue import (
     TERMINATION_ACCURACY,
     ExitCode,
 )
+from exporters.cli_options import config_values, field_option
 from exporters.config import MetricsConfig
 from harness.cli.exits import RUN_DIR_UNREADABLE, exit_codes_help
-from harness.cli.options import config_values, field_option
 
 if TYPE_CHECKING:
     from exporters.figures import Figure

@@ -20,8 +20,8 @@ from exporters.catalogue import (
     candidate_arms,
     check_candidate_name,
 )
+from exporters.cli_options import config_values, field_option
 from harness.cli.exits import exit_codes_help
-from harness.cli.options import config_values, field_option
 from harness.replay.config import ReplayConfig
 
 
