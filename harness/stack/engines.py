@@ -5,9 +5,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
-from reference_engine.config import EngineConfig
-
-FULL_DEPTH = EngineConfig.skip_policy  # the baselines' skip policy: every layer
+from exporters.catalogue import FULL_DEPTH
 
 
 @dataclass(frozen=True)
