@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from exporters.canary import FIGURES, ArmWindow, Window, evidence
-from harness.gate.validate import PolicyError
+from harness.policy_file import PolicyError
 from harness.watch.board import Board, Missing
 from harness.watch.exposition import WatchCollector
 from harness.watch.flagger import Payload, WeightReading

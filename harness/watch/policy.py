@@ -26,7 +26,7 @@ from exporters import bundled
 from exporters.canary import FIGURES
 from exporters.catalogue import FIGURES as CATALOGUE
 from harness.gate.policy import MetricRule
-from harness.gate.validate import (
+from harness.policy_file import (
     PolicyError,
     Where,
     check_keys,

@@ -42,7 +42,7 @@ from exporters.catalogue import INCONCLUSIVE, ExitCode, exit_code
 from exporters.figures import OVERALL, Figure
 from harness.gate.checks import Check, judge
 from harness.gate.policy import MetricRule
-from harness.gate.validate import PolicyError
+from harness.policy_file import PolicyError
 from harness.watch.config import WatchConfig
 from harness.watch.policy import WatchPolicy
 
