@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,6 +38,7 @@ from pathlib import Path
 import httpx
 
 from exporters.traffic import TrafficRecord, read_traffic, write_traffic
+from harness.processes import free_port
 from harness.replay import ReplayConfig, run_replay
 from harness.replay.client import Target, send
 from harness.replay.transport import HttpxTransport
@@ -46,12 +46,6 @@ from harness.rundir import RunDir
 from harness.scenarios import SCENARIOS_DIR
 
 HERE = Path(__file__).resolve().parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_echo(processes: int = 1) -> tuple[subprocess.Popen, str]:

@@ -241,7 +241,7 @@ def test_each_step_and_the_capacity_are_served_to_prometheus(tmp_path: Path) -> 
     from harness.capacity.live import SweepMetrics
     from harness.capacity.report import sweep_figures
     from harness.capacity.state import SweepDir
-    from tests.support.processes import free_port
+    from harness.processes import free_port
 
     out = _sweep_dir(tmp_path, "complete")
     state = SweepDir(out).read()

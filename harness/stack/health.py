@@ -7,7 +7,7 @@ import time
 
 import httpx
 
-from harness.stack.processes import ManagedProcess
+from harness.processes import ManagedProcess
 
 
 class StackError(RuntimeError):

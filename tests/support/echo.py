@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.processes import free_port
+from harness.processes import free_port
 
 ECHO = Path(__file__).resolve().parents[2] / "benchmarks" / "echo_server.py"
 
