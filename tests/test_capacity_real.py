@@ -22,9 +22,9 @@ import pytest
 from benchmarks.rigs.traffic import traffic
 from exporters.catalogue import BASELINE, CANDIDATE, ExitCode
 from exporters.traffic import read_traffic
-from harness.capacity.state import REPORT
 from harness.processes import ManagedProcess, layergate_command
 from harness.stack.engines import engine
+from harness.sweepdir import REPORT
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 

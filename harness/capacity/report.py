@@ -11,7 +11,7 @@ from exporters.capacity_step import StepArm
 from exporters.catalogue import CAPACITY, ExitCode
 from exporters.figures import Figure
 from harness.capacity.config import CapacityConfig
-from harness.capacity.state import COMPLETE, KIND, SweepState
+from harness.sweepdir import COMPLETE, KIND, SweepState
 
 
 def judge_of(config: CapacityConfig) -> cap.SweepJudge:

@@ -74,11 +74,11 @@ def command(ctx: click.Context, **params: Any) -> None:
     """
     from exporters.traffic import TrafficError
     from harness.capacity.report import exit_of, sweep_figures
-    from harness.capacity.state import StateError, SweepDir
     from harness.capacity.sweep import run_capacity
     from harness.replay import ConfigError, ReplayError
     from harness.rundir import RunDirError
     from harness.scenarios import MixError
+    from harness.sweepdir import StateError, SweepDir
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)

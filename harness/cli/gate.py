@@ -70,11 +70,11 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     """
     from rich.console import Console
 
-    from harness.capacity.state import is_sweep
+    from harness.capacity.verdict import evaluate_sweep
     from harness.gate import PolicyError, load_policy
-    from harness.gate.capacity import evaluate_sweep
     from harness.gate.family import RequireError, evaluate_family
     from harness.rundir import RunDirError, load_run
+    from harness.sweepdir import is_sweep
 
     try:
         policy = load_policy(policy_path)

@@ -136,6 +136,7 @@ def command(ctx: click.Context, **params: Any) -> None:
     """
     from exporters.traffic import TrafficError
     from harness.gate.sequential import until_decided
+    from harness.policy_file import PolicyError
     from harness.replay import ConfigError, ReplayError, run_replay
     from harness.rundir import RunDir, RunDirError
     from harness.scenarios import MixError
@@ -147,9 +148,13 @@ def command(ctx: click.Context, **params: Any) -> None:
     arms, models = arms_and_models(params)
     try:
         config = ReplayConfig(arms=arms, models=models, **config_values(ctx, ReplayConfig))
-        # judged as results arrive: sending stops once the policy is decided (or the budget)
-        should_stop = (until_decided(config.until_decided, config.budget)
-                       if config.until_decided is not None else None)
+        # judged as results arrive: sending stops once the policy is decided (or the budget);
+        # the policy is read here, so a bad one is a usage error before anything is sent
+        try:
+            should_stop = (until_decided(config.until_decided, config.budget)
+                           if config.until_decided is not None else None)
+        except PolicyError as exc:
+            raise ConfigError(f"--until-decided: {exc}") from exc
         run_dir = run_replay(config, should_stop)
     except (ConfigError, TrafficError, MixError) as exc:
         raise click.UsageError(str(exc)) from exc

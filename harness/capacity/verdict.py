@@ -9,11 +9,11 @@ from pathlib import Path
 
 from harness.capacity.config import CapacityConfig
 from harness.capacity.report import sweep_figures
-from harness.capacity.state import KIND, StateError, SweepDir
 from harness.gate.policy import Policy
 from harness.gate.result import GateResult
 from harness.gate.verdict import apply_policy
 from harness.rundir import RunDirError
+from harness.sweepdir import KIND, StateError, SweepDir
 
 
 def evaluate_sweep(path: str | Path, policy: Policy) -> GateResult:
