@@ -2,9 +2,10 @@
 without torch (the replayer runs on load-generation machines that have no model: every
 module is imported in a fresh interpreter, and torch / transformers must not be among what
 got loaded); `harness` never imports `reference_engine` and `reference_engine` never imports
-`harness`; `exporters` imports neither. Inside `harness`, each room imports only the rooms
-before it on a request's way (capture -> replay -> store / run directory -> gate -> report,
-watch beside, stack and the CLI above): `ROOMS` is that table."""
+`harness`; `exporters` imports neither; `benchmarks` never imports `tests`. Inside
+`harness`, each room imports only the rooms before it on a request's way (capture ->
+replay -> store / run directory -> gate -> report, watch beside, stack and the CLI above):
+`ROOMS` is that table."""
 
 from __future__ import annotations
 
@@ -67,6 +68,7 @@ def _imported_packages(package: str) -> dict[str, set[str]]:
     ("harness", {"reference_engine"}),  # the engine's commands are registered by module path
     ("reference_engine", {"harness"}),  # the engine never depends on the harness
     ("exporters", {"harness", "reference_engine"}),  # the bottom layer imports neither
+    ("benchmarks", {"tests"}),  # what both use is in benchmarks/rigs or the harness
 ])
 def test_layers_import_only_downwards(package: str, forbidden: set[str]) -> None:
     wrong = {path: sorted(names & forbidden)
