@@ -78,7 +78,7 @@ def sweep(servers: dict[str, str], tmp_path_factory: pytest.TempPathFactory
     output = first.communicate()[0]
     assert _steps(out) == 2, output
     resumed = subprocess.run(layergate_command(*[a for a in args if a not in ("--slo", SLO)],
-                                           "--resume"),
+                                               "--resume"),
                              capture_output=True, text=True, timeout=600)
     return out, resumed, 2
 
@@ -151,7 +151,7 @@ def test_no_capacity_and_a_lower_bound_are_reported_as_such(servers, tmp_path: P
 
     def capacity(out: str, slo: str, *extra: str) -> subprocess.CompletedProcess:
         return subprocess.run(layergate_command("capacity", *common, "--out", str(tmp_path / out),
-                                            "--slo", slo, *extra),
+                                                "--slo", slo, *extra),
                               capture_output=True, text=True, timeout=300)
 
     tight = capacity("tight", "ttft:50ms")

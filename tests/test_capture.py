@@ -28,7 +28,7 @@ def capture_proxy(upstream: str, out: Path, *extra: str) -> Iterator[tuple[str, 
     port = free_port()
     log = out.with_suffix(".log") if out.suffix else Path(f"/tmp/capture-{port}.log")
     proc = subprocess.Popen(layergate_command("capture", "--upstream", upstream, "--out", str(out),
-                                          "--listen", f"127.0.0.1:{port}", *extra),
+                                              "--listen", f"127.0.0.1:{port}", *extra),
                             stdout=log.open("w"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -122,7 +122,7 @@ def served(run: Path) -> dict[str, dict[str, float]]:
     arm -> value."""
     port = free_port()
     proc = subprocess.Popen(layergate_command("metrics", str(run), "--serve", str(port),
-                                          "--resamples", "50"),
+                                              "--resamples", "50"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60

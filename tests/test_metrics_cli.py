@@ -178,7 +178,7 @@ def _serve_and_scrape(run: Path, tmp_path: Path, processes: ProcessSet, engines:
         rule_files=[ROOT / "dashboards" / "rules.yml"]), tmp_path / "prometheus")
     json_path = tmp_path / "served.json"
     processes.start("exporter", layergate_command("metrics", str(run), "--serve", str(port),
-                                              "--json", str(json_path), *extra))
+                                                  "--json", str(json_path), *extra))
     return prom, json_path, port
 
 
@@ -265,7 +265,7 @@ def test_real_replay_end_to_end(full_engine: ManagedProcess, tmp_path: Path,
         assert _figure(doc, "rer_theoretical")["value"] == 0.0  # policy full skips nothing
         assert 0 < _figure(doc, "token_efficiency", arm="baseline")["value"] <= 1
         processes.start("exporter", layergate_command("metrics", str(run), "--serve", str(port),
-                                                  "--resamples", "100"))
+                                                      "--resamples", "100"))
         got = prom.wait_for('layergate_run_rer{arm="candidate",scenario="all"}', timeout=90)
         assert got and float(got[0]["value"][1]) == pytest.approx(rer["value"])
         assert httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).status_code == 200

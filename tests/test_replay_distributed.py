@@ -285,8 +285,8 @@ def test_until_decided_stops_once_the_policy_is_decided(tmp_path: Path, echo: st
     out = tmp_path / "run"
     replay = subprocess.run(
         layergate_command("replay", "--traffic", str(path), "--baseline", echo, "--candidate",
-                      echo, "--out", str(out), "--processes", "1", "--no-progress",
-                      "--timeout", "20", "--until-decided", str(policy)),
+                          echo, "--out", str(out), "--processes", "1", "--no-progress",
+                          "--timeout", "20", "--until-decided", str(policy)),
         capture_output=True, text=True, timeout=300)
     assert replay.returncode == 0, replay.stdout + replay.stderr
     manifest = RunDir(out).read_manifest()
@@ -297,6 +297,6 @@ def test_until_decided_stops_once_the_policy_is_decided(tmp_path: Path, echo: st
     assert 20 <= len(sent) < 200
     assert set(done.values()) == {1} and len(done) == 2 * len(sent)
     gate = subprocess.run(layergate_command("gate", str(out), "--sequential", "--policy",
-                                        str(policy)),
+                                            str(policy)),
                           capture_output=True, text=True, timeout=120)
     assert gate.returncode == 0, gate.stdout + gate.stderr

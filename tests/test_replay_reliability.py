@@ -68,8 +68,8 @@ def test_an_arm_killed_mid_run_trips_the_breaker_and_resume_completes(
     path = traffic(tmp_path / "t.jsonl", 80, spacing=0.1)
     out = tmp_path / "run"
     cmd = layergate_command("replay", "--traffic", str(path), "--baseline", echo, "--candidate",
-                        f"http://127.0.0.1:{port}", "--out", str(out), "--no-progress",
-                        "--timeout", "20")
+                            f"http://127.0.0.1:{port}", "--out", str(out), "--no-progress",
+                            "--timeout", "20")
     replay = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         wait_for(lambda: rows(out) >= 10, what="the first results")

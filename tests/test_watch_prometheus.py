@@ -79,9 +79,9 @@ def arms(tmp_path_factory, prometheus_bin) -> Iterator[Arms]:
 def _watch(prom: PrometheusServer, out: Path, *args: str, policy: Path | None = None,
            serve: int | None = None) -> subprocess.Popen:
     cmd = layergate_command("watch", "--prometheus", prom.url, "--engine", "vllm", *WINDOW,
-                        "--json", str(out / "watch.json"),
-                        "--on-advance", HOOKS.format(log=out / "hooks.log"),
-                        "--on-rollback", HOOKS.format(log=out / "hooks.log"), *args)
+                            "--json", str(out / "watch.json"),
+                            "--on-advance", HOOKS.format(log=out / "hooks.log"),
+                            "--on-rollback", HOOKS.format(log=out / "hooks.log"), *args)
     if policy is not None:
         cmd += ["--policy", str(policy)]
     if serve is not None:

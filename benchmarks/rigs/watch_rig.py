@@ -77,10 +77,10 @@ def _watch(rig: Rig, prom: str, engine: str, side: str, port: int, work: Path,
            min_windows: int) -> subprocess.Popen:
     hook = f'echo "$LAYERGATE_WATCH_DECISION $LAYERGATE_WATCH_STAGE" >> {work}/{side}.hooks'
     cmd = layergate_command("watch", "--prometheus", prom, "--engine", engine, *SELECTORS,
-                        "--stages", "50,100", "--window", f"{rig.window_s:g}s", "--lag", "1.5s",
-                        "--min-windows", str(min_windows), "--max-windows", "200",
-                        "--no-data-windows", "6", "--serve", str(port), "--on-rollback", hook,
-                        "--on-advance", hook, "--json", str(work / f"{side}.json"))
+                            "--stages", "50,100", "--window", f"{rig.window_s:g}s", "--lag", "1.5s",
+                            "--min-windows", str(min_windows), "--max-windows", "200",
+                            "--no-data-windows", "6", "--serve", str(port), "--on-rollback", hook,
+                            "--on-advance", hook, "--json", str(work / f"{side}.json"))
     if rig.policy is not None:
         (work / "policy.yaml").write_text(yaml.safe_dump(rig.policy))
         cmd += ["--policy", str(work / "policy.yaml")]

@@ -47,9 +47,9 @@ def master_cmd(traffic_path: Path | None, out: Path, arms: str, port: int, worke
                *extra: str) -> list[str]:
     source = ["--traffic", str(traffic_path)] if traffic_path else ["--resume"]
     return layergate_command("replay", *source, "--baseline", arms, "--candidate", arms,
-                         "--out", str(out), "--processes", "0", "--expect-workers",
-                         str(workers), "--master-bind", f"127.0.0.1:{port}", "--no-progress",
-                         "--timeout", "20", "--worker-wait", "60", *extra)
+                             "--out", str(out), "--processes", "0", "--expect-workers",
+                             str(workers), "--master-bind", f"127.0.0.1:{port}", "--no-progress",
+                             "--timeout", "20", "--worker-wait", "60", *extra)
 
 
 class Worker:
