@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 from junitparser import JUnitXml
 
+from benchmarks.rigs.echo import echo_server
 from benchmarks.rigs.traffic import traffic
 from exporters.catalogue import FAIL, PASS, REQUIRE_ALL, REQUIRE_ANY, exit_code
 from harness.cli import main
@@ -22,7 +23,6 @@ from harness.gate.family import decide_each, evaluate_family
 from harness.gate.policy import load_policy
 from harness.processes import layergate_command
 from harness.rundir import RunDir, load_run
-from tests.support.echo import echo_server
 from tests.support.replay_rig import TOKEN_DELAY_S, pairs, rows, wait_for
 
 pytestmark = pytest.mark.slow

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.rigs.echo import echo_server
 from benchmarks.rigs.traffic import traffic
 from exporters import capacity as cap
 from exporters.catalogue import BASELINE, BASELINE2, CANDIDATE, ExitCode
 from exporters.slo import parse_slo
 from harness.processes import layergate_command
 from harness.sweepdir import REPORT, STATE, SweepDir
-from tests.support.echo import echo_server
 from tests.support.slots import simulated_step, true_capacity
 
 pytestmark = pytest.mark.slow  # a sweep is several replays: minutes on two busy cores

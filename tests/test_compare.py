@@ -12,10 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from benchmarks.rigs.delay_proxy import DelayProxy
+from benchmarks.rigs.echo import echo_server
 from benchmarks.rigs.traffic import traffic
 from harness.cli import main
 from harness.processes import layergate_command
-from tests.support.echo import echo_server
 from tests.support.replay_rig import TOKEN_DELAY_S
 
 pytestmark = pytest.mark.slow

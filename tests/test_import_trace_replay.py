@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.rigs.echo import echo_server
 from exporters.catalogue import SCHEDULE_LAG
 from exporters.prom_text import cache_counters
 from exporters.traffic import TrafficRecord, write_traffic
@@ -23,7 +24,6 @@ from harness.rundir import load_run
 from harness.stack.engines import start_engine
 from harness.traces import ImportConfig, import_trace
 from reference_engine.config import EngineConfig
-from tests.support.echo import echo_server
 
 pytestmark = pytest.mark.slow
 

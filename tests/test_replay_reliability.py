@@ -7,6 +7,7 @@ every request with HTTP 500."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 from pathlib import Path
 
@@ -74,8 +75,7 @@ def test_an_arm_killed_mid_run_trips_the_breaker_and_resume_completes(
     try:
         wait_for(lambda: rows(out) >= 10, what="the first results")
     finally:
-        candidate.kill()
-        candidate.wait(10)
+        candidate.stop(sig=signal.SIGKILL)
     output = replay.communicate(timeout=120)[0]
     assert replay.returncode == 4, output
     assert f"the candidate arm's last {DEFAULT_LIMIT} requests all failed to connect" in output
@@ -92,8 +92,7 @@ def test_an_arm_killed_mid_run_trips_the_breaker_and_resume_completes(
             "--out", str(out), "--no-progress", "--timeout", "20"),
             capture_output=True, text=True, timeout=120)
     finally:
-        candidate.kill()
-        candidate.wait(10)
+        candidate.stop(sig=signal.SIGKILL)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     run = load_run(out)
     assert run.manifest.status == "complete"

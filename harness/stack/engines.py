@@ -12,7 +12,7 @@ from pathlib import Path
 
 from exporters.catalogue import FULL_DEPTH
 from harness.processes import ManagedProcess, free_port, layergate_command, spawn
-from harness.stack.health import wait_healthy
+from harness.stack.health import started
 
 
 def serve_command(port: int, threads: int, *args: str) -> list[str]:
@@ -48,14 +48,10 @@ def start_engine(*args: str, threads: int = 1, timeout: float = 180,
     /health answers 200. A StackError with the log when it does not (the process stopped)."""
     port = free_port()
     log = Path(tempfile.mkstemp(prefix="layergate-engine-", suffix=".log")[1])
+    url = f"http://127.0.0.1:{port}"
     proc = spawn("engine", serve_command(port, threads, *args), log,
-                 env={**os.environ, **(env or {})}, url=f"http://127.0.0.1:{port}")
-    try:
-        wait_healthy(proc, f"{proc.url}/health", timeout)
-    except BaseException:
-        proc.stop()
-        raise
-    return proc
+                 env={**os.environ, **(env or {})}, url=url)
+    return started(proc, f"{url}/health", timeout)
 
 
 @contextmanager

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 
 from harness.processes import ManagedProcess, free_port, spawn
-from harness.stack.health import wait_healthy
+from harness.stack.health import started
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = ROOT / ".venv-llamacpp" / "bin" / "python"
@@ -82,9 +82,10 @@ def start_llamacpp(timeout: float = 120) -> ManagedProcess:
                            "llama-cpp-python[server] there)")
     port = free_port()
     log = Path(tempfile.mkstemp(prefix="llamacpp-", suffix=".log")[1])
-    server = spawn("llama.cpp", command(port), log, url=f"http://127.0.0.1:{port}")
+    url = f"http://127.0.0.1:{port}"
+    server = started(spawn("llama.cpp", command(port), log, url=url), f"{url}/v1/models",
+                     timeout)
     try:
-        wait_healthy(server, f"{server.url}/v1/models", timeout)
         generate(server)
     except BaseException:
         server.stop()

@@ -7,34 +7,25 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from harness.processes import layergate_command
+from benchmarks.rigs.echo import echo_server
+from benchmarks.rigs.echo import start_echo as start_echo_server
+from harness.processes import ManagedProcess, layergate_command
 from harness.rundir import RunDir, load_run
-from tests.support.echo import ECHO, echo_server
 
 TOKEN_DELAY_S = 0.05  # 4 tokens: a request takes ~0.2 s, so a worker holds some in flight
 
 
-def start_echo(port: int, token_delay: float = TOKEN_DELAY_S) -> subprocess.Popen:
-    """The echo server on a given `port` (one a test stops and starts again), once it
+def start_echo(port: int, token_delay: float = TOKEN_DELAY_S) -> ManagedProcess:
+    """The rig's echo server on a given `port` (one a test stops and starts again), once it
     answers."""
-    proc = subprocess.Popen([sys.executable, str(ECHO), "--port", str(port),
-                             "--token-delay", str(token_delay)])
-    for _ in range(100):
-        with contextlib.suppress(httpx.HTTPError):
-            httpx.get(f"http://127.0.0.1:{port}/health", timeout=1)
-            return proc
-        time.sleep(0.1)
-    proc.kill()
-    raise AssertionError("the echo server did not start")
+    return start_echo_server(port, "--token-delay", str(token_delay))
 
 
 @pytest.fixture(scope="module")
