@@ -25,10 +25,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run as a script from anywhere: tests.support is the rig
+sys.path.insert(0, str(ROOT))  # run as a script from anywhere: the checkout's harness
 
-from tests.support.processes import layergate_cmd, start_engine  # noqa: E402
-from tests.support.replay_rig import traffic  # noqa: E402
+from rigs.traffic import traffic  # noqa: E402
+
+from harness.processes import layergate_command  # noqa: E402
+from harness.stack.engines import start_engine  # noqa: E402
 
 STATIC = ("--skip-policy", "static", "--skip-layers", ",".join(map(str, range(9, 21))))
 CANDIDATES = {"static": STATIC, "speculative": ("--skip-policy", "speculative"),
@@ -40,7 +42,7 @@ def sweep(name: str, args: tuple[str, ...], opts: argparse.Namespace, tmp: Path)
     try:
         out = tmp / name
         began = time.monotonic()
-        done = subprocess.run(layergate_cmd(
+        done = subprocess.run(layergate_command(
             "capacity", "--traffic", str(traffic(tmp / "t.jsonl", 16, 0.1)),
             "--baseline", full.url, "--candidate", cand.url, "--out", str(out),
             "--slo", opts.slo, "--load", opts.load, "--start", str(opts.start), "--factor",

@@ -14,20 +14,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
-import socket
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import httpx
 from engine_calls import greedy_request
 from prometheus_client import CollectorRegistry
+
+from harness.stack import engines
 
 PROMPTS = ["Tell me about the moon.", "Write a short poem about rain.",
            "Explain what a CPU cache is.", "Give three tips for learning to cook.",
@@ -107,35 +103,10 @@ def batch1(args) -> None:
 
 # ---------------------------------------------------------------- HTTP concurrency
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def served(*flags: str, threads: int) -> Iterator[str]:
-    port = _free_port()
-    log = tempfile.NamedTemporaryFile("w", prefix="layergate-bench-", suffix=".log",
-                                      delete=False)
-    cmd = [sys.executable, "-m", "harness.cli", "serve", "--port", str(port), "--threads",
-           str(threads), "--max-batch-size", "8", *flags]
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                            cwd=Path(__file__).resolve().parents[1], env=os.environ.copy())
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"engine did not start; see {log.name}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            time.sleep(0.5)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(60)
+    with engines.engine("--max-batch-size", "8", *flags, threads=threads, timeout=300) as proc:
+        yield proc.url
 
 
 def _chat(url: str, prompt: str, max_tokens: int) -> int:

@@ -61,18 +61,20 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run as a script from anywhere: tests.support is the launcher
+sys.path.insert(0, str(ROOT))  # run as a script from anywhere: the checkout's harness
+
+from rigs.delay_proxy import DelayProxy  # noqa: E402
 
 from harness.gate import GateResult, evaluate_run  # noqa: E402
 from harness.gate.evaluation import metrics_config, run_figures  # noqa: E402
 from harness.gate.policy import default_policy_dir, load_policy  # noqa: E402
 from harness.gate.sequential import decide  # noqa: E402
+from harness.processes import ManagedProcess  # noqa: E402
 from harness.replay import ReplayConfig, run_replay  # noqa: E402
 from harness.rundir import load_run  # noqa: E402
 from harness.stack.demo_config import DemoConfig  # noqa: E402
 from harness.stack.demo_traffic import demo_traffic  # noqa: E402
-from tests.support.delay_proxy import DelayProxy  # noqa: E402
-from tests.support.processes import EngineProcess, start_engine  # noqa: E402
+from harness.stack.engines import start_engine  # noqa: E402
 
 EXPERIMENTS = ("aa", "static", "slow", "faster", "speculative", "cache")
 POLICIES = ("no-regression", "default", "tight")
@@ -119,11 +121,11 @@ def start_order(repeat: int) -> list[str]:
 
 
 @contextlib.contextmanager
-def engines(order: list[str], **arms: tuple[str, ...]) -> Iterator[dict[str, EngineProcess]]:
+def engines(order: list[str], **arms: tuple[str, ...]) -> Iterator[dict[str, ManagedProcess]]:
     """One `layergate serve` per arm, 1 torch thread each, started in `order`; stopped on
     exit."""
     env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    started: dict[str, EngineProcess] = {}
+    started: dict[str, ManagedProcess] = {}
     try:
         for arm in order:
             args = arms[arm]

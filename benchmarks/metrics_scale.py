@@ -22,9 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from rigs.synthetic_run import write_run
+
 from exporters.config import MetricsConfig
 from harness.rundir import RunDir
-from tests.support.synthetic_run import write_run
 
 
 def measure(run: RunDir, out: Path) -> tuple[float, float, float]:

@@ -27,18 +27,16 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import httpx
+from rigs.echo import start_echo
 
 from exporters.traffic import TrafficRecord, read_traffic, write_traffic
+from harness.processes import free_port
 from harness.replay import ReplayConfig, run_replay
 from harness.replay.client import Target, send
 from harness.replay.transport import HttpxTransport
@@ -46,27 +44,6 @@ from harness.rundir import RunDir
 from harness.scenarios import SCENARIOS_DIR
 
 HERE = Path(__file__).resolve().parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_echo(processes: int = 1) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, str(HERE / "echo_server.py"), "--port", str(port),
-                             "--processes", str(processes)])
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(100):
-        try:
-            httpx.get(f"{url}/health", timeout=1)
-            return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("echo server did not start")
 
 
 def make_traffic(path: Path, n: int, tokens: int) -> list[TrafficRecord]:
@@ -167,7 +144,8 @@ def main() -> None:
                         help="runs per replay row; the medians are printed (a shared "
                              "machine is noisy)")
     args = parser.parse_args()
-    echo, url = start_echo(args.echo_processes)
+    echo = start_echo(free_port(), "--processes", str(args.echo_processes))
+    url = echo.url
     rows = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -187,8 +165,7 @@ def main() -> None:
                     rows.append(("layergate replay", users, processes, rate, e2e, wall, cpu,
                                  parent))
     finally:
-        echo.terminate()
-        echo.wait(10)
+        echo.stop(10)
     print(f"\n{args.requests} records x 2 arms, {args.tokens} streamed tokens each, "
           f"echo server at {url} ({args.echo_processes} processes), {os.cpu_count()} CPUs, "
           f"load {os.getloadavg()[0]:.1f}; replay rows: medians of {args.repeats} runs; CPU per "

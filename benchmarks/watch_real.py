@@ -1,6 +1,6 @@
 """`layergate watch` on real engines: false rollbacks of identical arms and time to rollback
-of a candidate that turns slow, measured with the test suite's rig (tests/support/
-watch_rig.py: two full SmolLM2 engines, a shadow replay through a proxy per arm, a real
+of a candidate that turns slow, measured with the rig the test suite shares (benchmarks/
+rigs/watch_rig.py: two full SmolLM2 engines, a shadow replay through a proxy per arm, a real
 Prometheus, a client-side and an engine-side watch).
 
   aa    identical arms; any rollback by either watch is a false one
@@ -23,10 +23,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run as a script from anywhere: tests.support is the rig
+sys.path.insert(0, str(ROOT))  # run as a script from anywhere: the checkout's harness
 
-from tests.support.processes import start_engine  # noqa: E402
-from tests.support.watch_rig import Rig, run_rig  # noqa: E402
+from rigs.watch_rig import Rig, run_rig  # noqa: E402
+
+from harness.stack.engines import start_engine  # noqa: E402
 
 POLICY = {"name": "bench", "alpha": 0.05, "metrics": {
     "e2e_ratio": {"direction": "<=", "threshold": 1.5},

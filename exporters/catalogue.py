@@ -281,6 +281,12 @@ MULTIPLICITY = {
 # `gate --require`: which candidates must pass for the run to pass (or a candidate's name)
 REQUIRE_ALL, REQUIRE_ANY = "all", "any"
 
+# --- skip policies ---------------------------------------------------------------------
+
+# the skip policy that runs every layer: the baselines' (the engine registers its class
+# under this name; the stack starts the baselines with it)
+FULL_DEPTH = "full"
+
 # --- what an arm returned ---------------------------------------------------------------
 
 # Where an answer's output token count came from, best first. Only the last is not a count

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from exporters.catalogue import FULL_DEPTH
 from exporters.model_files import DEFAULT_MODEL
 from reference_engine.skip_policies.registry import skip_policy_names
 
@@ -29,7 +30,7 @@ class EngineConfig:
     threads: int = field(default=0, metadata={
         "help": "torch threads; 0 = torch's default. Recorded with the numerics.", "min": 0})
     seed: int = field(default=0, metadata={"help": "Global seed, pinned."})
-    skip_policy: str = field(default="full", metadata={
+    skip_policy: str = field(default=FULL_DEPTH, metadata={
         "help": "Which layers run: full depth, a static pruned set, dynamic skipping by "
                 "rules, or self-speculative decoding.", "choices": skip_policy_names})
     rules: str | None = field(default=None, metadata={

@@ -159,3 +159,7 @@ def _convert(gguf: Path, out: Path) -> None:
     plain.generation_config = quantized.generation_config
     plain.save_pretrained(out)
     tokenizer.save_pretrained(out)
+
+
+if __name__ == "__main__":  # `python -m` CONVERTER (exporters/model_files.py): convert once
+    ensure_converted()

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.processes import EngineProcess, start_engine
+from harness.processes import ManagedProcess
+from harness.stack.engines import start_engine
 from tests.support.replay_rig import echo  # noqa: F401 (the echo server, a module fixture)
 
 SOLO = {
@@ -41,7 +42,7 @@ def real_model():
 
 
 @pytest.fixture(scope="session")
-def full_engine() -> Iterator[EngineProcess]:
+def full_engine() -> Iterator[ManagedProcess]:
     """A real SmolLM2 engine, skip policy full, fp32, 1 thread, on 127.0.0.1."""
     proc = start_engine("--skip-policy", "full")
     yield proc

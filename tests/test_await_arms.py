@@ -10,9 +10,9 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 
 from exporters.catalogue import ExitCode
+from harness.processes import free_port
 from harness.stack import await_arms
 from tests.support.http_server import serving
-from tests.support.processes import free_port
 
 
 def _server(statuses: list[int]) -> Iterator[str]:

@@ -13,8 +13,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from exporters import bundled
-from harness.cli import extras, main
+from exporters import bundled, extras
+from harness.cli import main
 from harness.gate import PolicyError, load_policy
 from harness.gate.policy import flattened
 from harness.scenarios import MixError, load_mix

@@ -15,14 +15,15 @@ import pytest
 from click.testing import CliRunner
 from junitparser import JUnitXml
 
+from benchmarks.rigs.echo import echo_server
+from benchmarks.rigs.traffic import traffic
 from exporters.catalogue import FAIL, PASS, REQUIRE_ALL, REQUIRE_ANY, exit_code
 from harness.cli import main
 from harness.gate.family import decide_each, evaluate_family
 from harness.gate.policy import load_policy
+from harness.processes import layergate_command
 from harness.rundir import RunDir, load_run
-from tests.support.echo import echo_server
-from tests.support.processes import layergate_cmd
-from tests.support.replay_rig import TOKEN_DELAY_S, pairs, rows, traffic, wait_for
+from tests.support.replay_rig import TOKEN_DELAY_S, pairs, rows, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -50,14 +51,14 @@ def family_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         arms = ["--baseline", echo, "--baseline2", echo, "--candidate", f"fast={echo}",
                 "--candidate", f"safe={echo}", "--candidate", f"broken={garbled}",
                 "--out", str(out), "--no-progress", "--timeout", "20"]
-        replay = subprocess.Popen(layergate_cmd("replay", "--traffic", str(path), *arms),
+        replay = subprocess.Popen(layergate_command("replay", "--traffic", str(path), *arms),
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         wait_for(lambda: rows(out) >= 20, what="the first results")
         replay.send_signal(signal.SIGKILL)
         replay.communicate(timeout=60)
         assert RunDir(out).read_manifest().status == "running"  # no chance to say more
         assert sum(pairs(out).values()) < N * 5
-        resumed = subprocess.run(layergate_cmd("replay", "--resume", *arms),
+        resumed = subprocess.run(layergate_command("replay", "--resume", *arms),
                                  capture_output=True, text=True, timeout=180)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     return out, policy

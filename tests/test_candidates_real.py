@@ -16,7 +16,7 @@ from harness.gate.policy import parse_policy
 from harness.replay import ReplayConfig, run_replay
 from harness.rundir import load_run
 from harness.stack.demo_config import CANDIDATES
-from tests.support.processes import start_engine
+from harness.stack.engines import start_engine
 
 N = 10  # requests: the policy's minimum
 PROMPTS = ["Name a colour.", "Say hello.", "What is two plus two?",

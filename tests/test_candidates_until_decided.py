@@ -16,14 +16,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from benchmarks.rigs.echo import echo_server
+from benchmarks.rigs.traffic import traffic
 from exporters.catalogue import FAIL, PASS
 from harness.cli import main
 from harness.gate.family import evaluate_family
 from harness.gate.policy import load_policy
+from harness.processes import layergate_command
 from harness.rundir import RunDir, load_run
-from tests.support.echo import echo_server
-from tests.support.processes import layergate_cmd
-from tests.support.replay_rig import TOKEN_DELAY_S, pairs, traffic, wait_for
+from tests.support.replay_rig import TOKEN_DELAY_S, pairs, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -58,7 +59,7 @@ def stopped_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, C
                 "--candidate", f"safe={echo}", "--candidate", f"broken={garbled}",
                 "--out", str(out), "--no-progress", "--timeout", "20",
                 "--until-decided", str(policy)]
-        replay = subprocess.Popen(layergate_cmd("replay", "--traffic", str(path), *arms),
+        replay = subprocess.Popen(layergate_command("replay", "--traffic", str(path), *arms),
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         wait_for(lambda: "broken" in RunDir(out).read_manifest().arms_stopped,
                  what="the broken candidate to stop")
@@ -66,7 +67,7 @@ def stopped_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, C
         replay.communicate(timeout=60)
         time.sleep(2)  # Locust's master, sent SIGTERM as its parent died, has written its last
         at_kill = _arm_counts(out)
-        resumed = subprocess.run(layergate_cmd("replay", "--resume", *arms),
+        resumed = subprocess.run(layergate_command("replay", "--resume", *arms),
                                  capture_output=True, text=True, timeout=240)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     return out, policy, at_kill

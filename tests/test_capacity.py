@@ -20,10 +20,10 @@ from exporters.slo import SLO, SLOError, parse_slo
 from harness.capacity.config import CapacityConfig
 from harness.capacity.ladder import DONE_BRACKETED, DONE_NONE, next_step, propose
 from harness.capacity.report import build_report
-from harness.capacity.state import Step, SweepState
 from harness.capacity.sweep import step_size
 from harness.cli import main
 from harness.report.capacity_plots import FRONTIER, write_frontier
+from harness.sweepdir import Step, SweepState
 from tests.support.slots import simulated_step, true_capacity
 
 TOKEN_S, TOKENS = 0.2, 4  # the slot servers: 0.8 s a request
@@ -189,7 +189,7 @@ def test_bad_input_is_a_usage_error(tmp_path: Path, args: list[str], words: str)
 
 def _sweep_dir(tmp_path: Path, status: str) -> Path:
     """A stored sweep: the baseline and baseline2 carry about 4 req/s, the candidate 8."""
-    from harness.capacity.state import SweepDir
+    from harness.sweepdir import SweepDir
 
     config = _config(out=tmp_path / "sweep", arms={BASELINE: "http://a", BASELINE2: "http://c",
                                                    CANDIDATE: "http://b"})
@@ -240,8 +240,8 @@ def test_each_step_and_the_capacity_are_served_to_prometheus(tmp_path: Path) -> 
 
     from harness.capacity.live import SweepMetrics
     from harness.capacity.report import sweep_figures
-    from harness.capacity.state import SweepDir
-    from tests.support.processes import free_port
+    from harness.processes import free_port
+    from harness.sweepdir import SweepDir
 
     out = _sweep_dir(tmp_path, "complete")
     state = SweepDir(out).read()
@@ -276,7 +276,7 @@ metrics:
 def test_a_candidates_capacity_sweep_is_its_saving_on_the_leaderboard(tmp_path: Path) -> None:
     """Two candidates answering alike (RER about 0.2); one has a capacity sweep (ratio about
     2): its saving is 1 - 1/ratio with the sweep's interval, labelled so, and it ranks first."""
-    from tests.support.synthetic_run import write_run
+    from benchmarks.rigs.synthetic_run import write_run
 
     sweep = _sweep_dir(tmp_path, "complete")
     run = write_run(tmp_path / "run", 60, candidates=("timed", "swept")).path
@@ -312,7 +312,7 @@ def test_a_candidates_capacity_sweep_is_its_saving_on_the_leaderboard(tmp_path: 
 
 def test_the_sweep_prints_each_arm_s_capacity_and_the_ratios(tmp_path: Path) -> None:
     from harness.capacity.report import print_sweep, sweep_figures
-    from harness.capacity.state import SweepDir
+    from harness.sweepdir import SweepDir
 
     out = _sweep_dir(tmp_path, "complete")
     state, config = SweepDir(out).read(), _config(out=out)

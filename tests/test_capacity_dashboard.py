@@ -10,11 +10,11 @@ from pathlib import Path
 
 from harness.capacity.live import SweepMetrics
 from harness.capacity.report import sweep_figures
-from harness.capacity.state import SweepDir
+from harness.processes import free_port
 from harness.stack.processes import ProcessSet
 from harness.stack.prometheus import start_prometheus
 from harness.stack.prometheus_config import ScrapeTargets
-from tests.support.processes import free_port
+from harness.sweepdir import SweepDir
 from tests.test_capacity import _config, _sweep_dir
 
 BOARD = Path(__file__).resolve().parents[1] / "dashboards" / "grafana" / "ab-overview.json"

@@ -19,11 +19,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from benchmarks.rigs.traffic import traffic
 from exporters.catalogue import BASELINE, CANDIDATE, ExitCode
 from exporters.traffic import read_traffic
-from harness.capacity.state import REPORT
-from tests.support.processes import EngineProcess, engine, layergate_cmd
-from tests.support.replay_rig import traffic
+from harness.processes import ManagedProcess, layergate_command
+from harness.stack.engines import engine
+from harness.sweepdir import REPORT
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
@@ -31,7 +32,7 @@ SKIPPED = ",".join(str(i) for i in range(9, 21))  # 12 middle layers
 
 
 @pytest.fixture(scope="module")
-def static_engine() -> Iterator[EngineProcess]:
+def static_engine() -> Iterator[ManagedProcess]:
     with engine("--skip-policy", "static", "--skip-layers", SKIPPED) as proc:
         yield proc
 
@@ -51,7 +52,7 @@ def test_static_carries_no_less_than_full(full_engine, static_engine, tmp_path: 
     out = tmp_path / "sweep"
     path = traffic(tmp_path / "t.jsonl", 16, 0.1)
     slo = f"e2e:{3 * _one_request_s(full_engine.url, path):.2f}s"
-    done = subprocess.run(layergate_cmd(
+    done = subprocess.run(layergate_command(
         "capacity", "--traffic", str(path),
         "--baseline", full_engine.url, "--candidate", static_engine.url, "--out", str(out),
         "--slo", slo, "--load", "users", "--start", "1", "--factor", "2",

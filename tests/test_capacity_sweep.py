@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.rigs.echo import echo_server
+from benchmarks.rigs.traffic import traffic
 from exporters import capacity as cap
 from exporters.catalogue import BASELINE, BASELINE2, CANDIDATE, ExitCode
 from exporters.slo import parse_slo
-from harness.capacity.state import REPORT, STATE, SweepDir
-from tests.support.echo import echo_server
-from tests.support.processes import layergate_cmd
-from tests.support.replay_rig import traffic
+from harness.processes import layergate_command
+from harness.sweepdir import REPORT, STATE, SweepDir
 from tests.support.slots import simulated_step, true_capacity
 
 pytestmark = pytest.mark.slow  # a sweep is several replays: minutes on two busy cores
@@ -67,7 +67,7 @@ def sweep(servers: dict[str, str], tmp_path_factory: pytest.TempPathFactory
     out = tmp / "sweep"
     args = ["capacity", "--traffic", str(traffic(tmp / "t.jsonl", 16, 0.1)),
             *_arm_args(servers), "--out", str(out), "--slo", SLO, *LADDER]
-    first = subprocess.Popen(layergate_cmd(*args), stdout=subprocess.PIPE,
+    first = subprocess.Popen(layergate_command(*args), stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 240
     in_flight = out / "steps" / "002"  # the third step has begun: kill it mid-step
@@ -77,8 +77,8 @@ def sweep(servers: dict[str, str], tmp_path_factory: pytest.TempPathFactory
     first.send_signal(signal.SIGKILL)
     output = first.communicate()[0]
     assert _steps(out) == 2, output
-    resumed = subprocess.run(layergate_cmd(*[a for a in args if a not in ("--slo", SLO)],
-                                           "--resume"),
+    resumed = subprocess.run(layergate_command(*[a for a in args if a not in ("--slo", SLO)],
+                                               "--resume"),
                              capture_output=True, text=True, timeout=600)
     return out, resumed, 2
 
@@ -150,8 +150,8 @@ def test_no_capacity_and_a_lower_bound_are_reported_as_such(servers, tmp_path: P
               "--resamples", "50"]
 
     def capacity(out: str, slo: str, *extra: str) -> subprocess.CompletedProcess:
-        return subprocess.run(layergate_cmd("capacity", *common, "--out", str(tmp_path / out),
-                                            "--slo", slo, *extra),
+        return subprocess.run(layergate_command("capacity", *common, "--out", str(tmp_path / out),
+                                                "--slo", slo, *extra),
                               capture_output=True, text=True, timeout=300)
 
     tight = capacity("tight", "ttft:50ms")
@@ -162,7 +162,7 @@ def test_no_capacity_and_a_lower_bound_are_reported_as_such(servers, tmp_path: P
     assert _figure(report, "capacity_ratio", CANDIDATE)["status"] == "not_computable"
     # SIGTERM (as Ctrl-C) after the first of two steps: interrupted, with a readable report
     loose = tmp_path / "loose"
-    cmd = layergate_cmd("capacity", *common, "--out", str(loose), "--slo", "ttft:5s")
+    cmd = layergate_command("capacity", *common, "--out", str(loose), "--slo", "ttft:5s")
     cmd[cmd.index("--max-load") + 1] = "2"
     running = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 240

@@ -16,9 +16,9 @@ import pytest
 
 from exporters.traffic import read_traffic
 from harness.capture.redact import redact, redact_text
+from harness.processes import ManagedProcess, free_port, layergate_command
 from harness.replay import ReplayConfig, run_replay
 from harness.rundir import load_run
-from tests.support.processes import EngineProcess, free_port, layergate_cmd
 
 SECRET = "Bearer sk-live-abcdefghijklmnopqrstuvwx"
 
@@ -27,8 +27,8 @@ SECRET = "Bearer sk-live-abcdefghijklmnopqrstuvwx"
 def capture_proxy(upstream: str, out: Path, *extra: str) -> Iterator[tuple[str, Path]]:
     port = free_port()
     log = out.with_suffix(".log") if out.suffix else Path(f"/tmp/capture-{port}.log")
-    proc = subprocess.Popen(layergate_cmd("capture", "--upstream", upstream, "--out", str(out),
-                                          "--listen", f"127.0.0.1:{port}", *extra),
+    proc = subprocess.Popen(layergate_command("capture", "--upstream", upstream, "--out", str(out),
+                                              "--listen", f"127.0.0.1:{port}", *extra),
                             stdout=log.open("w"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -61,7 +61,7 @@ def _streamed_text(body: str) -> str:
 
 
 @pytest.mark.model
-def test_capture_then_replay_round_trip(tmp_path: Path, full_engine: EngineProcess) -> None:
+def test_capture_then_replay_round_trip(tmp_path: Path, full_engine: ManagedProcess) -> None:
     out = tmp_path / "captured.jsonl"
     sent = [("/v1/chat/completions", _chat("What is a Python decorator?", stream=True,
                                             stream_options={"include_usage": True})),
@@ -107,7 +107,7 @@ def test_capture_then_replay_round_trip(tmp_path: Path, full_engine: EngineProce
 
 @pytest.mark.model
 def test_redact_and_write_failure_never_break_the_client(tmp_path: Path,
-                                                         full_engine: EngineProcess) -> None:
+                                                         full_engine: ManagedProcess) -> None:
     out = tmp_path / "red.jsonl"
     body = _chat("Reach me at jane.doe@example.org or +44 20 7946 0958, token "
                  "sk-proj-0123456789abcdefghijkl")

@@ -11,11 +11,11 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from exporters.cli_options import FieldOption, config_field, field_choices, field_default
 from exporters.config import MetricsConfig
 from harness.capacity.config import CapacityConfig
 from harness.capture.config import CaptureConfig
 from harness.cli import COMMANDS, main
-from harness.cli.options import FieldOption, config_field, field_choices, field_default
 from harness.determinism import DeterminismConfig
 from harness.replay.config import ReplayConfig
 from harness.replay.workers import WorkerConfig
@@ -99,7 +99,7 @@ def test_serve_offers_the_skip_policy_registry() -> None:
 def test_an_old_flag_still_works_and_says_so(command: str, old: str, new: str, value: str,
                                              field: str, expected: object,
                                              capsys: pytest.CaptureFixture) -> None:
-    from harness.cli.options import config_values
+    from exporters.cli_options import config_values
 
     config = CONFIGS[command][0]
     ctx = _command(command).make_context(command, [old, value])

@@ -19,9 +19,9 @@ import pytest
 
 from exporters.records import ArmResult
 from exporters.traffic import TrafficRecord
+from harness.processes import free_port
 from harness.replay.client import Target, send
 from harness.replay.transport import HttpxTransport
-from tests.support.processes import free_port
 from tests.support.stream_server import FIXTURES, SLOW_HEADERS_S, fixture_events, stream_server
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from benchmarks.rigs.delay_proxy import DelayProxy
+from benchmarks.rigs.echo import echo_server
+from benchmarks.rigs.traffic import traffic
 from harness.cli import main
-from tests.support.delay_proxy import DelayProxy
-from tests.support.echo import echo_server
-from tests.support.processes import layergate_cmd
-from tests.support.replay_rig import TOKEN_DELAY_S, traffic
+from harness.processes import layergate_command
+from tests.support.replay_rig import TOKEN_DELAY_S
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +32,7 @@ metrics:
 
 def _replay(path: Path, out: Path, baseline: str, **candidates: str) -> Path:
     named = [x for name, url in candidates.items() for x in ("--candidate", f"{name}={url}")]
-    done = subprocess.run(layergate_cmd(
+    done = subprocess.run(layergate_command(
         "replay", "--traffic", str(path), "--baseline", baseline, "--baseline2", baseline,
         *named, "--out", str(out), "--no-progress", "--timeout", "20"),
         capture_output=True, text=True, timeout=180)

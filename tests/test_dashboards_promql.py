@@ -20,10 +20,10 @@ import pytest
 import yaml
 
 from exporters.traffic import read_traffic, write_traffic
+from harness.processes import free_port
 from harness.replay import ReplayConfig, run_replay
 from harness.stack import EngineSpec, NativeStack, StackConfig
 from harness.stack.native import RULES_FILE, RunningStack
-from harness.stack.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 BOARDS = sorted((ROOT / "dashboards" / "grafana").glob("*.json"))

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import main
-from tests.support.processes import free_port
+from harness.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "glsa_test_token"

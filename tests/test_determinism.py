@@ -10,9 +10,9 @@ from click.testing import CliRunner
 
 from exporters.traffic import TrafficRecord, read_traffic, write_traffic
 from harness.cli.determinism import command
+from harness.processes import ManagedProcess
 from harness.rundir import load_run
 from harness.scenarios import SCENARIOS_DIR
-from tests.support.processes import EngineProcess
 
 
 def _traffic(path: Path) -> Path:
@@ -23,7 +23,7 @@ def _traffic(path: Path) -> Path:
 
 @pytest.mark.model
 def test_repeats_store_tokens_latency_and_peak_memory(tmp_path: Path,
-                                                      full_engine: EngineProcess) -> None:
+                                                      full_engine: ManagedProcess) -> None:
     out = tmp_path / "det"
     result = CliRunner().invoke(command, [
         "--target", f"baseline={full_engine.url}", "--traffic", str(_traffic(tmp_path / "t")),

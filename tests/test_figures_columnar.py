@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks.rigs.synthetic_run import synthetic, write_run
 from exporters.columns import from_results
 from exporters.compute import compute_figures
 from exporters.config import MetricsConfig
@@ -26,7 +27,6 @@ from harness.manifest import Manifest, now_iso
 from harness.rundir import RunDir, load_run
 from harness.store import ResultStore
 from harness.store.tail import Latest, StoreTail
-from tests.support.synthetic_run import synthetic, write_run
 
 CFG = MetricsConfig(n_resamples=200, min_samples=2, min_determinism_prompts=1,
                     text_sample=5)

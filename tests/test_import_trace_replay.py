@@ -12,17 +12,18 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.rigs.echo import echo_server
 from exporters.catalogue import SCHEDULE_LAG
 from exporters.prom_text import cache_counters
 from exporters.traffic import TrafficRecord, write_traffic
 from harness.gate import evaluate
+from harness.processes import ManagedProcess
 from harness.replay import ReplayConfig, run_replay
 from harness.report.json_report import to_dict
 from harness.rundir import load_run
+from harness.stack.engines import start_engine
 from harness.traces import ImportConfig, import_trace
 from reference_engine.config import EngineConfig
-from tests.support.echo import echo_server
-from tests.support.processes import EngineProcess, start_engine
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +33,7 @@ TOKEN_DELAY_S = 0.05
 
 
 @pytest.fixture(scope="module")
-def tiny_engine(tmp_path_factory) -> Iterator[EngineProcess]:
+def tiny_engine(tmp_path_factory) -> Iterator[ManagedProcess]:
     from tests.support.tiny_llama import write_tiny_checkpoint
 
     model = tmp_path_factory.mktemp("tiny-llama")
@@ -64,7 +65,7 @@ def expected_hits(rows: list[dict]) -> list[int]:
 
 
 def test_an_imported_mooncake_trace_hits_the_prefix_cache_as_the_trace_shares(
-        tmp_path: Path, tiny_engine: EngineProcess, echo: str) -> None:
+        tmp_path: Path, tiny_engine: ManagedProcess, echo: str) -> None:
     from reference_engine.loading import ensure_converted
 
     traffic = tmp_path / "mooncake.jsonl"

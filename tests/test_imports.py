@@ -1,7 +1,11 @@
 """The layers import downwards only (docs/ARCHITECTURE.md): `harness` and `exporters` import
 without torch (the replayer runs on load-generation machines that have no model: every
 module is imported in a fresh interpreter, and torch / transformers must not be among what
-got loaded); `reference_engine` never imports `harness`; `exporters` imports neither."""
+got loaded); `harness` never imports `reference_engine` and `reference_engine` never imports
+`harness`; `exporters` imports neither; `benchmarks` never imports `tests`. Inside
+`harness`, each room imports only the rooms before it on a request's way (capture ->
+replay -> store / run directory -> gate -> report, watch beside, stack and the CLI above):
+`ROOMS` is that table."""
 
 from __future__ import annotations
 
@@ -40,8 +44,8 @@ def test_harness_and_exporters_never_import_torch() -> None:
     assert heavy == "", f"importing harness/exporters loaded {heavy}"
 
 
-def _imported_packages(package: str) -> dict[str, set[str]]:
-    """module path -> the top-level packages it imports anywhere (inside functions too)."""
+def _imported_modules(package: str) -> dict[str, set[str]]:
+    """module path -> the modules it imports anywhere (inside functions too)."""
     root = Path(__file__).resolve().parents[1] / package
     out = {}
     for path in root.rglob("*.py"):
@@ -50,18 +54,69 @@ def _imported_packages(package: str) -> dict[str, set[str]]:
                  for alias in node.names}
         names |= {node.module for node in ast.walk(tree)
                   if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
-        out[str(path.relative_to(root.parent))] = {n.split(".")[0] for n in names}
+        out[str(path.relative_to(root.parent))] = names
     return out
 
 
+def _imported_packages(package: str) -> dict[str, set[str]]:
+    """module path -> the top-level packages it imports anywhere (inside functions too)."""
+    return {path: {n.split(".")[0] for n in names}
+            for path, names in _imported_modules(package).items()}
+
+
 @pytest.mark.parametrize(("package", "forbidden"), [
+    ("harness", {"reference_engine"}),  # the engine's commands are registered by module path
     ("reference_engine", {"harness"}),  # the engine never depends on the harness
     ("exporters", {"harness", "reference_engine"}),  # the bottom layer imports neither
+    ("benchmarks", {"tests"}),  # what both use is in benchmarks/rigs or the harness
 ])
 def test_layers_import_only_downwards(package: str, forbidden: set[str]) -> None:
     wrong = {path: sorted(names & forbidden)
              for path, names in _imported_packages(package).items() if names & forbidden}
     assert not wrong, f"{package} imports {forbidden}: {wrong}"
+
+
+# what several rooms share, each one concept: beside every room, importing none
+SHARED = {"manifest", "scenarios", "processes", "openai_stream", "policy_file", "store",
+          "stops"}
+# room of harness -> the rooms it may import (its own and `exporters` always): a request's
+# data goes forward only, so no room imports one after it on the way
+PIPELINE = ("capture", "traces", "replay", "rundir", "sweepdir", "gate", "report")
+ROOMS: dict[str, set[str]] = {
+    **{room: set() for room in SHARED},
+    "capture": SHARED,  # records traffic through a proxy
+    "traces": SHARED,  # imports public traces into traffic
+    "replay": SHARED | {"rundir"},  # sends the traffic, writes the store of a run directory
+    "rundir": SHARED,  # a run directory: manifest, traffic, store
+    "sweepdir": SHARED,  # a capacity sweep's directory, of run directories
+    "gate": SHARED | {"rundir", "sweepdir"},  # reads a run, judges it
+    "report": SHARED | {"rundir", "sweepdir", "gate"},  # shows a verdict
+    "watch": SHARED | {"gate"},  # beside: judges live figures by the gate's rules
+    # above the pipeline: each runs several of its rooms
+    "determinism": SHARED | {"replay", "rundir"},  # `determinism`: replays of one arm
+    "capacity": SHARED | {"replay", "rundir", "sweepdir", "gate", "report"},  # replays, judged
+    "starter": SHARED | {"gate"},  # `init`: templates checked as the gate reads them
+    "stack": SHARED | {*PIPELINE, "watch", "determinism"},  # the demo: the whole job
+}
+ROOMS["cli"] = set(ROOMS)  # the CLI above everything: thin shells over the rooms
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "harness" and len(parts) > 1 else None
+
+
+def test_harness_rooms_import_only_forward() -> None:
+    wrong = {}
+    for path, names in _imported_modules("harness").items():
+        room = _room(path.removesuffix(".py").replace("/", "."))
+        if room is None or room == "__init__":
+            continue
+        assert room in ROOMS, f"{path}: room {room!r} is not in ROOMS (say what it may import)"
+        imported = {_room(n) for n in names} - {None, room}
+        if imported - ROOMS[room]:
+            wrong[path] = sorted(imported - ROOMS[room])
+    assert not wrong, f"imports that run back up the pipeline (docs/ARCHITECTURE.md): {wrong}"
 
 
 def _norm(name: str) -> str:

@@ -22,10 +22,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporters.catalogue import LOGPROBS, NO_USAGE, SEED_IGNORED, USAGE, arm_lacks
 from exporters.traffic import TrafficRecord, read_traffic, write_traffic
 from harness.cli import main
+from harness.processes import ManagedProcess, free_port, layergate_command
 from harness.rundir import load_run
 from harness.scenarios import SCENARIOS_DIR
 from tests.support.llamacpp import SMOKE_PROMPT, check_alive, generate, start_llamacpp
-from tests.support.processes import EngineProcess, free_port, layergate_cmd
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
@@ -45,9 +45,9 @@ metrics:
 
 
 @pytest.fixture(scope="session")
-def llamacpp() -> Iterator[list[EngineProcess]]:
+def llamacpp() -> Iterator[list[ManagedProcess]]:
     """Three llama.cpp servers, one thread each, shared by the tests of the session."""
-    servers: list[EngineProcess] = []
+    servers: list[ManagedProcess] = []
     try:
         for _ in range(3):
             servers.append(start_llamacpp())
@@ -81,7 +81,7 @@ def layergate(*args: str) -> Result:
     return result
 
 
-def replay(out: Path, traffic: Path, arms: dict[str, str], servers: list[EngineProcess],
+def replay(out: Path, traffic: Path, arms: dict[str, str], servers: list[ManagedProcess],
            *extra: str) -> Path:
     urls = [a for arm, url in arms.items() for a in (f"--{arm}", url)]
     result = layergate("replay", "--traffic", str(traffic), *urls, "--out", str(out),
@@ -121,8 +121,8 @@ def served(run: Path) -> dict[str, dict[str, float]]:
     """`layergate metrics RUN --serve PORT` in its own process, scraped once: gauge name ->
     arm -> value."""
     port = free_port()
-    proc = subprocess.Popen(layergate_cmd("metrics", str(run), "--serve", str(port),
-                                          "--resamples", "50"),
+    proc = subprocess.Popen(layergate_command("metrics", str(run), "--serve", str(port),
+                                              "--resamples", "50"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60

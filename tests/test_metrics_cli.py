@@ -18,11 +18,11 @@ from exporters.records import ArmResult
 from exporters.traffic import TrafficRecord, write_traffic
 from harness.cli import main
 from harness.manifest import Manifest
+from harness.processes import ManagedProcess, free_port, layergate_command
 from harness.rundir import RunDir, load_run
 from harness.stack.processes import ProcessSet
 from harness.stack.prometheus import start_prometheus
 from harness.stack.prometheus_config import ScrapeTargets
-from tests.support.processes import EngineProcess, free_port, layergate_cmd
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICY = ROOT / "scenarios" / "policies" / "default.yaml"
@@ -177,8 +177,8 @@ def _serve_and_scrape(run: Path, tmp_path: Path, processes: ProcessSet, engines:
         engines=engines, replayer=replayer, exporter=[f"127.0.0.1:{port}"],
         rule_files=[ROOT / "dashboards" / "rules.yml"]), tmp_path / "prometheus")
     json_path = tmp_path / "served.json"
-    processes.start("exporter", layergate_cmd("metrics", str(run), "--serve", str(port),
-                                              "--json", str(json_path), *extra))
+    processes.start("exporter", layergate_command("metrics", str(run), "--serve", str(port),
+                                                  "--json", str(json_path), *extra))
     return prom, json_path, port
 
 
@@ -202,7 +202,7 @@ def test_served_figures_reach_a_real_prometheus(tmp_path: Path, prometheus_bin: 
 
 
 @pytest.mark.model
-def test_real_replay_end_to_end(full_engine: EngineProcess, tmp_path: Path,
+def test_real_replay_end_to_end(full_engine: ManagedProcess, tmp_path: Path,
                                 prometheus_bin: str) -> None:
     """run_replay against the real engine (as all three arms), live metrics and engine
     counters through the recording rules in a real Prometheus, a repeat suite in the run's
@@ -264,8 +264,8 @@ def test_real_replay_end_to_end(full_engine: EngineProcess, tmp_path: Path,
             assert f["value"] is not None and f["noise_floor"] is not None, name
         assert _figure(doc, "rer_theoretical")["value"] == 0.0  # policy full skips nothing
         assert 0 < _figure(doc, "token_efficiency", arm="baseline")["value"] <= 1
-        processes.start("exporter", layergate_cmd("metrics", str(run), "--serve", str(port),
-                                                  "--resamples", "100"))
+        processes.start("exporter", layergate_command("metrics", str(run), "--serve", str(port),
+                                                      "--resamples", "100"))
         got = prom.wait_for('layergate_run_rer{arm="candidate",scenario="all"}', timeout=90)
         assert got and float(got[0]["value"][1]) == pytest.approx(rer["value"])
         assert httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).status_code == 200

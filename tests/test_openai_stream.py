@@ -24,7 +24,7 @@ from exporters.catalogue import (
     USAGE,
 )
 from exporters.traffic import TrafficRecord
-from harness.replay.openai_stream import (
+from harness.openai_stream import (
     BodyShape,
     ResultBuilder,
     StreamAccumulator,

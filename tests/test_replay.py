@@ -17,17 +17,13 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from exporters.traffic import TrafficRecord, read_traffic, traffic_sha256, write_traffic
+from harness.processes import ManagedProcess, free_port, layergate_command
 from harness.replay import ReplayConfig, run_replay
 from harness.replay.live import ReplayMetrics
 from harness.rundir import RunDir, load_run
 from harness.scenarios import SCENARIOS_DIR
-from tests.support.processes import (
-    EngineProcess,
-    free_port,
-    interruptible,
-    layergate_cmd,
-    start_engine,
-)
+from harness.stack.engines import start_engine
+from tests.support.processes import interruptible
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
@@ -43,7 +39,7 @@ def small_traffic(path: Path, n: int, max_tokens: int = 8, spacing: float = 0.25
 
 
 @pytest.fixture(scope="module")
-def candidate() -> Iterator[EngineProcess]:
+def candidate() -> Iterator[ManagedProcess]:
     proc = start_engine("--skip-policy", "full")
     yield proc
     proc.stop()
@@ -68,8 +64,8 @@ def _recorded(out: Path, arm: str) -> list[tuple[str, float]]:
                       if row.result.arm == arm)
 
 
-def test_full_vs_full_writes_a_complete_run(tmp_path: Path, full_engine: EngineProcess,
-                                            candidate: EngineProcess) -> None:
+def test_full_vs_full_writes_a_complete_run(tmp_path: Path, full_engine: ManagedProcess,
+                                            candidate: ManagedProcess) -> None:
     records = list(read_traffic(small_traffic(tmp_path / "t.jsonl", 6)).records)
     first = records[0]
     records[0] = TrafficRecord(first.id, first.offset_s, first.scenario, first.endpoint,
@@ -131,7 +127,7 @@ def test_full_vs_full_writes_a_complete_run(tmp_path: Path, full_engine: EngineP
 
 
 def test_two_processes_give_the_same_results_as_one(tmp_path: Path,
-                                                    full_engine: EngineProcess) -> None:
+                                                    full_engine: ManagedProcess) -> None:
     traffic = small_traffic(tmp_path / "t.jsonl", 3, max_tokens=2)
     arms = {"baseline": full_engine.url, "candidate": full_engine.url}
     counts = {}
@@ -150,15 +146,15 @@ def test_two_processes_give_the_same_results_as_one(tmp_path: Path,
 
 
 def test_killed_candidate_is_recorded_and_resume_fills_the_gaps(
-        tmp_path: Path, full_engine: EngineProcess, candidate: EngineProcess) -> None:
+        tmp_path: Path, full_engine: ManagedProcess, candidate: ManagedProcess) -> None:
     traffic = small_traffic(tmp_path / "t.jsonl", 4, max_tokens=6, spacing=2.0)
     out = tmp_path / "run"
     arms = {"baseline": full_engine.url, "candidate": candidate.url}
-    restarted: list[EngineProcess] = []
+    restarted: list[ManagedProcess] = []
 
     def kill_then_restart() -> None:
         _wait_for_rows(out, "candidate", 1)
-        candidate.stop(signal.SIGKILL)
+        candidate.stop(sig=signal.SIGKILL)
         restarted.append(start_engine("--skip-policy", "full"))  # meanwhile the run goes on
 
     killer = threading.Thread(target=kill_then_restart)
@@ -190,12 +186,12 @@ def test_killed_candidate_is_recorded_and_resume_fills_the_gaps(
 
 
 def test_ctrl_c_marks_the_run_interrupted_and_resume_completes(
-        tmp_path: Path, full_engine: EngineProcess) -> None:
+        tmp_path: Path, full_engine: ManagedProcess) -> None:
     traffic = small_traffic(tmp_path / "t.jsonl", 3, max_tokens=2, spacing=2.0)
     out = tmp_path / "run"
     args = ["replay", "--traffic", str(traffic), "--baseline", full_engine.url,
             "--candidate", full_engine.url, "--out", str(out), "--no-progress"]
-    proc = subprocess.Popen(layergate_cmd(*args), stdout=subprocess.PIPE,
+    proc = subprocess.Popen(layergate_command(*args), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, preexec_fn=interruptible)
     _wait_for_rows(out, "baseline", 1)
     proc.send_signal(signal.SIGINT)
@@ -207,7 +203,7 @@ def test_ctrl_c_marks_the_run_interrupted_and_resume_completes(
     done = load_run(out).results
     assert 1 <= len(done) < 6
 
-    resumed = subprocess.run(layergate_cmd(*args, "--resume"), capture_output=True, text=True,
+    resumed = subprocess.run(layergate_command(*args, "--resume"), capture_output=True, text=True,
                              timeout=300)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     run = load_run(out)

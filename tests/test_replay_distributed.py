@@ -21,10 +21,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from benchmarks.rigs.traffic import traffic
+from harness.processes import free_port, layergate_command
 from harness.replay import ReplayConfig, run_replay
 from harness.replay.channel_work import SKEW_ENV
 from harness.rundir import RunDir, load_run
-from tests.support.processes import free_port, layergate_cmd
 from tests.support.replay_rig import (
     Worker,
     completed,
@@ -32,7 +33,6 @@ from tests.support.replay_rig import (
     master_cmd,
     pairs,
     rows,
-    traffic,
     wait_for,
 )
 
@@ -286,9 +286,9 @@ def test_until_decided_stops_once_the_policy_is_decided(tmp_path: Path, echo: st
     path = traffic(tmp_path / "t.jsonl", 200, spacing=0.05)
     out = tmp_path / "run"
     replay = subprocess.run(
-        layergate_cmd("replay", "--traffic", str(path), "--baseline", echo, "--candidate",
-                      echo, "--out", str(out), "--processes", "1", "--no-progress",
-                      "--timeout", "20", "--until-decided", str(policy)),
+        layergate_command("replay", "--traffic", str(path), "--baseline", echo, "--candidate",
+                          echo, "--out", str(out), "--processes", "1", "--no-progress",
+                          "--timeout", "20", "--until-decided", str(policy)),
         capture_output=True, text=True, timeout=300)
     assert replay.returncode == 0, replay.stdout + replay.stderr
     manifest = RunDir(out).read_manifest()
@@ -298,7 +298,7 @@ def test_until_decided_stops_once_the_policy_is_decided(tmp_path: Path, echo: st
     sent = {rid for rid, _ in done}
     assert 20 <= len(sent) < 200
     assert set(done.values()) == {1} and len(done) == 2 * len(sent)
-    gate = subprocess.run(layergate_cmd("gate", str(out), "--sequential", "--policy",
-                                        str(policy)),
+    gate = subprocess.run(layergate_command("gate", str(out), "--sequential", "--policy",
+                                            str(policy)),
                           capture_output=True, text=True, timeout=120)
     assert gate.returncode == 0, gate.stdout + gate.stderr

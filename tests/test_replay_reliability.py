@@ -7,17 +7,19 @@ every request with HTTP 500."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from benchmarks.rigs.traffic import traffic
 from harness.cli import main
+from harness.processes import free_port, layergate_command
 from harness.replay.breaker import DEFAULT_LIMIT
 from harness.replay.channel_work import SKEW_ENV
 from harness.rundir import RunDir, load_run
-from tests.support.processes import free_port, layergate_cmd
 from tests.support.replay_rig import (
     Worker,
     completed,
@@ -25,7 +27,6 @@ from tests.support.replay_rig import (
     pairs,
     rows,
     start_echo,
-    traffic,
     wait_for,
 )
 from tests.support.stream_server import stream_server
@@ -51,7 +52,7 @@ def test_an_arm_that_is_not_there_is_refused_before_anything_is_sent(
 def test_the_master_warns_when_it_listens_beyond_loopback_without_a_token(
         tmp_path: Path) -> None:
     closed = f"http://127.0.0.1:{free_port()}"
-    result = subprocess.run(layergate_cmd(
+    result = subprocess.run(layergate_command(
         "replay", "--scenario", "smoke", "--baseline", closed, "--candidate", closed,
         "--out", str(tmp_path / "run"), "--processes", "0", "--expect-workers", "1",
         "--master-bind", f"0.0.0.0:{free_port()}", "--no-progress",
@@ -67,15 +68,14 @@ def test_an_arm_killed_mid_run_trips_the_breaker_and_resume_completes(
     candidate = start_echo(port)
     path = traffic(tmp_path / "t.jsonl", 80, spacing=0.1)
     out = tmp_path / "run"
-    cmd = layergate_cmd("replay", "--traffic", str(path), "--baseline", echo, "--candidate",
-                        f"http://127.0.0.1:{port}", "--out", str(out), "--no-progress",
-                        "--timeout", "20")
+    cmd = layergate_command("replay", "--traffic", str(path), "--baseline", echo, "--candidate",
+                            f"http://127.0.0.1:{port}", "--out", str(out), "--no-progress",
+                            "--timeout", "20")
     replay = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         wait_for(lambda: rows(out) >= 10, what="the first results")
     finally:
-        candidate.kill()
-        candidate.wait(10)
+        candidate.stop(sig=signal.SIGKILL)
     output = replay.communicate(timeout=120)[0]
     assert replay.returncode == 4, output
     assert f"the candidate arm's last {DEFAULT_LIMIT} requests all failed to connect" in output
@@ -87,13 +87,12 @@ def test_an_arm_killed_mid_run_trips_the_breaker_and_resume_completes(
 
     candidate = start_echo(port)
     try:
-        resumed = subprocess.run(layergate_cmd(
+        resumed = subprocess.run(layergate_command(
             "replay", "--resume", "--baseline", echo, "--candidate", f"http://127.0.0.1:{port}",
             "--out", str(out), "--no-progress", "--timeout", "20"),
             capture_output=True, text=True, timeout=120)
     finally:
-        candidate.kill()
-        candidate.wait(10)
+        candidate.stop(sig=signal.SIGKILL)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     run = load_run(out)
     assert run.manifest.status == "complete"
@@ -111,7 +110,7 @@ def test_until_decided_fails_a_candidate_that_fails_every_request_within_k(
     out = tmp_path / "run"
     with stream_server() as server:  # answers /v1/models and every request with a 500
         broken = f"{server.url}/status/500"
-        replay = subprocess.run(layergate_cmd(
+        replay = subprocess.run(layergate_command(
             "replay", "--traffic", str(path), "--baseline", echo, "--candidate", broken,
             "--out", str(out), "--no-progress", "--timeout", "20",
             "--until-decided", str(policy)), capture_output=True, text=True, timeout=120)

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from tests.support.processes import start_engine
+from harness.stack.engines import start_engine
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
@@ -109,14 +109,14 @@ def test_sigterm_finishes_in_flight_request_then_exits_0(tight_engine):
     client = threading.Thread(target=stream)
     client.start()
     assert first_token.wait(60), tight_engine.log()[-2000:]
-    tight_engine.proc.send_signal(signal.SIGTERM)
+    tight_engine.popen.send_signal(signal.SIGTERM)
     at_signal = len(chunks)
     time.sleep(0.3)
     # no new work once shutdown began
     with pytest.raises(httpx.TransportError):
         httpx.post(tight_engine.url + CHAT, json=body("hi"), headers=AUTH, timeout=5)
     client.join(120)
-    assert tight_engine.proc.wait(60) == 0, tight_engine.log()[-3000:]
+    assert tight_engine.popen.wait(60) == 0, tight_engine.log()[-3000:]
     assert result.get("done") and len(chunks) > at_signal + 1  # it was still in flight
     assert chunks[-1] == "[DONE]"
     final = json.loads(chunks[-2])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.processes import engine
+from harness.stack.engines import engine
 
 QUESTIONS = ["What is a Python decorator?",
              "Can I update the shipping address on an order that's already been placed?",

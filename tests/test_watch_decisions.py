@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from exporters.canary import ArmWindow, Window, evidence
 from exporters.catalogue import LIVE_FIGURES
-from harness.gate.validate import PolicyError
+from harness.policy_file import PolicyError
 from harness.watch.board import Board, Missing
 from harness.watch.exposition import WatchCollector
 from harness.watch.flagger import Payload, WeightReading

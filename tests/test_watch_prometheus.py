@@ -20,10 +20,10 @@ import httpx
 import pytest
 import yaml
 
+from harness.processes import free_port, layergate_command
 from harness.stack.processes import ProcessSet
 from harness.stack.prometheus import PrometheusServer, start_prometheus
 from harness.stack.prometheus_config import ScrapeTargets
-from tests.support.processes import free_port, layergate_cmd
 from tests.support.vllm_exporter import FakeVllm
 
 SCRAPE_S = 0.5
@@ -78,10 +78,10 @@ def arms(tmp_path_factory, prometheus_bin) -> Iterator[Arms]:
 
 def _watch(prom: PrometheusServer, out: Path, *args: str, policy: Path | None = None,
            serve: int | None = None) -> subprocess.Popen:
-    cmd = layergate_cmd("watch", "--prometheus", prom.url, "--engine", "vllm", *WINDOW,
-                        "--json", str(out / "watch.json"),
-                        "--on-advance", HOOKS.format(log=out / "hooks.log"),
-                        "--on-rollback", HOOKS.format(log=out / "hooks.log"), *args)
+    cmd = layergate_command("watch", "--prometheus", prom.url, "--engine", "vllm", *WINDOW,
+                            "--json", str(out / "watch.json"),
+                            "--on-advance", HOOKS.format(log=out / "hooks.log"),
+                            "--on-rollback", HOOKS.format(log=out / "hooks.log"), *args)
     if policy is not None:
         cmd += ["--policy", str(policy)]
     if serve is not None:

@@ -28,11 +28,11 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
+from harness.processes import free_port, layergate_command
 from harness.stack.processes import ProcessSet
 from harness.stack.prometheus import PrometheusServer, start_prometheus
 from harness.stack.prometheus_config import ScrapeTargets
 from tests.support.controllers import FakeFlagger
-from tests.support.processes import free_port, layergate_cmd
 from tests.support.vllm_exporter import FakeVllm
 from tests.test_watch_prometheus import CANARY, POLICY, SCRAPE_S, STABLE, _jobs
 
@@ -100,7 +100,7 @@ def stack(tmp_path_factory, prometheus_bin) -> Iterator[Stack]:
 
 
 def _cmd(stack: Stack, state: Path, hooks: Path, *extra: str) -> list[str]:
-    return layergate_cmd(
+    return layergate_command(
         "watch", "--prometheus", stack.prometheus.url, "--engine", "vllm",
         "--baseline", STABLE, "--candidate", CANARY, "--policy", str(stack.policy),
         "--stages", STAGES, "--window", "2s", "--lag", "0.6s",
@@ -257,7 +257,7 @@ def test_a_hook_killed_while_it_ran_is_reported_then_rerun_or_failed(
         stack: Stack, tmp_path: Path) -> None:
     state, log = tmp_path / "state.json", tmp_path / "hook.log"
     slow = f'echo "start $$" >> {log}; sleep 30; echo end >> {log}'
-    base = layergate_cmd(
+    base = layergate_command(
         "watch", "--prometheus", stack.prometheus.url, "--engine", "vllm",
         "--baseline", STABLE, "--candidate", CANARY, "--policy", str(stack.policy),
         "--stages", "50,100", "--window", "2s", "--lag", "0.6s", "--min-windows", "4",

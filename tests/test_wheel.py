@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from benchmarks.rigs.echo import echo_server
 from exporters.bundled import MIXES, POLICIES, names
 from exporters.catalogue import ExitCode
-from tests.support.echo import echo_server
 from tests.support.wheelhouse import wheels_dir
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

@@ -27,7 +27,7 @@ WORDS = {*ARMS, RECORDED, EVERY_ARM, OVERALL, *VERDICT_STATES, *FIGURES, ADVANCE
 ALLOWED = {
     ("harness/cli/__init__.py", "capacity"): "the command's name and module",
     ("harness/cli/capacity.py", "capacity"): "the command's name",
-    ("harness/capacity/state.py", "capacity"): "the run kind in a sweep's manifest",
+    ("harness/sweepdir.py", "capacity"): "the run kind in a sweep's manifest",
     ("harness/capacity/report.py", "capacity"): "a field of capacity.json (docs/FORMATS.md)",
     ("harness/capacity/report.py", "error_rate"): "a step's field in capacity.json",
     ("harness/capacity/report.py", "goodput"): "a step's field in capacity.json (requests/s, "

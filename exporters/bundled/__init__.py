@@ -14,12 +14,14 @@ unknown name is a `BundledNameError` that lists the known ones.
 from __future__ import annotations
 
 import atexit
+import json
 import textwrap
 from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import cache
 from importlib.resources import as_file, files
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -77,6 +79,15 @@ def starter_dir() -> Path:
 def rules_file(model_key: str) -> Path:
     """The committed calibrated skip rules of a model (scenarios/rules/<model>.json)."""
     return path("scenarios", "rules", f"{model_key}.json")
+
+
+def read_rules(file: Path) -> dict[str, Any]:
+    """A rules file's JSON (a bundled one, or one `layergate calibrate` wrote), for what the
+    harness shows of it: the engine validates every field when it serves with the file."""
+    raw = json.loads(file.read_text(encoding="utf-8"))
+    if not isinstance(raw, dict):
+        raise ValueError(f"{file}: a rules file is a JSON object, got {type(raw).__name__}")
+    return raw
 
 
 def watch_metric_names() -> Path:

@@ -12,7 +12,7 @@ from exporters.capacity_step import StepArm
 from exporters.catalogue import CAPACITY, CAPACITY_RATIO, ExitCode
 from exporters.figures import Figure
 from harness.capacity.config import CapacityConfig
-from harness.capacity.state import COMPLETE, KIND, SweepState
+from harness.sweepdir import COMPLETE, KIND, SweepState
 
 
 def judge_of(config: CapacityConfig) -> cap.SweepJudge:

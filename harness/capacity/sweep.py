@@ -29,18 +29,18 @@ from harness.capacity.config import RATE, USERS, CapacityConfig
 from harness.capacity.ladder import next_step
 from harness.capacity.live import SweepMetrics
 from harness.capacity.report import build_report, sweep_figures
-from harness.capacity.state import (
+from harness.manifest import now_iso
+from harness.replay.config import ConfigError, ReplayConfig
+from harness.replay.runner import run_replay
+from harness.report.capacity_plots import write_frontier
+from harness.rundir import RunDir
+from harness.sweepdir import (
     COMPLETE,
     INTERRUPTED,
     Step,
     SweepDir,
     SweepState,
 )
-from harness.manifest import now_iso
-from harness.replay.config import ConfigError, ReplayConfig
-from harness.replay.runner import run_replay
-from harness.report.capacity_plots import write_frontier
-from harness.rundir import RunDir
 
 POOL = 1000  # records drawn from a mix, then cycled
 # what --resume takes from this invocation: where the arms are now, the bounds, the display

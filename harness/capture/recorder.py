@@ -32,7 +32,7 @@ from exporters.traffic import (
     parse_record,
 )
 from harness.capture.redact import redact
-from harness.replay.openai_stream import StreamAccumulator, StreamError
+from harness.openai_stream import StreamAccumulator, StreamError
 from harness.scenarios import length_class
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,6 @@
 """The `layergate` click group. Each command lives in its own module and is loaded lazily,
-so `layergate --help` stays fast and only `serve` / `calibrate` ever reach torch."""
+so `layergate --help` stays fast and only `serve` / `calibrate` (the engine's own commands,
+in `reference_engine.cli`) ever reach torch."""
 
 from __future__ import annotations
 
@@ -10,25 +11,26 @@ import click
 
 from exporters.errors import LayergateError
 
-# command name -> module under harness.cli exposing `command`
+# command name -> the module exposing it as `command`. The engine's commands live with the
+# engine and are named by module path only: the harness never imports `reference_engine`.
 COMMANDS: dict[str, str] = {
-    "serve": "serve",
-    "calibrate": "calibrate",
-    "capture": "capture",
-    "import-trace": "import_trace",
-    "replay": "replay",
-    "replay-worker": "replay_worker",
-    "capacity": "capacity",
-    "determinism": "determinism",
-    "metrics": "metrics",
-    "gate": "gate",
-    "compare": "compare",
-    "watch": "watch",
-    "dashboards": "dashboards",
-    "demo": "demo",
-    "policies": "policies",
-    "scenarios": "scenarios",
-    "init": "init",
+    "serve": "reference_engine.cli.serve",
+    "calibrate": "reference_engine.cli.calibrate",
+    "capture": "harness.cli.capture",
+    "import-trace": "harness.cli.import_trace",
+    "replay": "harness.cli.replay",
+    "replay-worker": "harness.cli.replay_worker",
+    "capacity": "harness.cli.capacity",
+    "determinism": "harness.cli.determinism",
+    "metrics": "harness.cli.metrics",
+    "gate": "harness.cli.gate",
+    "compare": "harness.cli.compare",
+    "watch": "harness.cli.watch",
+    "dashboards": "harness.cli.dashboards",
+    "demo": "harness.cli.demo",
+    "policies": "harness.cli.policies",
+    "scenarios": "harness.cli.scenarios",
+    "init": "harness.cli.init",
 }
 
 
@@ -40,7 +42,7 @@ class LazyGroup(click.Group):
         module = COMMANDS.get(name)
         if module is None:
             return None
-        return importlib.import_module(f"harness.cli.{module}").command
+        return importlib.import_module(module).command
 
     def invoke(self, ctx: click.Context) -> Any:
         """The one place where an error that carries its exit code (exporters/errors.py)

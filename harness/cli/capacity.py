@@ -12,9 +12,9 @@ from typing import Any
 import click
 
 from exporters.catalogue import CANDIDATE, ExitCode, candidate_arms
+from exporters.cli_options import config_values, field_option
 from harness.capacity.config import CapacityConfig
 from harness.cli.exits import exits
-from harness.cli.options import config_values, field_option
 from harness.cli.replay import _arm_options, _interrupt, arms_and_models
 
 
@@ -73,8 +73,8 @@ def command(ctx: click.Context, **params: Any) -> None:
     --resume goes on. `layergate gate OUT` judges the report under a policy.
     """
     from harness.capacity.report import exit_of, print_sweep, sweep_figures
-    from harness.capacity.state import SweepDir
     from harness.capacity.sweep import run_capacity
+    from harness.sweepdir import SweepDir
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)

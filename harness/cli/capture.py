@@ -9,9 +9,9 @@ from typing import Any
 import click
 
 from exporters.catalogue import ExitCode
+from exporters.cli_options import config_field, config_values, field_default, field_option
 from harness.capture.config import CaptureConfig
 from harness.cli.exits import exits
-from harness.cli.options import config_field, config_values, field_default, field_option
 
 HOST, PORT = (field_default(config_field(CaptureConfig, name)) for name in ("host", "port"))
 

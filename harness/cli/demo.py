@@ -9,9 +9,9 @@ from typing import Any
 import click
 
 from exporters.catalogue import ExitCode
+from exporters.cli_options import config_values, field_option
 from exporters.errors import InfrastructureError
 from harness.cli.exits import exits
-from harness.cli.options import config_values, field_option
 from harness.stack.demo_config import QUICK, DemoConfig
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import click
 
 from exporters.catalogue import CANDIDATE, ExitCode
+from exporters.cli_options import config_values, field_option
 from harness.cli.exits import exits
-from harness.cli.options import config_values, field_option
 from harness.determinism import DeterminismConfig
 
 

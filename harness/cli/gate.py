@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import click
 
 from exporters.catalogue import BASELINE, CANDIDATE, OVERALL, REQUIRE_ANY, ExitCode
+from exporters.cli_options import field_option
 from harness.cli.exits import RUN_DIR_UNREADABLE, exits
-from harness.cli.options import field_option
 from harness.gate.sequential_config import SequentialConfig
 
 if TYPE_CHECKING:
@@ -77,11 +77,11 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     """
     from rich.console import Console
 
-    from harness.capacity.state import is_sweep
+    from harness.capacity.verdict import evaluate_sweep
     from harness.gate import load_policy
-    from harness.gate.capacity import evaluate_sweep
     from harness.gate.family import CapacityError, RequireError, evaluate_family
     from harness.rundir import load_run
+    from harness.sweepdir import is_sweep
 
     policy = load_policy(policy_path)
     err = Console(stderr=True)
@@ -131,7 +131,7 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
 
 def _capacity_ratios(values: tuple[str, ...]) -> dict:
     """`--capacity [NAME=]SWEEP_DIR` as candidate -> the sweep's capacity ratio figure."""
-    from harness.gate.capacity import capacity_ratio
+    from harness.capacity.verdict import capacity_ratio
 
     out = {}
     for value in values:

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from exporters.catalogue import ExitCode
+from exporters.cli_options import config_values, field_option
 from exporters.config import MetricsConfig
 from harness.cli.exits import RUN_DIR_UNREADABLE, exits
-from harness.cli.options import config_values, field_option
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -20,8 +20,8 @@ from exporters.catalogue import (
     candidate_arms,
     check_candidate_name,
 )
+from exporters.cli_options import config_values, field_option
 from harness.cli.exits import exits
-from harness.cli.options import config_values, field_option
 from harness.replay.config import ReplayConfig
 
 
@@ -135,7 +135,8 @@ def command(ctx: click.Context, **params: Any) -> None:
     without error rows alone (exit 0, nothing sent).
     """
     from harness.gate.sequential import until_decided
-    from harness.replay import run_replay
+    from harness.policy_file import PolicyError
+    from harness.replay import ConfigError, run_replay
     from harness.rundir import RunDir
 
     # a SIGTERM (e.g. from a scheduler) ends the run like Ctrl-C: marked interrupted
@@ -145,9 +146,13 @@ def command(ctx: click.Context, **params: Any) -> None:
     arms, models = arms_and_models(params)
     try:
         config = ReplayConfig(arms=arms, models=models, **config_values(ctx, ReplayConfig))
-        # judged as results arrive: sending stops once the policy is decided (or the budget)
-        should_stop = (until_decided(config.until_decided, config.budget)
-                       if config.until_decided is not None else None)
+        # judged as results arrive: sending stops once the policy is decided (or the budget);
+        # the policy is read here, so a bad one is a usage error before anything is sent
+        try:
+            should_stop = (until_decided(config.until_decided, config.budget)
+                           if config.until_decided is not None else None)
+        except PolicyError as exc:
+            raise ConfigError(f"--until-decided: {exc}") from exc
         run_dir = run_replay(config, should_stop)
     except KeyboardInterrupt:
         click.echo(f"interrupted: the run in {params['out']} is marked interrupted; "

@@ -19,8 +19,8 @@ from typing import Any
 import click
 
 from exporters.catalogue import BASELINE, CANDIDATE, PENDING, ExitCode
+from exporters.cli_options import config_values, field_option
 from harness.cli.exits import exits
-from harness.cli.options import config_values, field_option
 from harness.watch.config import WatchConfig
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")

@@ -24,7 +24,7 @@ from exporters.catalogue import (
     figure_spec,
 )
 from exporters.config import MetricsConfig
-from harness.gate.validate import (
+from harness.policy_file import (
     PolicyError,
     Where,
     check_keys,

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from exporters.catalogue import ADDED_FIELDS_REJECTED, CLOSED_EARLY
 from exporters.records import ArmResult
 from exporters.traffic import TrafficRecord
-from harness.replay.openai_stream import (
+from harness.openai_stream import (
     REQUEST_HEADERS,
     BodyShape,
     ResultBuilder,

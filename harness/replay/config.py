@@ -193,13 +193,6 @@ class ReplayConfig:
             raise ConfigError("--budget is the budget of --until-decided: give a policy")
         if self.budget is not None and self.budget <= 0:
             raise ConfigError(f"budget must be > 0, got {self.budget}")
-        if self.until_decided is not None:
-            from harness.gate.policy import PolicyError, load_policy
-
-            try:
-                load_policy(self.until_decided)
-            except PolicyError as exc:
-                raise ConfigError(f"--until-decided: {exc}") from exc
 
     @property
     def closed_loop(self) -> bool:

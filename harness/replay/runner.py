@@ -36,9 +36,6 @@ import contextlib
 import dataclasses
 import os
 import resource
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -54,6 +51,7 @@ from exporters.records import ArmResult
 from exporters.schedule_lag import schedule_lag
 from exporters.traffic import TrafficRecord
 from harness.manifest import Manifest, now_iso
+from harness.processes import ManagedProcess, free_port, spawn
 from harness.replay import auth
 from harness.replay.breaker import CircuitBreaker
 from harness.replay.channel import parse_address
@@ -92,31 +90,25 @@ LOOPBACK = ("127.", "localhost", "::1")
 def _master_address(config: ReplayConfig) -> tuple[str, int]:
     if config.master_bind is not None:
         return parse_address(config.master_bind, "--master-bind")
-    return "127.0.0.1", _free_port()  # local workers only: any free port on loopback
+    return "127.0.0.1", free_port()  # local workers only: any free port on loopback
 
 
 def _locust_cmd(config: ReplayConfig, run: RunDir, host: str, port: int) -> list[str]:
     users = str(config.locust_users)
     # spawn users fast (100/s, Locust warns above): the schedule, not a ramp-up, sends
-    spawn = str(max(config.locust_users, 100))
+    rate = str(max(config.locust_users, 100))
     # never --headless: the master (master.py) starts the test once its accepted workers
     # are in; the web UI then only shows it, on loopback unless --web-port says otherwise
-    web = (config.bind_host, config.web_port) if config.web_port else ("127.0.0.1", _free_port())
-    return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "-u", users, "-r", spawn,
+    web = (config.bind_host, config.web_port) if config.web_port else ("127.0.0.1", free_port())
+    return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "-u", users, "-r", rate,
             "--host", next(iter(config.arms.values())), "--csv", str(run.locust_csv_prefix),
             "--loglevel", "WARNING", "--logfile", str(run.locust_log),
             "--master", "--master-bind-host", host, "--master-bind-port", str(port),
             "--enable-rebalancing", "--web-host", web[0], "--web-port", str(web[1])]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _start_locust(config: ReplayConfig, run: RunDir, host: str, port: int,
-                  token: dict[str, str]) -> subprocess.Popen:
+                  token: dict[str, str]) -> ManagedProcess:
     plan = WorkerPlan(arms=config.arms, models=config.models, timeout=config.timeout,
                       closed_loop=config.closed_loop, users=config.locust_users,
                       run_dir=str(run.path), top_logprobs=config.logprobs,
@@ -124,18 +116,19 @@ def _start_locust(config: ReplayConfig, run: RunDir, host: str, port: int,
                       max_clock_skew_s=config.max_clock_skew, expect_workers=config.workers,
                       worker_wait_s=float(config.worker_wait))
     env = {k: v for k, v in os.environ.items() if k != auth.TOKEN_ENV}
-    return _spawn(_locust_cmd(config, run, host, port), {**env, **plan.to_env(), **token}, run)
+    return _spawn("locust-master", _locust_cmd(config, run, host, port),
+                  {**env, **plan.to_env(), **token}, run)
 
 
 def _start_local_workers(config: ReplayConfig, run: RunDir, host: str, port: int,
-                         home: Path, token: dict[str, str]) -> list[subprocess.Popen]:
+                         home: Path, token: dict[str, str]) -> list[ManagedProcess]:
     """`--processes` workers next to the master, each in its own empty directory: they
     reach the run only through the master, as workers on other hosts do."""
     procs = []
     for i in range(config.processes):
         cwd = home / f"worker-{i}"
         cwd.mkdir()
-        procs.append(_spawn(worker_command(connect_host(host), port),
+        procs.append(_spawn(f"locust-worker-{i}", worker_command(connect_host(host), port),
                             {**worker_env(os.environ, None), **token}, run, cwd))
     return procs
 
@@ -157,31 +150,12 @@ def _token_env(config: ReplayConfig, host: str) -> dict[str, str]:
     return {auth.TOKEN_ENV: token} if token else {}
 
 
-def _spawn(cmd: list[str], env: dict[str, str], run: RunDir,
-           cwd: Path | None = None) -> subprocess.Popen:
-    log = run.locust_output.open("ab")
+def _spawn(name: str, cmd: list[str], env: dict[str, str], run: RunDir,
+           cwd: Path | None = None) -> ManagedProcess:
     # own session: a Ctrl-C in the terminal reaches only us, and we stop Locust in order;
-    # if we die without stopping it, the kernel sends it SIGTERM (Linux)
-    return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=cwd,
-                            start_new_session=True,
-                            preexec_fn=_die_with_parent if sys.platform == "linux" else None)
-
-
-def _die_with_parent() -> None:
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
-def _stop_locust(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+    # if we die without stopping it, the kernel sends it SIGTERM
+    return spawn(name, cmd, run.locust_output, env=env, cwd=cwd, append=True,
+                 die_with_parent=True)
 
 
 def _open_manifest(config: ReplayConfig, run: RunDir, count: int, resuming: bool) -> Manifest:
@@ -222,7 +196,7 @@ class _Outcome:
     broken: str | None = None  # the circuit breaker's reason: the run stays interrupted
 
 
-def _follow(proc: subprocess.Popen, store: ResultStore, tail: StoreTail,
+def _follow(proc: ManagedProcess, store: ResultStore, tail: StoreTail,
             breaker: CircuitBreaker, show: bool, total: int,
             should_stop: StopHook | None, stop_arm: StopArm) -> _Outcome:
     """Wait until every queued record is done (or, once `should_stop` said so, every record
@@ -268,7 +242,7 @@ def _follow(proc: subprocess.Popen, store: ResultStore, tail: StoreTail,
             if progress.done >= total or (stopped and not progress.leased):
                 outcome.finished = True
                 return outcome
-            if proc.poll() is not None:
+            if not proc.running():
                 return outcome
             time.sleep(POLL_S)
 
@@ -408,11 +382,11 @@ def _send(config: ReplayConfig, run: RunDir, store: ResultStore, tail: StoreTail
         finally:
             # the run is ending: workers that leave from now on were stopped, not lost
             store.queue.stop()
-            _stop_locust(proc)
+            proc.stop(20.0)
             for worker in locals_:
-                _stop_locust(worker, grace_s=10.0)
+                worker.stop(10.0)
     if not outcome.finished:
-        notes.append(f"Locust exited early with code {proc.returncode}; "
+        notes.append(f"Locust exited early with code {proc.popen.returncode}; "
                      f"see {run.locust_output}")
     if outcome.stop_reason is not None:
         notes.append(f"stopped early: {outcome.stop_reason}")

@@ -97,7 +97,7 @@ def render_body(result: GateResult, candidate: str | None = None) -> str:
 
 def _frontier(result: GateResult) -> str:
     """A capacity sweep's SLO frontier (harness/report/capacity_plots.py); "" for a replay."""
-    from harness.capacity.state import SweepDir
+    from harness.sweepdir import SweepDir
 
     sweep = SweepDir(result.run_dir) if result.run_dir is not None else None
     if sweep is None or not sweep.report_path.is_file():

@@ -5,9 +5,10 @@ Everything started here is tracked by a `ProcessSet` and stopped on exit, on Ctr
 SIGTERM, process group by process group.
 """
 
+from harness.processes import ManagedProcess
 from harness.stack.engines import EngineSpec
 from harness.stack.native import NativeStack, StackConfig
-from harness.stack.processes import ManagedProcess, ProcessSet
+from harness.stack.processes import ProcessSet
 from harness.stack.prometheus import PrometheusServer
 from harness.stack.prometheus_config import ScrapeTargets, render_prometheus_config
 

@@ -3,16 +3,15 @@ settings of each candidate the demo can evaluate."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from exporters import bundled
-from exporters.catalogue import BASELINE, BASELINE2, CANDIDATE
+from exporters.catalogue import BASELINE, BASELINE2, CANDIDATE, FULL_DEPTH
 from exporters.model_files import DEFAULT_MODEL
-from harness.stack.engines import FULL_DEPTH, EngineSpec
+from harness.stack.engines import EngineSpec
 
 
 @dataclass(frozen=True)
@@ -35,7 +34,7 @@ LOOSE_RULES = "smollm2-135m-em50"
 
 
 def _static_layers() -> tuple[str, ...]:
-    ranking = json.loads(bundled.rules_file(DEFAULT_MODEL).read_text())["static"]["ranking"]
+    ranking = bundled.read_rules(bundled.rules_file(DEFAULT_MODEL))["static"]["ranking"]
     return ("--skip-layers", ",".join(str(i) for i in sorted(ranking[:STATIC_SKIPPED])))
 
 

@@ -3,15 +3,14 @@ skipping does not pay on this model, why — read from the gate's own figures.""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from exporters.catalogue import CANDIDATE, EXACT_MATCH, RER, RER_THEORETICAL
+from exporters import bundled
+from exporters.catalogue import CANDIDATE, EXACT_MATCH, FULL_DEPTH, RER, RER_THEORETICAL
 from exporters.figures import OVERALL, Figure
 from harness.gate import GateResult
 from harness.report.wording import saturation
 from harness.stack.demo_config import CANDIDATES, rules_of
-from harness.stack.engines import FULL_DEPTH
 
 SKIPPING = tuple(name for name, c in CANDIDATES.items() if c.skip_policy != FULL_DEPTH)
 
@@ -22,7 +21,7 @@ def calibration_notes(candidate: str, path: Path | None = None) -> list[str]:
     path = path if path is not None else rules_of(candidate)
     if candidate not in SKIPPING or path is None or not path.is_file():
         return []
-    notes = json.loads(path.read_text()).get("notes", [])
+    notes = bundled.read_rules(path).get("notes", [])
     return [f"Calibration ({path.name}): {n}" for n in notes if n.startswith(f"{candidate}:")]
 
 

@@ -7,7 +7,7 @@ import time
 
 import httpx
 
-from harness.stack.processes import ManagedProcess
+from harness.processes import ManagedProcess
 
 
 class StackError(RuntimeError):
@@ -27,3 +27,14 @@ def wait_healthy(proc: ManagedProcess, url: str, timeout: float) -> None:
         time.sleep(0.3)
     raise StackError(f"{proc.name} did not answer 200 on {url} within {timeout:.0f}s; "
                      f"log {proc.log_path}:\n{proc.log_tail()}")
+
+
+def started(proc: ManagedProcess, url: str, timeout: float) -> ManagedProcess:
+    """`proc` once GET `url` answers 200; when it does not, `proc` is stopped and the
+    StackError raised (for a process no `ProcessSet` owns)."""
+    try:
+        wait_healthy(proc, url, timeout)
+    except BaseException:
+        proc.stop()
+        raise
+    return proc

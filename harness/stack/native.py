@@ -7,7 +7,6 @@ config names them before they exist; Prometheus marks them down until they start
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -15,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from exporters import bundled
+from harness.processes import ManagedProcess, free_port, layergate_command
 from harness.stack.engines import EngineSpec
 from harness.stack.health import StackError, wait_healthy
-from harness.stack.ports import free_port
-from harness.stack.processes import ManagedProcess, ProcessSet
+from harness.stack.processes import ProcessSet
 from harness.stack.prometheus import PrometheusServer, start_prometheus
 from harness.stack.prometheus_config import ENGINE_JOB, ScrapeTargets
 
@@ -51,8 +50,8 @@ class RunningStack:
         """`layergate metrics RUN_DIR --serve PORT` on the port Prometheus already scrapes."""
         if self.exporter_port is None:
             raise ValueError("the stack was configured without an exporter target")
-        cmd = [sys.executable, "-m", "harness.cli", "metrics", str(run_dir),
-               "--serve", str(self.exporter_port), *extra_args]
+        cmd = layergate_command("metrics", str(run_dir), "--serve", str(self.exporter_port),
+                                *extra_args)
         proc = self.processes.start("exporter", cmd)
         wait_healthy(proc, f"http://127.0.0.1:{self.exporter_port}/metrics", timeout)
         return proc

@@ -11,9 +11,9 @@ from urllib.parse import quote
 
 import httpx
 
+from harness.processes import ManagedProcess, free_port
 from harness.stack.health import StackError, wait_healthy
-from harness.stack.ports import free_port
-from harness.stack.processes import ManagedProcess, ProcessSet
+from harness.stack.processes import ProcessSet
 from harness.stack.prometheus_config import ScrapeTargets, write_prometheus_config
 
 

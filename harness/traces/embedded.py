@@ -11,9 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from exporters import tokenizer
-from exporters.model_files import converted_dir, embedded_tokenizer
-
-_CONVERT = "from reference_engine.loading import ensure_converted; ensure_converted()"
+from exporters.model_files import CONVERTER, converted_dir, embedded_tokenizer
 
 
 def tokenizer_path(spec: str | None, note: Callable[[str], None]) -> Path:
@@ -30,7 +28,7 @@ def tokenizer_path(spec: str | None, note: Callable[[str], None]) -> Path:
             f"{tokenizer.TOKENIZER_FILE}) and this machine has no engine to convert the model "
             "with: pass --tokenizer with the arms' tokenizer.json")
     note(f"converting the embedded model once into {converted_dir()} for its tokenizer")
-    done = subprocess.run([sys.executable, "-c", _CONVERT], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", CONVERTER], capture_output=True, text=True)
     found = embedded_tokenizer()
     if done.returncode != 0 or found is None:
         raise tokenizer.TokenizerError("converting the embedded model failed: "

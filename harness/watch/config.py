@@ -1,5 +1,5 @@
 """The whole configuration of a watch, one object passed down and the owner of every
-default, help text and bound the CLI shows (harness/cli/options.py builds the options from
+default, help text and bound the CLI shows (exporters/cli_options.py builds the options from
 these fields). Kept free of heavy imports: `layergate --help` reads it."""
 
 from __future__ import annotations

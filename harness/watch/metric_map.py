@@ -10,7 +10,7 @@ from typing import Any
 
 from exporters import bundled
 from exporters.catalogue import HISTOGRAM_ROLES, ROLES, did_you_mean
-from harness.gate.validate import read_yaml
+from harness.policy_file import read_yaml
 
 _NAME = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?$", re.S)
 

@@ -25,7 +25,7 @@ from typing import Any
 from exporters import bundled
 from exporters.catalogue import FIGURES, HOLD, LIVE_FIGURES, ROLLBACK
 from harness.gate.policy import MetricRule
-from harness.gate.validate import (
+from harness.policy_file import (
     PolicyError,
     Where,
     check_keys,

@@ -55,7 +55,7 @@ from exporters.catalogue import (
 from exporters.figures import OVERALL, Figure
 from harness.gate.checks import SKIPPED, Check, judge
 from harness.gate.policy import MetricRule
-from harness.gate.validate import PolicyError
+from harness.policy_file import PolicyError
 from harness.watch.config import WatchConfig
 from harness.watch.policy import WatchPolicy
 

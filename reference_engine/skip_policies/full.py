@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from exporters.catalogue import FULL_DEPTH
 from reference_engine.skip_policies.base import SkipPolicy
 from reference_engine.skip_policies.registry import register
 
 
-@register("full")
+@register(FULL_DEPTH)
 class FullSkipPolicy(SkipPolicy):
     """Executes the whole decoder; the base class already does exactly that."""

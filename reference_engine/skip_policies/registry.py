@@ -9,13 +9,15 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from exporters.catalogue import FULL_DEPTH
+
 if TYPE_CHECKING:
     from reference_engine.config import EngineConfig
     from reference_engine.skip_policies.base import SkipPolicy
 
 # the bundled skip policies: name -> the module whose import registers it
 _MODULES = {name: f"reference_engine.skip_policies.{name}"
-            for name in ("full", "static", "dynamic", "speculative")}
+            for name in (FULL_DEPTH, "static", "dynamic", "speculative")}
 _CLASSES: dict[str, type[SkipPolicy]] = {}
 
 

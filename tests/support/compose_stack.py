@@ -32,8 +32,8 @@ from typing import Any
 
 import yaml
 
+from harness.processes import free_port
 from tests.support.docker_engine import DockerCommandError, DockerEngine, _tool
-from tests.support.processes import free_port
 from tests.support.stack_images import BASE_IMAGE, PROMETHEUS_IMAGE
 
 # what the test runs: everything but Grafana (jaeger comes as the engines' stand-in dependency)

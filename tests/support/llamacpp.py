@@ -4,16 +4,15 @@ write, for tests of foreign arms. On 127.0.0.1 only, one thread, a small context
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
-from tests.support.processes import EngineProcess, free_port
+from harness.processes import ManagedProcess, free_port, spawn
+from harness.stack.health import started
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = ROOT / ".venv-llamacpp" / "bin" / "python"
@@ -41,9 +40,9 @@ def command(port: int) -> list[str]:
 SMOKE_PROMPT = "Name three colours of the rainbow, please."  # several tokens: a batched prefill
 
 
-def died(server: EngineProcess) -> str | None:
+def died(server: ManagedProcess) -> str | None:
     """How a server process ended (its exit code and the tail of its log), None if alive."""
-    code = server.proc.poll()
+    code = server.popen.poll()
     if code is None:
         return None
     return (f"the llama.cpp server at {server.url} died with exit code {code}"
@@ -51,14 +50,14 @@ def died(server: EngineProcess) -> str | None:
             f"({server.log_path}):\n{server.log()[-3000:]}")
 
 
-def check_alive(servers: list[EngineProcess]) -> None:
+def check_alive(servers: list[ManagedProcess]) -> None:
     """Fail loudly, naming the server, its exit code and its log, when one has died."""
     deaths = [d for d in (died(s) for s in servers) if d]
     if deaths:
         raise AssertionError("\n\n".join(deaths))
 
 
-def generate(server: EngineProcess, prompt: str = SMOKE_PROMPT, max_tokens: int = 4) -> str:
+def generate(server: ManagedProcess, prompt: str = SMOKE_PROMPT, max_tokens: int = 4) -> str:
     """One non-streamed chat completion; AssertionError with the server's death if it
     dies on it."""
     try:
@@ -73,7 +72,7 @@ def generate(server: EngineProcess, prompt: str = SMOKE_PROMPT, max_tokens: int 
     return answer.json()["choices"][0]["message"]["content"]
 
 
-def start_llamacpp(timeout: float = 120) -> EngineProcess:
+def start_llamacpp(timeout: float = 120) -> ManagedProcess:
     """A llama.cpp server on a free port; returns once /v1/models answers 200 and a
     multi-token prompt generates (the batched prefill path, which a native AMX build
     crashed on). Fails (never skips) when the server is not installed, does not come up or
@@ -83,19 +82,12 @@ def start_llamacpp(timeout: float = 120) -> EngineProcess:
                            "llama-cpp-python[server] there)")
     port = free_port()
     log = Path(tempfile.mkstemp(prefix="llamacpp-", suffix=".log")[1])
-    proc = subprocess.Popen(command(port), stdout=log.open("w"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"llama.cpp server exited with {proc.returncode}\n"
-                               f"{log.read_text(errors='replace')[-4000:]}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{url}/v1/models", timeout=2).status_code == 200:
-                server = EngineProcess(url, proc, log)
-                generate(server)
-                return server
-        time.sleep(0.3)
-    proc.kill()
-    raise RuntimeError(f"llama.cpp server did not answer in {timeout}s\n"
-                       f"{log.read_text(errors='replace')[-4000:]}")
+    server = started(spawn("llama.cpp", command(port), log, url=url), f"{url}/v1/models",
+                     timeout)
+    try:
+        generate(server)
+    except BaseException:
+        server.stop()
+        raise
+    return server

@@ -7,36 +7,25 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from exporters.traffic import TrafficRecord, read_traffic, write_traffic
+from benchmarks.rigs.echo import echo_server
+from benchmarks.rigs.echo import start_echo as start_echo_server
+from harness.processes import ManagedProcess, layergate_command
 from harness.rundir import RunDir, load_run
-from harness.scenarios import SCENARIOS_DIR
-from tests.support.echo import ECHO, echo_server
-from tests.support.processes import layergate_cmd
 
 TOKEN_DELAY_S = 0.05  # 4 tokens: a request takes ~0.2 s, so a worker holds some in flight
 
 
-def start_echo(port: int, token_delay: float = TOKEN_DELAY_S) -> subprocess.Popen:
-    """The echo server on a given `port` (one a test stops and starts again), once it
+def start_echo(port: int, token_delay: float = TOKEN_DELAY_S) -> ManagedProcess:
+    """The rig's echo server on a given `port` (one a test stops and starts again), once it
     answers."""
-    proc = subprocess.Popen([sys.executable, str(ECHO), "--port", str(port),
-                             "--token-delay", str(token_delay)])
-    for _ in range(100):
-        with contextlib.suppress(httpx.HTTPError):
-            httpx.get(f"http://127.0.0.1:{port}/health", timeout=1)
-            return proc
-        time.sleep(0.1)
-    proc.kill()
-    raise AssertionError("the echo server did not start")
+    return start_echo_server(port, "--token-delay", str(token_delay))
 
 
 @pytest.fixture(scope="module")
@@ -45,21 +34,13 @@ def echo() -> Iterator[str]:
         yield url
 
 
-def traffic(path: Path, n: int, spacing: float) -> Path:
-    source = read_traffic(SCENARIOS_DIR / "traffic" / "eval.jsonl").records
-    return write_traffic(path, [TrafficRecord(f"d-{i:03d}", i * spacing, r.scenario, r.endpoint,
-                                              {**r.body, "max_tokens": 4})
-                                for i, r in enumerate(source[i % len(source)]
-                                                      for i in range(n))])
-
-
 def master_cmd(traffic_path: Path | None, out: Path, arms: str, port: int, workers: int,
                *extra: str) -> list[str]:
     source = ["--traffic", str(traffic_path)] if traffic_path else ["--resume"]
-    return layergate_cmd("replay", *source, "--baseline", arms, "--candidate", arms,
-                         "--out", str(out), "--processes", "0", "--expect-workers",
-                         str(workers), "--master-bind", f"127.0.0.1:{port}", "--no-progress",
-                         "--timeout", "20", "--worker-wait", "60", *extra)
+    return layergate_command("replay", *source, "--baseline", arms, "--candidate", arms,
+                             "--out", str(out), "--processes", "0", "--expect-workers",
+                             str(workers), "--master-bind", f"127.0.0.1:{port}", "--no-progress",
+                             "--timeout", "20", "--worker-wait", "60", *extra)
 
 
 class Worker:
@@ -73,7 +54,7 @@ class Worker:
         args = ("replay-worker", "--master", f"127.0.0.1:{port}", *args)
         if name:
             args += ("--name", name)
-        self.proc = subprocess.Popen(layergate_cmd(*args), cwd=home, stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen(layergate_command(*args), cwd=home, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True,
                                      env={**os.environ, **(env or {})})
 

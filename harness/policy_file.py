@@ -1,5 +1,6 @@
-"""Checking one value of a policy file: each failure is a `PolicyError` that names the
-file and the dotted key, with a "did you mean" for a misspelt name."""
+"""Checking one value of a policy file (a gate policy, a watch policy, the metric-name map):
+each failure is a `PolicyError` that names the file and the dotted key, with a "did you mean"
+for a misspelt name. The gate and watch both read policy files, so it sits beside both."""
 
 from __future__ import annotations
 

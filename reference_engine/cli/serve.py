@@ -15,8 +15,8 @@ from typing import Any
 
 import click
 
-from harness.cli import extras
-from harness.cli.options import config_values, field_option
+from exporters import extras
+from exporters.cli_options import config_values, field_option
 from reference_engine.config import DEFAULT_MODEL, EngineConfig
 
 log = logging.getLogger("layergate.serve")

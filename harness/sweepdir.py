@@ -1,6 +1,7 @@
 """A sweep directory: `capacity.json` (the config, every finished step with its judged
 arms, the status), rewritten atomically after each step so a crash loses at most the step
-in flight, and `steps/NNN/`, each step's replay run directory."""
+in flight, and `steps/NNN/`, each step's replay run directory. Beside `rundir.py`: the
+sweep writes it, the gate and the HTML report read it."""
 
 from __future__ import annotations
 

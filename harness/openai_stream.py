@@ -1,8 +1,8 @@
 """The OpenAI streaming protocol as layergate speaks it, without I/O: the request body
 (streamed, usage requested), the SSE lines of the answer, the accumulator that turns chunks
 into text, timings, usage and the `layergate` extension, and the `ArmResult` a finished or
-failed exchange becomes. `client.send` drives it over a transport; the capture proxy uses
-the accumulator to rebuild a recorded response.
+failed exchange becomes. The replay's `client.send` drives it over a transport; the capture
+proxy uses the accumulator to rebuild a recorded response, so it sits beside both.
 
 Shapes handled (tests/fixtures/streams/): chat and completions chunks from vLLM, TGI's
 Messages API, SGLang, llama.cpp's servers and layergate's own engine; a usage chunk with

@@ -24,12 +24,13 @@ import httpx
 import yaml
 
 from exporters.traffic import read_traffic, write_traffic
+from harness.processes import free_port, layergate_command
 from harness.replay import ReplayConfig, run_replay
 from harness.stack.processes import ProcessSet
 from harness.stack.prometheus import start_prometheus
 from harness.stack.prometheus_config import ScrapeTargets
-from tests.support.delay_proxy import DelayProxy
-from tests.support.processes import free_port, layergate_cmd
+
+from .delay_proxy import DelayProxy
 
 ROOT = Path(__file__).resolve().parents[2]
 SELECTORS = ("--baseline", 'arm="baseline"', "--candidate", 'arm="candidate"')
@@ -75,11 +76,11 @@ def _traffic(rig: Rig, path: Path) -> Path:
 def _watch(rig: Rig, prom: str, engine: str, side: str, port: int, work: Path,
            min_windows: int) -> subprocess.Popen:
     hook = f'echo "$LAYERGATE_WATCH_DECISION $LAYERGATE_WATCH_STAGE" >> {work}/{side}.hooks'
-    cmd = layergate_cmd("watch", "--prometheus", prom, "--engine", engine, *SELECTORS,
-                        "--stages", "50,100", "--window", f"{rig.window_s:g}s", "--lag", "1.5s",
-                        "--min-windows", str(min_windows), "--max-windows", "200",
-                        "--no-data-windows", "6", "--serve", str(port), "--on-rollback", hook,
-                        "--on-advance", hook, "--json", str(work / f"{side}.json"))
+    cmd = layergate_command("watch", "--prometheus", prom, "--engine", engine, *SELECTORS,
+                            "--stages", "50,100", "--window", f"{rig.window_s:g}s", "--lag", "1.5s",
+                            "--min-windows", str(min_windows), "--max-windows", "200",
+                            "--no-data-windows", "6", "--serve", str(port), "--on-rollback", hook,
+                            "--on-advance", hook, "--json", str(work / f"{side}.json"))
     if rig.policy is not None:
         (work / "policy.yaml").write_text(yaml.safe_dump(rig.policy))
         cmd += ["--policy", str(work / "policy.yaml")]

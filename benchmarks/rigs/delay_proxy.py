@@ -11,7 +11,7 @@ import time
 
 import httpx
 
-from tests.support.processes import free_port
+from harness.processes import free_port
 
 
 class DelayProxy:

@@ -14,11 +14,11 @@ from exporters.catalogue import BASELINE, CANDIDATE, CAPACITY_RATIO
 from exporters.figures import Figure
 from harness.capacity.config import CapacityConfig
 from harness.capacity.report import sweep_figures
-from harness.capacity.state import KIND, StateError, SweepDir, SweepState
 from harness.gate.policy import Policy
 from harness.gate.result import GateResult
 from harness.gate.verdict import apply_policy
 from harness.rundir import RunDirError
+from harness.sweepdir import KIND, StateError, SweepDir, SweepState
 
 
 def _read(sweep: SweepDir) -> tuple[SweepState, list[Figure]]:

@@ -9,9 +9,9 @@ from typing import Any
 
 import click
 
+from exporters import extras
+from exporters.cli_options import config_values, field_option
 from exporters.traffic import TrafficError, read_traffic
-from harness.cli import extras
-from harness.cli.options import config_values, field_option
 from reference_engine.calibration.config import CalibrationConfig
 
 
