@@ -97,6 +97,29 @@ def test_broken_streams_are_failed_results(content: bytes, message: str) -> None
     assert result.http_status == 200
 
 
+def test_a_connection_closed_before_any_answer_is_tried_once_more() -> None:
+    """An idle kept-alive connection the server closes as the request goes out on it: sent
+    again once, on another connection; a second break is the result."""
+    calls: list[int] = []
+
+    def closes_once(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        if len(calls) == 1:
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+        return httpx.Response(200, content=b"".join(fixture_events("vllm_chat.txt")))
+
+    result = send_mock(closes_once)
+    assert result.ok and result.output_text == "Paris is lovely" and len(calls) == 2
+    calls.clear()
+
+    def always_closes(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+
+    result = send_mock(always_closes)
+    assert not result.ok and result.error.startswith("connection broken") and len(calls) == 2
+
+
 @pytest.mark.parametrize(("exc", "message"), [
     (httpx.ConnectError("[Errno 111] Connection refused"), "connection failed: [Errno 111]"),
     (httpx.ReadTimeout("timed out"), "timeout after 5.0s"),

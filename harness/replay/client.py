@@ -10,6 +10,11 @@ sent after its deadline fails at once without going out. Latencies count from `i
 too. Every failure (timeout, refused connection, HTTP 4xx / 5xx, a broken or malformed
 stream) becomes an `ArmResult` with `ok=False` and the reason in words; nothing raises.
 
+A connection that breaks before any answer (no status line) is tried once more, within the
+same deadline: a server closes an idle kept-alive connection after its keep-alive timeout
+(uvicorn's is 5 s), and a request sent on it at that moment was never read, so sending it
+again on another connection is what the server expects.
+
 A server that refuses what layergate adds to a request (stream_options, logprobs: HTTP 400
 or 422) gets the request again without them, within the same deadline; the target then
 remembers it for its later requests, and each result sent that way says so
@@ -95,6 +100,9 @@ def send(transport: Transport, target: Target, record: TrafficRecord, *, intende
         else (ADDED_FIELDS_REJECTED,)
     result = _exchange(transport, target, record, intended, timeout, headers, repeat,
                        concurrency, extras, quirks)
+    if _closed_unanswered(result):
+        result = _exchange(transport, target, record, intended, timeout, headers, repeat,
+                           concurrency, extras, quirks)
     if (extras and result.http_status in REFUSED_FIELD_STATUSES
             and added_fields(record, target.shape())):
         retried = _exchange(transport, target, record, intended, timeout, headers, repeat,
@@ -103,6 +111,12 @@ def send(transport: Transport, target: Target, record: TrafficRecord, *, intende
             target.learned.rejects_added_fields = True  # the refusal was of what we added
             return dataclasses.replace(retried, send_lag_s=lag)
     return dataclasses.replace(result, send_lag_s=lag)
+
+
+def _closed_unanswered(result: ArmResult) -> bool:
+    """The connection broke before a status line: the server never answered this request."""
+    return not result.ok and result.http_status is None \
+        and (result.error or "").startswith(CONNECTION_BROKEN)
 
 
 def _exchange(transport: Transport, target: Target, record: TrafficRecord, intended: float,
