@@ -15,7 +15,6 @@ import pytest
 from click.testing import CliRunner
 from junitparser import JUnitXml
 
-from benchmarks.rigs.echo import echo_server
 from benchmarks.rigs.traffic import traffic
 from exporters.catalogue import FAIL, PASS, REQUIRE_ALL, REQUIRE_ANY, exit_code
 from harness.cli import main
@@ -23,7 +22,7 @@ from harness.gate.family import decide_each, evaluate_family
 from harness.gate.policy import load_policy
 from harness.processes import layergate_command
 from harness.rundir import RunDir, load_run
-from tests.support.replay_rig import TOKEN_DELAY_S, pairs, rows, wait_for
+from tests.support.replay_rig import family, pairs, rows, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -46,11 +45,7 @@ def family_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     policy.write_text(POLICY)
     path = traffic(tmp / "t.jsonl", N, spacing=0.1)
     out = tmp / "run"
-    delay = ("--token-delay", str(TOKEN_DELAY_S))
-    with echo_server(*delay) as echo, echo_server(*delay, "--garble") as garbled:
-        arms = ["--baseline", echo, "--baseline2", echo, "--candidate", f"fast={echo}",
-                "--candidate", f"safe={echo}", "--candidate", f"broken={garbled}",
-                "--out", str(out), "--no-progress", "--timeout", "20"]
+    with family(out) as arms:
         replay = subprocess.Popen(layergate_command("replay", "--traffic", str(path), *arms),
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         wait_for(lambda: rows(out) >= 20, what="the first results")

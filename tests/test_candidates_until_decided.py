@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from benchmarks.rigs.echo import echo_server
 from benchmarks.rigs.traffic import traffic
 from exporters.catalogue import FAIL, PASS
 from harness.cli import main
@@ -24,7 +23,7 @@ from harness.gate.family import evaluate_family
 from harness.gate.policy import load_policy
 from harness.processes import layergate_command
 from harness.rundir import RunDir, load_run
-from tests.support.replay_rig import TOKEN_DELAY_S, pairs, wait_for
+from tests.support.replay_rig import family, pairs, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -53,12 +52,8 @@ def stopped_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, C
     policy.write_text(POLICY)
     path = traffic(tmp / "t.jsonl", N, spacing=0.05)
     out = tmp / "run"
-    delay = ("--token-delay", str(TOKEN_DELAY_S))
-    with echo_server(*delay) as echo, echo_server(*delay, "--garble") as garbled:
-        arms = ["--baseline", echo, "--baseline2", echo, "--candidate", f"fast={echo}",
-                "--candidate", f"safe={echo}", "--candidate", f"broken={garbled}",
-                "--out", str(out), "--no-progress", "--timeout", "20",
-                "--until-decided", str(policy)]
+    with family(out) as base:
+        arms = [*base, "--until-decided", str(policy)]
         replay = subprocess.Popen(layergate_command("replay", "--traffic", str(path), *arms),
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         wait_for(lambda: "broken" in RunDir(out).read_manifest().arms_stopped,

@@ -117,3 +117,13 @@ def completed(master: subprocess.Popen, workers: dict[str, Worker], out: Path, n
     return run
 
 
+@contextlib.contextmanager
+def family(out: Path) -> Iterator[list[str]]:
+    """The three candidates of tests/test_candidates*.py on echo servers, as `replay` options
+    writing to `out`: `fast` and `safe` answer as the baselines do, `broken` garbles every
+    answer."""
+    delay = ("--token-delay", str(TOKEN_DELAY_S))
+    with echo_server(*delay) as echo, echo_server(*delay, "--garble") as garbled:
+        yield ["--baseline", echo, "--baseline2", echo, "--candidate", f"fast={echo}",
+               "--candidate", f"safe={echo}", "--candidate", f"broken={garbled}",
+               "--out", str(out), "--no-progress", "--timeout", "20"]
