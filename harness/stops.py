@@ -17,3 +17,12 @@ class Stop:
 
     def __bool__(self) -> bool:
         return bool(self.arms) or self.run is not None
+
+    @classmethod
+    def of(cls, answer: bool | str | Stop | None) -> Stop:
+        """A stop hook's answer as a Stop: falsy goes on, True or a reason stops the run."""
+        if isinstance(answer, Stop):
+            return answer
+        if not answer:
+            return cls()
+        return cls(run=answer if isinstance(answer, str) else "should_stop answered True")

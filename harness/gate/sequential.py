@@ -327,7 +327,7 @@ def until_decided(policy_path: str | Path | Policy | None, budget: int | None = 
     # sending, not at the first look (a fast run could end before that look returns)
     import scipy.special  # noqa: F401
 
-    def stop(source: Source) -> str | None:
+    def stop(source: Source) -> Stop | None:
         from harness.gate.family import decide_each
 
         decisions = decide_each(source, policy, budget)

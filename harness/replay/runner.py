@@ -228,9 +228,7 @@ def _follow(proc: ManagedProcess, store: ResultStore, tail: StoreTail,
                 answer = should_stop(results.results) if results.changed else None
                 spent = time.monotonic() - began
                 next_check = time.monotonic() + max(STOP_CHECK_S, STOP_CHECK_SHARE * spent)
-                stop = answer if isinstance(answer, Stop) else Stop(run=(
-                    answer if isinstance(answer, str) else "should_stop answered True")
-                    if answer else None)
+                stop = Stop.of(answer)
                 for arm, why in stop.arms.items():
                     stop_arm(arm, why)
                 if stop.run is not None:

@@ -195,9 +195,9 @@ class WorkQueue:
         with write_transaction(self.conn) as conn:
             rows = conn.execute("SELECT seq, request_id, arms FROM work_queue "
                                 "WHERE done = 0 AND owner IS NULL ORDER BY seq").fetchall()
-            left = [(row["seq"], row["request_id"], [a for a in json.loads(row["arms"])
-                                                     if a != arm]) for row in rows
-                    if arm in json.loads(row["arms"])]
+            arms = [(row["seq"], row["request_id"], json.loads(row["arms"])) for row in rows]
+            left = [(seq, rid, [a for a in had if a != arm]) for seq, rid, had in arms
+                    if arm in had]
             conn.executemany("UPDATE work_queue SET arms = ?, done = ? WHERE seq = ?",
                              [(json.dumps(arms), int(not arms), seq) for seq, _, arms in left])
         return len(left), left[0][1] if left else None
