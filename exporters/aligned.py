@@ -122,17 +122,19 @@ def align(results: Iterable[ArmResult] | ResultColumns) -> Aligned:
     if not isinstance(results, ResultColumns):
         results = from_results(r for r in results if r.repeat == 0)
     cols = results
-    rids, rid_code = np.unique(cols.request_id.astype(str), return_inverse=True)
-    arms, arm_code = np.unique(cols.arm.astype(str), return_inverse=True)
+    rids, rid_code = cols.codes("request_id")
+    arms, arm_code = cols.codes("arm")
     key = rid_code.astype(np.int64) * max(len(arms), 1) + arm_code
     uniq, first, counts = np.unique(key, return_index=True, return_counts=True)
     if (counts > 1).any():
         dup = first[np.argmax(counts > 1)]
         raise ValueError(f"duplicate result for request {cols.request_id[dup]!r} on arm "
                          f"{cols.arm[dup]!r}")
-    pick = _first_per_group(rid_code, np.where(cols.arm == BASELINE, -1, np.arange(len(cols))))
-    scen = cols.scenario.astype(str)[pick]
-    names, scen_code = np.unique(scen, return_inverse=True)
+    baseline = arm_code == np.searchsorted(arms, BASELINE) if BASELINE in arms else \
+        np.zeros(len(cols), dtype=bool)
+    pick = _first_per_group(rid_code, np.where(baseline, -1, np.arange(len(cols))))
+    values, codes = cols.codes("scenario")
+    names, scen_code = np.unique(values[codes[pick]], return_inverse=True)
     order = np.lexsort((np.arange(len(rids)), scen_code))  # rids are sorted already
     position = np.empty(len(rids), dtype=np.int64)
     position[order] = np.arange(len(rids))

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -37,6 +37,19 @@ class Output(NamedTuple):
 
 # row indices -> those rows' outputs (`Output`s, or the results themselves)
 Outputs = Callable[[np.ndarray], Sequence[Output | ArmResult]]
+
+
+@dataclass(frozen=True)
+class Factorised:
+    """A string column as its distinct values, sorted, and each row's index into them:
+    what `align` would find by sorting a million strings, found once by the reader that
+    knew it (the store, from its names)."""
+
+    values: np.ndarray  # str, distinct, sorted
+    codes: np.ndarray  # int, one per row
+
+    def take(self, idx: np.ndarray) -> Factorised:
+        return Factorised(self.values, self.codes[idx])
 
 
 @dataclass(frozen=True)
@@ -64,9 +77,20 @@ class ResultColumns:
     itl: np.ndarray  # every row's inter-token gaps, concatenated in row order
     itl_len: np.ndarray  # int: gaps per row
     outputs: Outputs
+    # string columns (request_id, arm, scenario) the reader factorised; absent: not known
+    factorised: Mapping[str, Factorised] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.ok)
+
+    def codes(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(the distinct values of string column `name`, sorted; each row's index into
+        them), as numpy.unique gives them."""
+        known = self.factorised.get(name)
+        if known is None:
+            return np.unique(getattr(self, name).astype(str), return_inverse=True)
+        used, codes = np.unique(known.codes, return_inverse=True)
+        return known.values[used], codes
 
 
 def number(value: object) -> float:
@@ -125,10 +149,12 @@ def select(cols: ResultColumns, keep: np.ndarray, arm: np.ndarray) -> ResultColu
     gaps = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) \
         + np.arange(int(lens.sum()))
     names = [f for f in ResultColumns.__dataclass_fields__
-             if f not in ("outputs", "itl", "itl_len", "arm")]
+             if f not in ("outputs", "itl", "itl_len", "arm", "factorised")]
     return ResultColumns(**{f: getattr(cols, f)[idx] for f in names}, arm=arm,
                          itl=cols.itl[gaps], itl_len=lens,
-                         outputs=lambda rows: cols.outputs(idx[np.asarray(rows, dtype=np.int64)]))
+                         outputs=lambda rows: cols.outputs(idx[np.asarray(rows, dtype=np.int64)]),
+                         factorised={k: f.take(idx) for k, f in cols.factorised.items()
+                                     if k != "arm"})
 
 
 def concat(parts: Sequence[ResultColumns]) -> ResultColumns:
@@ -148,6 +174,6 @@ def concat(parts: Sequence[ResultColumns]) -> ResultColumns:
                 out[j] = got
         return out  # type: ignore[return-value]
 
-    names = [f for f in ResultColumns.__dataclass_fields__ if f != "outputs"]
+    names = [f for f in ResultColumns.__dataclass_fields__ if f not in ("outputs", "factorised")]
     return ResultColumns(**{f: np.concatenate([getattr(p, f) for p in parts]) for f in names},
                          outputs=outputs)

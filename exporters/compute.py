@@ -18,26 +18,15 @@ from exporters import (
     termination,
 )
 from exporters.aligned import align
-from exporters.bootstrap import resample_sums
+from exporters.bootstrap import compact, resample_sums
 from exporters.catalogue import RER
 from exporters.columns import ResultColumns
 from exporters.config import MetricsConfig
 from exporters.figures import Figure
 from exporters.records import ArmResult, MetricsScrape
+from exporters.traffic import Offsets
 
 _SUM_CALCULATORS = (rer, termination, consistency, latency)
-
-
-def compact(column: np.ndarray) -> np.ndarray:
-    """The column in the narrowest type that holds its values exactly (bool for 0 / 1,
-    float32, else as it is): a hundred-odd columns of a million rows each, mostly counts
-    and flags, would otherwise take a GB. The sums of the bootstrap are the same."""
-    if column.dtype != np.float64:
-        return column
-    if ((column == 0) | (column == 1)).all():
-        return column.astype(bool)
-    narrow = column.astype(np.float32)
-    return narrow if np.array_equal(narrow, column, equal_nan=True) else column
 
 
 def compute_figures(results: Iterable[ArmResult] | ResultColumns,
@@ -76,8 +65,9 @@ def compute_figures(results: Iterable[ArmResult] | ResultColumns,
     for calc in _SUM_CALCULATORS:
         figures += calc.figures(table, al, config)
     figures += cache_hit.figures(table, al, scrapes, config)
-    sent = None if offsets is None else np.array(
-        [offsets.get(rid, np.nan) for rid in al.request_ids], dtype=float)
+    sent = None if offsets is None else offsets.at(al.request_ids) \
+        if isinstance(offsets, Offsets) else np.array(
+            [offsets.get(rid, np.nan) for rid in al.request_ids], dtype=float)
     figures += saturation.figures(saturation.detect(al, sent, max_in_flight))
     figures += rrr.figures([f for f in figures if f.name == RER], config)
     figures += determinism_figures.figures(determinism or (), config)

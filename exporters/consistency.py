@@ -18,7 +18,7 @@ import numpy as np
 
 from exporters import tokenizer
 from exporters.aligned import Aligned, ArmColumns, compared_arms, lacking
-from exporters.bootstrap import SumTable
+from exporters.bootstrap import SumTable, compact
 from exporters.catalogue import (
     BASELINE,
     BASELINE2,
@@ -131,7 +131,8 @@ def _arm_columns(al: Aligned, arm: str, sample: np.ndarray, cut: Cut | None
     for name, stats, width in ((BLEU, bleu_stats, BLEU_COLS), (CHRF, chrf_stats, CHRF_COLS)):
         full = np.zeros((al.n, width))
         full[rows] = stats(hyps, refs)
-        out |= {f"{p}{name}{j}": full[:, j] for j in range(width)}
+        # narrowed one by one: a million rows x 28 float64 columns per arm would be 224 MB
+        out |= {f"{p}{name}{j}": compact(full[:, j]) for j in range(width)}
     return out
 
 

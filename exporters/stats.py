@@ -28,7 +28,8 @@ def quantiles_ci(values: np.ndarray, qs: tuple[float, ...], confidence: float
     (linear) quantile, the CI from order statistics (the binomial interval for a
     quantile): distribution-free, one sort for all q, where a bootstrap would sort per
     resample. CI bounds that fall outside the sample are None."""
-    x = np.sort(values[np.isfinite(values)])
+    x = values[np.isfinite(values)]  # a copy: sorted in place, not copied again
+    x.sort()
     n = x.size
     if n == 0:
         return [(None, None, None)] * len(qs)

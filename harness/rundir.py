@@ -39,11 +39,14 @@ from exporters.traffic import (
 )
 from harness.manifest import Manifest, parse_manifest
 from harness.store import ResultStore, StoreError
-from harness.store.columns import Scan
+from harness.store.columns import Scan, rowids
 
 MANIFEST = "manifest.json"
 RESULTS = "results.sqlite"
 TRAFFIC = "traffic.jsonl"
+# requests the reports show one by one (plots, diffs) at most: above, a seeded sample
+SHOWN_REQUESTS = 20_000
+SHOWN_SEED = 0
 SCRAPES = "scrapes"
 DETERMINISM = "determinism"
 WORKERS = "workers.json"  # the replay master's record of its workers (written while it runs)
@@ -56,17 +59,17 @@ class RunDirError(InfrastructureError, RuntimeError):
     ends with ExitCode.INFRASTRUCTURE)."""
 
 
-class StoredResults(Sequence[ArmResult]):
-    """Every result of a run's store as `ArmResult`s, read on first use: figures read the store
-    as columns and never need this; reports that show single requests do."""
+class LazyResults(Sequence[ArmResult]):
+    """Results as `ArmResult`s, made on first use by `read`: figures read the store as
+    columns and never need them; reports that show single requests do (a sample of them
+    above `SHOWN_REQUESTS`, `Run.shown`)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, read: Callable[[], list[ArmResult]]) -> None:
+        self._read = read
 
     @functools.cached_property
     def _rows(self) -> list[ArmResult]:
-        with ResultStore(self.path, create=False) as store:
-            return store.results()
+        return self._read()
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -84,10 +87,22 @@ class StoredResults(Sequence[ArmResult]):
 
 
 @dataclass(frozen=True)
+class _Kept:
+    """A run's store read for what outlives the figures' columns (`Run.release_columns`)."""
+
+    tallies: list[Tally]
+    send_lag: np.ndarray  # every row's send lag, s (NaN: not recorded)
+    repeated: np.ndarray  # rowids of the repeat suite's rows
+    request_ids: np.ndarray  # the replay's request ids, distinct, sorted (unviewed)
+    request_code: np.ndarray  # each replay row's index into them
+    rowids: np.ndarray  # each replay row's rowid
+
+
+@dataclass(frozen=True)
 class Run:
     path: Path
     manifest: Manifest
-    results: Sequence[ArmResult]  # read from the store on first use (StoredResults)
+    results: Sequence[ArmResult]  # read from the store on first use (LazyResults)
     scrapes: list[MetricsScrape]
     determinism: Run | None = None
     # the run seen with its arms renamed (a name -> None leaves that arm out): one candidate
@@ -154,28 +169,62 @@ class Run:
         tallies = [replace(t, arm=view(t.arm)) for t in scan.tallies if view(t.arm) is not None]
         return replace(scan, replay=select(scan.replay, keep, arms[keep]), tallies=tallies)
 
+    @functools.cached_property
+    def _kept(self) -> _Kept:
+        """What is read of the store besides the figures' columns, kept when they go."""
+        scan, stored = self._scan, self._stored
+        ids, code = stored.replay.codes("request_id")
+        return _Kept(scan.tallies, scan.send_lag, scan.repeated, ids, code,
+                     rowids(stored.replay))
+
+    def release_columns(self) -> None:
+        """Let the replay's columns go (a million rows take a GB) once the figures hold what
+        they need of them; what else is read of the store stays. A later use reads the store
+        again."""
+        self._kept  # noqa: B018 - computed while the columns are still here
+        for cached in ("_scan", "_stored"):
+            self.__dict__.pop(cached, None)
+
     @property
     def tallies(self) -> list[Tally]:
         """Every answer counted by arm, scenario, ok, token source and quirks."""
-        return self._scan.tallies
+        return self._kept.tallies
 
     @functools.cached_property
     def send_lag(self) -> ScheduleLag | None:
         """How late the run's sends went out (every row's `send_lag_s`); None when no row
         recorded it."""
-        lags = self._scan.send_lag
+        lags = self._kept.send_lag
         return schedule_lag(lags[~np.isnan(lags)])
 
     @property
     def result_count(self) -> int:
         return sum(t.count for t in self.tallies)
 
+    def shown(self, limit: int = SHOWN_REQUESTS) -> tuple[Sequence[ArmResult], int | None]:
+        """The results the reports show request by request, and how many requests they were
+        drawn from (None: all of them). Above `limit` replayed requests: every row of
+        `limit` requests drawn without replacement by numpy's default_rng(SHOWN_SEED) from
+        the sorted request ids, so a million-request run is never held as objects."""
+        kept = self._kept
+        if len(kept.request_ids) <= limit:
+            return self.results, None
+        picked = np.zeros(len(kept.request_ids), dtype=bool)
+        picked[np.random.default_rng(SHOWN_SEED).choice(len(kept.request_ids), size=limit,
+                                                           replace=False)] = True
+        with self._store() as store:
+            rows = store.results_at(kept.rowids[picked[kept.request_code]])
+        if self.view is not None:
+            rows = [replace(r, arm=self.view(r.arm)) for r in rows
+                    if self.view(r.arm) is not None]
+        return rows, len(kept.request_ids)
+
     def repeated(self) -> list[ArmResult]:
         """The rows of prompts the run itself sent more than once (a repeat suite)."""
-        if not len(self._scan.repeated):
+        if not len(self._kept.repeated):
             return []
         with self._store() as store:
-            rows = store.results_at(self._scan.repeated)
+            rows = store.results_at(self._kept.repeated)
         if self.view is None:
             return rows
         return [replace(r, arm=self.view(r.arm)) for r in rows if self.view(r.arm) is not None]
@@ -348,9 +397,14 @@ class RunDir:
             raise RunDirError(f"{self.path}: no such run directory")
         manifest = self.read_manifest()
         self.open_store(create=False).close()  # a readable store, or RunDirError now
-        results = StoredResults(self.results_path)
+        results = LazyResults(functools.partial(_read_all, self.results_path))
         determinism = self.determinism.load() if self.determinism.path.is_dir() else None
         return Run(self.path, manifest, results, self.read_scrapes(), determinism)
+
+
+def _read_all(path: Path) -> list[ArmResult]:
+    with ResultStore(path, create=False) as store:
+        return store.results()
 
 
 def load_run(path: str | Path) -> Run:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from exporters.catalogue import DETERMINISM_FIGURES
+from exporters.columns import ResultColumns
 from exporters.compute import compute_figures
 from exporters.config import MetricsConfig
 from harness.gate.policy import Policy, load_policy
@@ -58,7 +60,7 @@ def run_figures(run: Run, config: MetricsConfig) -> list:
     # requests). So the gate sees the same figures as `layergate metrics`.
     offsets = run.schedule.offsets if run.schedule else None
     try:
-        figures = compute_figures(run.columns_with_recorded(), run.scrapes, determinism=determinism,
+        figures = compute_figures(_taken(run), run.scrapes, determinism=determinism,
                                   config=config, offsets=offsets,
                                   max_in_flight=run.manifest.in_flight_limit)
     except ValueError as exc:  # two rows for one (request, arm), a malformed response...
@@ -66,9 +68,19 @@ def run_figures(run: Run, config: MetricsConfig) -> list:
     return figures
 
 
+def _taken(run: Run) -> ResultColumns:
+    """The run's columns, the run letting go of its own reference: compute_figures drops
+    them once aligned, so a million rows are not held twice while the figures are made."""
+    columns = run.columns_with_recorded()
+    run.release_columns()
+    return columns
+
+
 def judge_figures(run: Run, policy: Policy, figures: list) -> GateResult:
     """`policy` applied to figures already computed from `run` (so a caller that shows
     them judges exactly what it shows)."""
     sub = run.determinism.manifest.to_json() if run.determinism is not None else None
-    return apply_policy(policy, figures, run.manifest.to_json(), run.tallies, run.path, sub,
-                        shown=run.results, schedule=run.send_lag)
+    shown, sampled_from = run.shown()
+    result = apply_policy(policy, figures, run.manifest.to_json(), run.tallies, run.path, sub,
+                          shown=shown, schedule=run.send_lag)
+    return replace(result, shown_sampled_from=sampled_from)

@@ -11,6 +11,7 @@ verdicts into the run's.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +39,7 @@ from harness.gate.result import GateResult
 from harness.gate.saving import Saving, saving_of
 from harness.gate.send_order import Source
 from harness.gate.sequential import SequentialDecision, decide
-from harness.rundir import Run, RunDir
+from harness.rundir import LazyResults, Run, RunDir
 from harness.store.results import StoredResult
 
 
@@ -78,7 +79,8 @@ def as_candidate(run: Run, name: str) -> Run:
     determinism = as_candidate(sub, name) if sub is not None and name in {
         r.arm for r in sub.results} else sub
     return run.seen_as(arm, manifest=manifest, scrapes=scrapes,
-                       results=rows_as_candidate(run.results, name, candidates_of(run)),
+                       results=LazyResults(functools.partial(
+                           rows_as_candidate, run.results, name, candidates_of(run))),
                        determinism=determinism)
 
 

@@ -28,6 +28,8 @@ class GateResult:
     run_id: str
     manifest: dict[str, Any] = field(default_factory=dict)
     results: Sequence[ArmResult] = ()  # the run's results, for reports of single requests
+    # how many requests `results` were sampled from (Run.shown; None: they are all)
+    shown_sampled_from: int | None = None
     tallies: tuple[Tally, ...] = ()  # every answer counted (exporters.answers)
     schedule: ScheduleLag | None = None  # the run's send lag (None: not recorded)
     run_dir: Path | None = None

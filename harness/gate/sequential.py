@@ -46,6 +46,7 @@ import numpy as np
 
 from exporters import cache_hit, consistency, latency, rer, termination
 from exporters.aligned import align
+from exporters.bootstrap import dense
 from exporters.catalogue import (
     FAIL,
     INCONCLUSIVE,
@@ -165,7 +166,7 @@ def _context(prefix: _Prefix, policy: Policy, confidence: float) -> RuleInputs:
     cols: dict[str, np.ndarray] = {}
     for calc in (rer, termination, consistency, latency, cache_hit):
         cols |= calc.columns(al, config)
-    cols = {k: v[perm] for k, v in cols.items()}
+    cols = {k: dense(v)[perm] for k, v in cols.items()}  # a column may come Sparse
     scenario = np.array([al.scenario_names[s] for s in al.strata[perm]])
     return RuleInputs(prefix.available, prefix.got.determinism, config, al, cols, scenario,
                       policy.process_spread)

@@ -91,8 +91,20 @@ def render_body(result: GateResult, candidate: str | None = None) -> str:
     return (f"{_header(result, candidate)}"
             f"<h2>Run-wide</h2><div class=card>{_table(gated(result.overall))}"
             f"{_other_figures(result)}</div>"
-            f"{_frontier(result)}<h2>Plots</h2><div class=plots>{figures}</div>"
-            f"<h2>Worst diverging requests</h2>{_diffs(result)}{scenario_tables}")
+            f"{_frontier(result)}<h2>Plots</h2>{_sampled(result)}"
+            f"<div class=plots>{figures}</div>"
+            f"<h2>Worst diverging requests</h2>{_sampled(result)}{_diffs(result)}"
+            f"{scenario_tables}")
+
+
+def _sampled(result: GateResult) -> str:
+    """What the per-request views were drawn from, when not every request (Run.shown)."""
+    if result.shown_sampled_from is None:
+        return ""
+    shown = len({r.request_id for r in result.results})
+    return (f"<p class=meta>From a seeded sample of {shown:,} of the run's "
+            f"{result.shown_sampled_from:,} requests; the figures and the verdict are from "
+            f"every request.</p>")
 
 
 def _frontier(result: GateResult) -> str:

@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from exporters.answers import Tally
-from exporters.columns import EXT_KEYS, Output, ResultColumns, digest, number
+from exporters.columns import EXT_KEYS, Factorised, Output, ResultColumns, digest, number
 from harness.store.sqlite import connect
-from harness.store.summary import LAYOUT
+from harness.store.summary import LAYOUT, NAME_KEYS, untag
 
 CHUNK = 50_000  # rows converted at once: bounds the Python objects alive to a few MB
 
@@ -163,54 +163,164 @@ def tallies(conn: sqlite3.Connection) -> list[Tally]:
 
 
 def _tallies(counts: Counter) -> list[Tally]:
-    out = [Tally(arm, scen, bool(ok), source, tuple(json.loads(q)) if q else (), n)
-           for (arm, scen, ok, source, q), n in counts.items()]
-    return sorted(out, key=lambda t: (t.arm, t.scenario, t.ok, t.tokens_from or "", t.quirks))
+    return _sorted([Tally(arm, scen, bool(ok), source, tuple(json.loads(q)) if q else (), n)
+                    for (arm, scen, ok, source, q), n in counts.items()])
+
+
+def _sorted(tallies: list[Tally]) -> list[Tally]:
+    return sorted(tallies, key=lambda t: (t.arm, t.scenario, t.ok, t.tokens_from or "",
+                                          t.quirks))
 
 
 _FLAGS = ("ok", "length_stop", "tokens_counted", "has_extension", "has_top_logprobs", "has_ids")
 
 
-def _scan_binary(conn: sqlite3.Connection, path: Path) -> Scan | None:
-    """Every row from its `summary` and `itl_f64` (summary.py); None when a row lacks them
-    (a store resumed from an earlier version's run)."""
+class _Unreadable(Exception):
+    """A chunk the bulk read cannot take: read the store from its columns instead."""
+
+
+# a chunk of rows as four values: SQLite concatenates their summaries and gaps (blobs as
+# text, byte for byte: what group_concat does with a blob in a UTF-8 database; the lengths
+# are checked all the same), so Python never makes a value per row
+_CHUNK_SQL = ("SELECT count(*), count(s), count(g), max(r), group_concat(r), "
+              "group_concat(s, ''), group_concat(length(g)), group_concat(g, '') FROM "
+              "(SELECT rowid AS r, summary AS s, itl_f64 AS g FROM results WHERE rowid > ? "
+              "ORDER BY rowid LIMIT ?)")
+
+
+def _binary_chunks(conn: sqlite3.Connection) -> Iterator[tuple[np.ndarray, np.ndarray,
+                                                               np.ndarray, np.ndarray]]:
+    """(rowids, summaries as LAYOUT, gaps, gaps per row) of CHUNK rows at a time, in rowid
+    order; _Unreadable for a row without them or in an earlier layout."""
     cur = conn.cursor()
     cur.row_factory = None
-    cur.execute("SELECT rowid, request_id, arm, scenario, repeat, concurrency, tokens_from, "
-                "quirks, summary, itl_f64 FROM results ORDER BY rowid")
-    parts: dict[str, list] = {}
-    names: dict[str, str] = {}
-    counts: Counter = Counter()
-    while rows := cur.fetchmany(CHUNK):
-        rowid, rid, arm, scen, rep, conc, source, quirks, summaries, gaps = zip(*rows,
-                                                                               strict=True)
-        if None in summaries or None in gaps or (np.fromiter(
-                map(len, summaries), np.int64, len(rows)) != LAYOUT.itemsize).any():
-            return None  # a row written before the binary summary, or in an earlier layout
-        rec = np.frombuffer(b"".join(summaries), dtype=LAYOUT)
-        arrays = {name: rec[name].copy() for name in LAYOUT.names}  # not views of the chunk
-        arrays |= {flag: arrays[flag].astype(bool) for flag in _FLAGS}
-        arm, scen = _shared(arm, names), _shared(scen, names)
-        counts.update(zip(arm.tolist(), scen.tolist(), arrays["ok"].tolist(), source, quirks,
-                          strict=True))
-        arrays |= dict(rowid=np.array(rowid, dtype=np.int64),
-                       request_id=np.array(rid, dtype=str), arm=arm, scenario=scen,
-                       repeat=np.array(rep, dtype=np.int64),
-                       concurrency=np.array(conc, dtype=np.int64),
-                       itl=np.frombuffer(b"".join(gaps), dtype="<f8"),
-                       itl_len=np.fromiter(map(len, gaps), np.int64, len(gaps)) // 8)
-        for key, value in arrays.items():
-            parts.setdefault(key, []).append(value)
-    if not parts:
+    last = 0
+    while True:
+        n, n_summary, n_gaps, top, rowids, summaries, lengths, gaps = cur.execute(
+            _CHUNK_SQL, (last, CHUNK)).fetchone()
+        if not n:
+            return
+        if n_summary != n or n_gaps != n or len(summaries) != n * LAYOUT.itemsize:
+            raise _Unreadable  # written before the binary summary, or in an earlier layout
+        per_row = _ints(lengths, n) // 8
+        if int(per_row.sum()) * 8 != len(gaps or b""):
+            raise _Unreadable
+        yield (_ints(rowids, n), np.frombuffer(summaries, dtype=LAYOUT),
+               np.frombuffer(gaps or b"", dtype="<f8"), per_row)
+        last = top
+
+
+def _ints(text: bytes, n: int) -> np.ndarray:
+    """n comma-separated integers (group_concat's), parsed in bulk."""
+    out = np.array(text.split(b","), dtype=np.int64) if n else np.zeros(0, dtype=np.int64)
+    if out.size != n:
+        raise _Unreadable
+    return out
+
+
+def _scan_binary(conn: sqlite3.Connection, path: Path) -> Scan | None:
+    """Every row from its `summary` and `itl_f64` (summary.py), its names from
+    `result_names`, a chunk of rows at a time. None when a row lacks them (a store resumed
+    from an earlier version's run)."""
+    if "result_names" not in {r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}:
+        return None
+    conn.execute("BEGIN")  # one snapshot: rows a replay writes meanwhile are not half in
+    try:
+        read = _read_binary(conn)
+    finally:
+        conn.execute("COMMIT")
+    if read is None:
+        return None
+    arrays, itl = read
+    if not len(arrays["rowid"]):
         return Scan(_empty(), np.zeros(0, dtype=np.int64), [], np.zeros(0))
-    repeat, concurrency = np.concatenate(parts.pop("repeat")), np.concatenate(
-        parts.pop("concurrency"))
-    replay = _columns(parts, path)
-    lags, rowids = replay.send_lag, _rowids(replay)
+    named = _names(conn, {k: arrays.pop(k) for k in NAME_KEYS})
+    if named is None:
+        return None
+    rid, arm, scen, tags = named
+    repeat, concurrency = arrays.pop("repeat"), arrays.pop("concurrency")
+    counted = _tally(arm, scen, tags, arrays["ok"])
+    rowids = arrays.pop("rowid")
+    factorised = {"request_id": rid, "arm": arm, "scenario": scen}
+    replay = _with_rowids(arrays | {name: _shared_names(f) for name, f in factorised.items()}
+                          | {"itl": itl}, rowids, path, factorised)
+    lags = replay.send_lag
     suite = _determinism_suite(replay, repeat, concurrency)
     if suite.any():  # rare: a repeat suite inside the run; its rows leave the columns
         replay = _subset(replay, ~suite, path, rowids)
-    return Scan(replay, rowids[suite], _tallies(counts), lags)
+    return Scan(replay, rowids[suite], counted, lags)
+
+
+def _read_binary(conn: sqlite3.Connection) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
+    """Each LAYOUT field (the flags as bool), rowid and itl_len as one array, written into
+    in place chunk by chunk (no second copy of a column), and every gap."""
+    n = conn.execute("SELECT count(*) FROM results").fetchone()[0]
+    arrays = {name: np.empty((n, *LAYOUT[name].shape),
+                             dtype=bool if name in _FLAGS else LAYOUT[name].base)
+              for name in LAYOUT.names}
+    arrays |= {"rowid": np.empty(n, dtype=np.int64), "itl_len": np.empty(n, dtype=np.int64)}
+    gaps, at = [], 0
+    conn.text_factory = bytes  # the concatenated blobs are not UTF-8
+    try:
+        for rowids, rec, itl, itl_len in _binary_chunks(conn):
+            rows = slice(at, at + len(rowids))
+            if rows.stop > n:
+                raise _Unreadable
+            for name in LAYOUT.names:
+                arrays[name][rows] = rec[name]
+            arrays["rowid"][rows], arrays["itl_len"][rows] = rowids, itl_len
+            gaps.append(itl)
+            at += len(rowids)
+    except _Unreadable:
+        return None
+    finally:
+        conn.text_factory = str
+    return arrays, np.concatenate(gaps) if gaps else np.zeros(0)
+
+
+def _names(conn: sqlite3.Connection, keys: dict[str, np.ndarray]
+           ) -> list[Factorised] | None:
+    """Per name key, the rows' names factorised (distinct names sorted); None when a name
+    is missing (a row whose names were never written: read from its columns)."""
+    cur = conn.cursor()
+    cur.row_factory = None
+    rows = cur.execute("SELECT key, name FROM result_names ORDER BY key").fetchall()
+    known = np.array([k for k, _ in rows], dtype=np.int64)
+    text = np.array([name for _, name in rows], dtype=object)
+    out = []
+    for column in keys.values():
+        distinct, code = np.unique(column, return_inverse=True)
+        at = np.minimum(np.searchsorted(known, distinct), max(len(known) - 1, 0))
+        if not len(known) or (known[at] != distinct).any():
+            return None
+        names = text[at].astype(str)
+        order = np.argsort(names, kind="stable")  # by name, as numpy.unique would sort them
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        out.append(Factorised(names[order], rank[code]))
+    return out
+
+
+def _shared_names(names: Factorised) -> np.ndarray:
+    """Each row's name, as one shared string object per distinct name."""
+    return np.array(names.values.tolist(), dtype=object)[names.codes]
+
+
+def _tally(arm: Factorised, scen: Factorised, tags: Factorised, ok: np.ndarray
+           ) -> list[Tally]:
+    """Rows counted by arm, scenario, ok and tag (token source and quirks), in numpy."""
+    shape = (len(arm.values), len(scen.values), 2, len(tags.values))
+    counts = np.bincount(np.ravel_multi_index((arm.codes, scen.codes, ok.astype(np.int64),
+                                               tags.codes), shape),
+                         minlength=int(np.prod(shape)))
+    out = []
+    for flat in np.flatnonzero(counts):
+        a, s, good, t = np.unravel_index(flat, shape)
+        source, quirks = untag(str(tags.values[t]))
+        out.append(Tally(str(arm.values[a]), str(scen.values[s]), bool(good), source, quirks,
+                         int(counts[flat])))
+    return _sorted(out)
 
 
 def _determinism_suite(cols: ResultColumns, repeat: np.ndarray, concurrency: np.ndarray
@@ -228,18 +338,28 @@ def _determinism_suite(cols: ResultColumns, repeat: np.ndarray, concurrency: np.
     return suite
 
 
+def _joined(parts: dict[str, list]) -> dict[str, np.ndarray]:
+    """Each column's chunks as one array, a column at a time, its chunks freed as it goes:
+    memory x1, not x2."""
+    return {key: np.concatenate(parts.pop(key)) for key in list(parts)}
+
+
 def _columns(parts: dict[str, list], path: Path) -> ResultColumns:
     if not parts:
         return _empty()
-    arrays = {}
-    for key in list(parts):  # one column at a time, its chunks freed: memory x1, not x2
-        arrays[key] = np.concatenate(parts.pop(key))
+    arrays = _joined(parts)
     return _with_rowids(arrays, arrays.pop("rowid"), path)
 
 
-def _with_rowids(arrays: dict[str, np.ndarray], rowids: np.ndarray, path: Path
-                 ) -> ResultColumns:
-    return ResultColumns(**arrays, outputs=_Outputs(path, rowids))
+def _with_rowids(arrays: dict[str, np.ndarray], rowids: np.ndarray, path: Path,
+                 factorised: dict[str, Factorised] | None = None) -> ResultColumns:
+    return ResultColumns(**arrays, outputs=_Outputs(path, rowids),
+                         factorised=factorised or {})
+
+
+def rowids(cols: ResultColumns) -> np.ndarray:
+    """The store rowid of each row of columns read from a store (`read_scan`)."""
+    return cols.outputs.rowids  # type: ignore[attr-defined]
 
 
 class _Outputs:
@@ -252,17 +372,15 @@ class _Outputs:
         return outputs(self.path, self.rowids[idx])
 
 
-def _rowids(cols: ResultColumns) -> np.ndarray:
-    return cols.outputs.rowids  # type: ignore[attr-defined]
-
-
 def _subset(cols: ResultColumns, keep: np.ndarray, path: Path, rowids: np.ndarray
             ) -> ResultColumns:
     """The rows `keep` marks, their gaps with them."""
-    names = [f for f in ResultColumns.__dataclass_fields__ if f not in ("outputs", "itl")]
+    names = [f for f in ResultColumns.__dataclass_fields__
+             if f not in ("outputs", "itl", "factorised")]
     arrays = {f: getattr(cols, f)[keep] for f in names}
     arrays["itl"] = cols.itl[np.repeat(keep, cols.itl_len)]
-    return _with_rowids(arrays, rowids[keep], path)
+    return _with_rowids(arrays, rowids[keep], path,
+                        {k: f.take(keep) for k, f in cols.factorised.items()})
 
 
 def _read(conn: sqlite3.Connection, path: Path, where: str, strict_json: bool

@@ -50,7 +50,8 @@ class ResultStore:
         try:
             self.conn = connect(self.path)
             if create:
-                self.conn.execute(schema())
+                for table in schema():
+                    self.conn.execute(table)
                 add_missing_columns(self.conn)
                 WorkQueue.create_schema(self.conn)
             self.conn.execute("SELECT 1 FROM results LIMIT 1")

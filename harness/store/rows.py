@@ -10,10 +10,10 @@ import os
 import sqlite3
 import time
 from dataclasses import fields
-from typing import Any
+from typing import Any, NamedTuple
 
 from exporters.records import ArmResult
-from harness.store.summary import gaps, summary
+from harness.store.summary import INSERT_NAMES, NAMES_SCHEMA, gaps, names, summary
 
 _JSON_FIELDS = {"itl_s", "token_ids", "logprobs", "top_logprobs", "extension",
                 "quirks"}
@@ -35,11 +35,12 @@ def _column(name: str) -> str:
     return f'"{name}" {_TYPES.get(name, "TEXT")}'
 
 
-def schema() -> str:
+def schema() -> list[str]:
+    """The store's tables: `results`, and the names its rows' summaries refer to."""
     cols = [_column(name) for name in _COLUMNS]
     cols += [f'"{name}" {kind}' for name, kind in _EXTRA.items()]
-    return (f"CREATE TABLE IF NOT EXISTS results ({', '.join(cols)}, "
-            "PRIMARY KEY (request_id, arm, repeat, concurrency))")
+    return [f"CREATE TABLE IF NOT EXISTS results ({', '.join(cols)}, "
+            "PRIMARY KEY (request_id, arm, repeat, concurrency))", NAMES_SCHEMA]
 
 
 def add_missing_columns(conn: sqlite3.Connection) -> None:
@@ -58,10 +59,18 @@ def this_process() -> str:
     return f"{os.uname().nodename}:{os.getpid()}"
 
 
-def encode_row(result: ArmResult, intended_at: float | None, worker: str | None) -> list[Any]:
+class Encoded(NamedTuple):
+    """A row's values and the names its summary refers to (`summary.names`)."""
+
+    values: list[Any]
+    names: list[tuple[int, str]]
+
+
+def encode_row(result: ArmResult, intended_at: float | None, worker: str | None) -> Encoded:
     """The row's values, computed before a transaction so the write lock is held briefly."""
-    return [*_encode(result), intended_at, time.time(), worker or this_process(),
-            summary(result), gaps(result)]
+    named = names(result)
+    return Encoded([*_encode(result), intended_at, time.time(), worker or this_process(),
+                    summary(result, named), gaps(result)], named)
 
 
 def _encode(result: ArmResult) -> list[Any]:
@@ -95,6 +104,8 @@ def decode(row: sqlite3.Row) -> ArmResult:
     return ArmResult(**values)
 
 
-def insert_rows(conn: sqlite3.Connection, rows: list[list[Any]]) -> None:
-    """Write encoded rows (a repeated key replaces the old row)."""
-    conn.executemany(_INSERT, rows)
+def insert_rows(conn: sqlite3.Connection, rows: list[Encoded]) -> None:
+    """Write encoded rows (a repeated key replaces the old row), their names first: a row
+    never refers to a name that is not there."""
+    conn.executemany(INSERT_NAMES, [n for row in rows for n in row.names])
+    conn.executemany(_INSERT, [row.values for row in rows])
