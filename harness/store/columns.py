@@ -427,11 +427,23 @@ def _empty() -> ResultColumns:
     return from_results(())
 
 
+_SCAN = json.JSONDecoder().scan_once  # the C scanner: a third of json.loads' time a value
+
+
+def _scan_json(text: str) -> object:
+    """A JSON value as the store wrote it (json.dumps: no space around it)."""
+    try:
+        value, end = _SCAN(text, 0)
+    except StopIteration:
+        value, end = None, -1
+    return value if end == len(text) else json.loads(text)  # json.loads says what is wrong
+
+
 def outputs(path: Path, rowids: np.ndarray) -> list[Output]:
     """The outputs of rows `rowids` (text, token ids, top logprobs), in that order."""
     wanted = [int(r) for r in rowids]
     found: dict[int, Output] = {}
-    loads = json.loads
+    loads = _scan_json
     with contextlib.closing(connect(path)) as conn:
         cur = conn.cursor()
         cur.row_factory = None
