@@ -270,7 +270,7 @@ class ResultBuilder:
     `time.perf_counter()` value) — into its `ArmResult`. Times count from `intended`.
     `body` is what was sent (to tell what was asked for), `tokenizer` the tokenizer.json
     that counts tokens when the answer gives no count, `quirks` what the exchange met
-    before the answer (e.g. a refused first attempt)."""
+    before the answer (e.g. a refused first attempt), `send_lag_s` how late it went out."""
 
     record: TrafficRecord
     arm: str
@@ -280,11 +280,12 @@ class ResultBuilder:
     body: dict[str, Any] | None = None
     tokenizer: str | None = None
     quirks: tuple[str, ...] = ()
+    send_lag_s: float | None = None
 
     def _common(self) -> dict[str, Any]:
         return dict(request_id=self.record.id, arm=self.arm, scenario=self.record.scenario,
                     max_tokens=self.record.max_tokens, repeat=self.repeat,
-                    concurrency=self.concurrency)
+                    concurrency=self.concurrency, send_lag_s=self.send_lag_s)
 
     def failure(self, error: str, status: int | None = None,
                 acc: StreamAccumulator | None = None, quirk: str | None = None) -> ArmResult:
