@@ -45,6 +45,9 @@ from exporters.records import ArmResult
 from exporters.traffic import TrafficRecord
 
 DONE = "[DONE]"
+# json.loads, less its checks for bytes and a BOM (a BOM fails to decode all the same): the
+# stream's every chunk goes through it
+_DECODE = json.JSONDecoder().decode
 REQUEST_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 
 
@@ -155,7 +158,7 @@ class StreamAccumulator:
             self.done = True
             return
         try:
-            chunk = json.loads(payload)
+            chunk = _DECODE(payload)
         except json.JSONDecodeError as exc:
             raise StreamError(f"invalid JSON in stream: {payload[:120]!r}") from exc
         self.feed(chunk, at)
@@ -175,31 +178,35 @@ class StreamAccumulator:
                               f"{json.dumps(chunk)[:200]}") from exc
 
     def _feed(self, chunk: dict[str, Any], at: float) -> None:
-        self.model = chunk.get("model", self.model)
-        self.response_id = chunk.get("id", self.response_id)
-        if chunk.get("usage"):  # null on every chunk but the last with TGI and vLLM
+        get = chunk.get
+        self.model = get("model", self.model)
+        self.response_id = get("id", self.response_id)
+        if get("usage"):  # null on every chunk but the last with TGI and vLLM
             self.usage = chunk["usage"]
-        if isinstance(chunk.get("layergate"), dict):
-            self.extension = chunk["layergate"]
-        for choice in chunk.get("choices") or ():
+        extension = get("layergate")
+        if isinstance(extension, dict):
+            self.extension = extension
+        for choice in get("choices") or ():
             self._feed_choice(choice, at)
 
     def _feed_choice(self, choice: dict[str, Any], at: float) -> None:
-        index = choice.get("index", 0)
+        get = choice.get
+        index = get("index", 0)
         if index != 0:
             # usage would count every choice's tokens, and the text would mix answers
             raise StreamError(f"a second choice (index {index}): one choice per request is "
                               "supported (n > 1 is not)", SEVERAL_CHOICES)
-        delta = choice.get("delta")
-        piece = delta.get("content") if isinstance(delta, dict) else choice.get("text")
+        delta = get("delta")
+        piece = delta.get("content") if isinstance(delta, dict) else get("text")
         if piece:  # a role-only first chunk, or TGI's empty end-of-sequence chunk, is no token
             self.text.append(piece)
             self.chunk_times.append(at)
-        lp = choice.get("logprobs")
+        lp = get("logprobs")
         if lp is not None:
             self._feed_logprobs(lp)
-        if choice.get("finish_reason"):
-            self.finish_reason = choice["finish_reason"]
+        finish = get("finish_reason")
+        if finish:
+            self.finish_reason = finish
 
     def _feed_logprobs(self, lp: Any) -> None:
         if not isinstance(lp, dict):
