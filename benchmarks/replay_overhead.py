@@ -1,9 +1,9 @@
 """What the shadow replayer costs: against the trivial echo server (started here), the
 sustained paired request rate `run_replay` reaches with 1, 2 and 4 Locust worker processes,
 the latency it adds per request (p50 and p99) compared with calling the server directly, and
-the CPU time the replayer spends per arm-request (Locust's master and its workers, from the
-kernel's accounting of those processes, the arms excluded; and this process, which follows
-the store), at the margin: a full and a short replay, the difference over the arm-requests
+the CPU time the replayer spends per arm-request (Locust's master and its workers apart, each
+as the process counts its own, the arms excluded; and this process, which follows the
+store), at the margin: a full and a short replay, the difference over the arm-requests
 between them — side by side, in one run. One level of users (--flood-users, a closed loop with
 no think time) is not bound by the echo server's latency, so the replayer's own ceiling
 shows there.
@@ -34,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rigs.echo import start_echo
+from rigs.locust_probe import Probe, probed
 
 from exporters.traffic import TrafficRecord, read_traffic, write_traffic
 from harness.processes import free_port
@@ -82,24 +83,27 @@ def direct(url: str, records: list[TrafficRecord], users: int) -> tuple[float, l
     return len(records) / (time.perf_counter() - start), e2e
 
 
-def cpu_s(who: int) -> float:
-    usage = resource.getrusage(who)
+def cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
 
 
-def replayed(url: str, traffic: Path, out: Path, users: int,
-             processes: int) -> tuple[float, list[float], float, float, float]:
+def replayed(url: str, traffic: Path, out: Path, users: int, processes: int,
+             probe: Probe) -> tuple[float, list[float], float, float, float, float]:
     """Paired rate (first intended send to last result), per-request E2E, wall time, and
-    the CPU seconds of Locust's master and workers (the children this process reaps: the
-    echo server, reaped only at the end, is not among them) and of this process (which
-    prepares the run and follows the store)."""
+    the CPU seconds of Locust's master, of its workers (each as the process counted its
+    own, `rigs.locust_probe`) and of this process (which prepares the run and follows the
+    store)."""
     start = time.perf_counter()
-    children, mine = cpu_s(resource.RUSAGE_CHILDREN), cpu_s(resource.RUSAGE_SELF)
+    mine = cpu_s()
     run_replay(ReplayConfig(out=out, arms={"baseline": url, "candidate": url}, traffic=traffic,
                             users=users, processes=processes, progress=False, timeout=30))
     wall = time.perf_counter() - start
-    children = cpu_s(resource.RUSAGE_CHILDREN) - children
-    mine = cpu_s(resource.RUSAGE_SELF) - mine
+    mine = cpu_s() - mine
+    locust = probe.take()
+    if locust.processes != processes + 1:
+        raise RuntimeError(f"{locust.processes} of {processes + 1} Locust processes "
+                           "reported their CPU")
     run_dir = RunDir(out)
     run = run_dir.load()
     if run.manifest.status != "complete" or not all(r.ok for r in run.results):
@@ -109,24 +113,26 @@ def replayed(url: str, traffic: Path, out: Path, users: int,
     first = min(r.intended_at for r in rows)
     last = max(r.recorded_at for r in rows)
     return len(run.traffic) / (last - first), [r.e2e_s for r in run.results], wall, \
-        children, mine
+        locust.master, locust.workers, mine
 
 
 def replay_row(url: str, traffic: Path, short: Path, tmp: Path, users: int, processes: int,
-               repeats: int) -> tuple:
+               repeats: int, probe: Probe) -> tuple:
     """Medians over `repeats` of the full replay's rate and wall time, and the CPU per
-    arm-request at the margin: (CPU of the full traffic - CPU of the short one) / the
-    arm-requests between them, so Locust's start (imports, spawning) is not counted."""
+    arm-request at the margin (master, workers, this process): (CPU of the full traffic -
+    CPU of the short one) / the arm-requests between them, so Locust's start (imports,
+    spawning) is not counted."""
     full, part = len(read_traffic(traffic)), len(read_traffic(short))
     runs, margins = [], []
     for k in range(repeats):
         runs.append(replayed(url, traffic, tmp / f"run-{users}-{processes}-{k}", users,
-                             processes))
-        small = replayed(url, short, tmp / f"short-{users}-{processes}-{k}", users, processes)
-        margins.append([(runs[-1][j] - small[j]) / (2 * (full - part)) for j in (3, 4)])
+                             processes, probe))
+        small = replayed(url, short, tmp / f"short-{users}-{processes}-{k}", users, processes,
+                         probe)
+        margins.append([(runs[-1][j] - small[j]) / (2 * (full - part)) for j in (3, 4, 5)])
     return (statistics.median(r[0] for r in runs), runs[0][1],
             statistics.median(r[2] for r in runs),
-            statistics.median(m[0] for m in margins), statistics.median(m[1] for m in margins))
+            *(statistics.median(m[j] for m in margins) for j in range(3)))
 
 
 def main() -> None:
@@ -148,7 +154,7 @@ def main() -> None:
     url = echo.url
     rows = []
     try:
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory() as tmp, probed() as probe:
             traffic = Path(tmp) / "traffic.jsonl"
             records = make_traffic(traffic, args.requests, args.tokens)
             short = Path(tmp) / "short.jsonl"
@@ -156,14 +162,14 @@ def main() -> None:
             levels = [int(u) for u in args.users.split(",")] + [args.flood_users]
             for users in levels:
                 rate, e2e = direct(url, records, users)
-                rows.append(("direct httpx", users, 1, rate, e2e, None, None, None))
+                rows.append(("direct httpx", users, 1, rate, e2e, None, None, None, None))
                 for processes in (int(p) for p in args.processes.split(",")):
                     if processes > users:
                         continue
-                    rate, e2e, wall, cpu, parent = replay_row(
-                        url, traffic, short, Path(tmp), users, processes, args.repeats)
-                    rows.append(("layergate replay", users, processes, rate, e2e, wall, cpu,
-                                 parent))
+                    rate, e2e, wall, master, workers, parent = replay_row(
+                        url, traffic, short, Path(tmp), users, processes, args.repeats, probe)
+                    rows.append(("layergate replay", users, processes, rate, e2e, wall,
+                                 master, workers, parent))
     finally:
         echo.stop(10)
     print(f"\n{args.requests} records x 2 arms, {args.tokens} streamed tokens each, "
@@ -173,14 +179,16 @@ def main() -> None:
           "records, so Locust's start is not counted)")
     direct_rate = {u: rate for n, u, _, rate, *_ in rows if n == "direct httpx"}
     print(f"{'path':<18}{'users':>6}{'procs':>6}{'paired/s':>10}{'E2E p50 ms':>12}"
-          f"{'E2E p99 ms':>12}{'wall s':>8}{'CPU ms/arm-req':>16}{'+follower':>10}  limit")
-    for name, users, procs, rate, e2e, wall, cpu, parent in rows:
+          f"{'E2E p99 ms':>12}{'wall s':>8}  {'CPU ms/arm-req:':<16}{'master':>7}{'workers':>8}"
+          f"{'both':>7}{'+follower':>10}  limit")
+    for name, users, procs, rate, e2e, wall, master, workers, parent in rows:
         flag = "server?" if name != "direct httpx" and rate >= 0.8 * direct_rate[users] else ""
-        cpu_text = "" if cpu is None else f"{cpu * 1e3:.3f}"
-        parent_text = "" if parent is None else f"{parent * 1e3:.3f}"
+        cpu = "" if master is None else \
+            f"{master * 1e3:>7.3f}{workers * 1e3:>8.3f}{(master + workers) * 1e3:>7.3f}" \
+            f"{parent * 1e3:>10.3f}"
         print(f"{name:<18}{users:>6}{procs:>6}{rate:>10.1f}{statistics.median(e2e) * 1e3:>12.2f}"
               f"{pct(e2e, 0.99) * 1e3:>12.2f}{'' if wall is None else f'{wall:.1f}':>8}"
-              f"{cpu_text:>16}{parent_text:>10}  {flag}")
+              f"  {'':<16}{cpu:<32}  {flag}")
     base = {u: e for n, u, _, _, e, *_ in rows if n == "direct httpx"}
     for name, users, procs, _, e2e, *_ in rows:
         if name != "direct httpx":

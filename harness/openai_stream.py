@@ -19,7 +19,6 @@ carry several tokens (speculative decoding).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import time
@@ -46,6 +45,9 @@ from exporters.records import ArmResult
 from exporters.traffic import TrafficRecord
 
 DONE = "[DONE]"
+# json.loads, less its checks for bytes and a BOM (a BOM fails to decode all the same): the
+# stream's every chunk goes through it
+_DECODE = json.JSONDecoder().decode
 REQUEST_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 
 
@@ -74,8 +76,10 @@ def asks_logprobs(body: dict[str, Any]) -> bool:
 
 def streaming_body(record: TrafficRecord, shape: BodyShape = BodyShape()) -> dict[str, Any]:
     """The record's body, streamed, with what `shape` adds; its model replaced by
-    `shape.model` when given. The record is not changed."""
-    body = copy.deepcopy(dict(record.body))
+    `shape.model` when given. The record is not changed: only top-level keys are set, so the
+    copy is shallow (its nested values are the record's: read them, never change them; a
+    deep copy per request cost more than parsing its answer, profiled)."""
+    body = dict(record.body)
     body["stream"] = True
     if shape.model:
         body["model"] = shape.model
@@ -96,13 +100,6 @@ def added_fields(record: TrafficRecord, shape: BodyShape) -> tuple[str, ...]:
     plain = streaming_body(record, dataclasses.replace(shape, extras=False))
     return tuple(sorted(key for key, value in full.items()
                         if key not in plain or plain[key] != value))
-
-
-def sse_payload(line: str) -> str | None:
-    """The payload of one SSE `data:` line, None for other lines (comments, events)."""
-    if not line.startswith("data:"):
-        return None
-    return line[5:].strip()
 
 
 def error_text(obj: Any) -> str | None:
@@ -152,9 +149,8 @@ class StreamAccumulator:
     done: bool = False  # [DONE] seen
 
     def feed_line(self, line: str, at: float) -> None:
-        payload = sse_payload(line)
-        if payload is not None:
-            self.feed_payload(payload, at)
+        if line.startswith("data:"):  # the payload of an SSE `data:` line; others carry none
+            self.feed_payload(line[5:].strip(), at)
 
     def feed_payload(self, payload: str, at: float) -> None:
         self.events += 1
@@ -162,7 +158,7 @@ class StreamAccumulator:
             self.done = True
             return
         try:
-            chunk = json.loads(payload)
+            chunk = _DECODE(payload)
         except json.JSONDecodeError as exc:
             raise StreamError(f"invalid JSON in stream: {payload[:120]!r}") from exc
         self.feed(chunk, at)
@@ -170,9 +166,11 @@ class StreamAccumulator:
     def feed(self, chunk: Any, at: float) -> None:
         if not isinstance(chunk, dict):
             raise StreamError(f"stream chunk is not an object: {chunk!r:.120}")
-        message = error_text(chunk)
-        if message is not None:
-            raise StreamError(f"error in stream: {message}", ERROR_IN_STREAM)
+        # only a chunk with one of error_text's keys can be an error (checked per chunk)
+        if "error" in chunk or "detail" in chunk or chunk.get("object") == "error":
+            message = error_text(chunk)
+            if message is not None:
+                raise StreamError(f"error in stream: {message}", ERROR_IN_STREAM)
         try:
             self._feed(chunk, at)
         except (AttributeError, KeyError, TypeError) as exc:  # a field of another type
@@ -180,29 +178,35 @@ class StreamAccumulator:
                               f"{json.dumps(chunk)[:200]}") from exc
 
     def _feed(self, chunk: dict[str, Any], at: float) -> None:
-        self.model = chunk.get("model", self.model)
-        self.response_id = chunk.get("id", self.response_id)
-        if chunk.get("usage"):  # null on every chunk but the last with TGI and vLLM
+        get = chunk.get
+        self.model = get("model", self.model)
+        self.response_id = get("id", self.response_id)
+        if get("usage"):  # null on every chunk but the last with TGI and vLLM
             self.usage = chunk["usage"]
-        if isinstance(chunk.get("layergate"), dict):
-            self.extension = chunk["layergate"]
-        for choice in chunk.get("choices") or ():
+        extension = get("layergate")
+        if isinstance(extension, dict):
+            self.extension = extension
+        for choice in get("choices") or ():
             self._feed_choice(choice, at)
 
     def _feed_choice(self, choice: dict[str, Any], at: float) -> None:
-        index = choice.get("index", 0)
+        get = choice.get
+        index = get("index", 0)
         if index != 0:
             # usage would count every choice's tokens, and the text would mix answers
             raise StreamError(f"a second choice (index {index}): one choice per request is "
                               "supported (n > 1 is not)", SEVERAL_CHOICES)
-        delta = choice.get("delta")
-        piece = delta.get("content") if isinstance(delta, dict) else choice.get("text")
+        delta = get("delta")
+        piece = delta.get("content") if isinstance(delta, dict) else get("text")
         if piece:  # a role-only first chunk, or TGI's empty end-of-sequence chunk, is no token
             self.text.append(piece)
             self.chunk_times.append(at)
-        self._feed_logprobs(choice.get("logprobs"))
-        if choice.get("finish_reason"):
-            self.finish_reason = choice["finish_reason"]
+        lp = get("logprobs")
+        if lp is not None:
+            self._feed_logprobs(lp)
+        finish = get("finish_reason")
+        if finish:
+            self.finish_reason = finish
 
     def _feed_logprobs(self, lp: Any) -> None:
         if not isinstance(lp, dict):
@@ -273,7 +277,7 @@ class ResultBuilder:
     `time.perf_counter()` value) — into its `ArmResult`. Times count from `intended`.
     `body` is what was sent (to tell what was asked for), `tokenizer` the tokenizer.json
     that counts tokens when the answer gives no count, `quirks` what the exchange met
-    before the answer (e.g. a refused first attempt)."""
+    before the answer (e.g. a refused first attempt), `send_lag_s` how late it went out."""
 
     record: TrafficRecord
     arm: str
@@ -283,11 +287,12 @@ class ResultBuilder:
     body: dict[str, Any] | None = None
     tokenizer: str | None = None
     quirks: tuple[str, ...] = ()
+    send_lag_s: float | None = None
 
     def _common(self) -> dict[str, Any]:
         return dict(request_id=self.record.id, arm=self.arm, scenario=self.record.scenario,
                     max_tokens=self.record.max_tokens, repeat=self.repeat,
-                    concurrency=self.concurrency)
+                    concurrency=self.concurrency, send_lag_s=self.send_lag_s)
 
     def failure(self, error: str, status: int | None = None,
                 acc: StreamAccumulator | None = None, quirk: str | None = None) -> ArmResult:

@@ -22,7 +22,14 @@ from exporters.traffic import TrafficRecord
 from harness.processes import free_port
 from harness.replay.client import Target, send
 from harness.replay.transport import HttpxTransport
-from tests.support.stream_server import FIXTURES, SLOW_HEADERS_S, fixture_events, stream_server
+from tests.support.stream_server import (
+    FIXTURES,
+    SLOW_HEADERS_S,
+    SPLIT_PIECES,
+    SPLIT_TEXT,
+    fixture_events,
+    stream_server,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD = TrafficRecord("r1", 0.0, "short", "/v1/chat/completions",
@@ -162,6 +169,7 @@ def _cases(url: str) -> list[dict[str, Any]]:
         {"name": "strict", "url": f"{url}/strict/vllm_chat.txt", "timeout": 10.0},
         {"name": "refused", "url": f"http://127.0.0.1:{free_port()}", "timeout": 10.0},
         {"name": "close early", "url": f"{url}/close-early", "timeout": 10.0},
+        {"name": "split", "url": f"{url}/split", "timeout": 10.0},
         {"name": "trickle", "url": f"{url}/trickle", "timeout": 2.0},
         {"name": "slow headers", "url": f"{url}/slow-headers", "timeout": SLOW_HEADERS_S + 1},
         {"name": "late", "url": f"{url}/fixture/vllm_chat.txt", "timeout": 1.0, "late_s": 2.0},
@@ -221,6 +229,10 @@ def test_a_real_server_through_each_transport(send_all) -> None:
                                                                   "finish_reason (and no [DONE]")
     assert results["close early"]["quirks"] == ["closed_early"]
     assert results["late"]["error"].startswith("timeout after 1.0s: its send time")
+    # lines and UTF-8 characters cut across reads, CRLF line ends, a comment: the same answer
+    split = results["split"]
+    assert split["ok"] and split["output_text"] == SPLIT_TEXT, split
+    assert split["finish_reason"] == "stop" and len(split["itl_s"]) == len(SPLIT_PIECES) - 1
     # one deadline from the intended send: a server that keeps trickling, or stalls after
     # slow headers, is cut at `timeout` — not `timeout` after the last byte or the headers
     for name, limit in (("trickle", 2.0), ("slow headers", SLOW_HEADERS_S + 1)):

@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from exporters.records import ArmResult
-from harness.replay.tracing import arm_span, replay_tracer_provider
+from harness.replay.tracing import Propagated, arm_span, exporting, replay_tracer
 
 TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-0[13]$")
 
@@ -47,9 +47,27 @@ def test_failed_arm_marks_the_span_as_error() -> None:
     assert "refused" in finished.status.description
 
 
-def test_without_an_otlp_endpoint_spans_still_propagate(monkeypatch) -> None:
+def test_without_an_otlp_endpoint_no_span_is_made_yet_the_trace_propagates(
+        monkeypatch) -> None:
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
-    tracer = replay_tracer_provider().get_tracer("test")
-    with arm_span(tracer, "req-3", "short", "baseline", "/v1/chat/completions") as span:
-        assert TRACEPARENT.match(span.headers["traceparent"])
+    tracer = replay_tracer()
+    assert tracer is None  # nothing would read a span: none is made
+    ids = set()
+    for arm in ("baseline", "candidate"):
+        with arm_span(tracer, "req-3", "short", arm, "/v1/chat/completions") as span:
+            assert isinstance(span, Propagated)
+            match = TRACEPARENT.match(span.headers["traceparent"])
+            assert match and match.group(0).endswith("-01"), span.headers  # sampled
+            ids.add(match.groups())
+            span.finish(ArmResult("req-3", arm, "short", ok=True))
+    assert len(ids) == 2  # each request its own trace and span id
+
+
+def test_either_otlp_endpoint_turns_spans_on(monkeypatch) -> None:
+    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+        monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+        assert not exporting()
+        monkeypatch.setenv(name, "http://127.0.0.1:4318")
+        assert exporting()

@@ -37,8 +37,11 @@ SKEW_ENV = "LAYERGATE_WORKER_CLOCK_SKEW_S"
 log = logging.getLogger(__name__)
 
 
+_SKEW_S = float(os.environ.get(SKEW_ENV, "0") or 0)  # read once: the clock is read per request
+
+
 def worker_clock() -> float:
-    return time.time() + float(os.environ.get(SKEW_ENV, "0") or 0)
+    return time.time() + _SKEW_S
 
 
 class ChannelWork:

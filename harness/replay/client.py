@@ -23,7 +23,6 @@ remembers it for its later requests, and each result sent that way says so
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from collections.abc import Mapping
@@ -99,18 +98,18 @@ def send(transport: Transport, target: Target, record: TrafficRecord, *, intende
     quirks = () if extras or not added_fields(record, target.shape()) \
         else (ADDED_FIELDS_REJECTED,)
     result = _exchange(transport, target, record, intended, timeout, headers, repeat,
-                       concurrency, extras, quirks)
+                       concurrency, extras, quirks, lag)
     if _closed_unanswered(result):
         result = _exchange(transport, target, record, intended, timeout, headers, repeat,
-                           concurrency, extras, quirks)
+                           concurrency, extras, quirks, lag)
     if (extras and result.http_status in REFUSED_FIELD_STATUSES
             and added_fields(record, target.shape())):
         retried = _exchange(transport, target, record, intended, timeout, headers, repeat,
-                            concurrency, False, (ADDED_FIELDS_REJECTED,))
+                            concurrency, False, (ADDED_FIELDS_REJECTED,), lag)
         if retried.ok or retried.http_status not in REFUSED_FIELD_STATUSES:
             target.learned.rejects_added_fields = True  # the refusal was of what we added
-            return dataclasses.replace(retried, send_lag_s=lag)
-    return dataclasses.replace(result, send_lag_s=lag)
+            return retried
+    return result
 
 
 def _closed_unanswered(result: ArmResult) -> bool:
@@ -121,10 +120,11 @@ def _closed_unanswered(result: ArmResult) -> bool:
 
 def _exchange(transport: Transport, target: Target, record: TrafficRecord, intended: float,
               timeout: float, headers: Mapping[str, str] | None, repeat: int,
-              concurrency: int, extras: bool, quirks: tuple[str, ...]) -> ArmResult:
+              concurrency: int, extras: bool, quirks: tuple[str, ...],
+              lag: float) -> ArmResult:
     body = streaming_body(record, target.shape(extras))
     build = ResultBuilder(record, target.arm, intended, repeat, concurrency, body,
-                          target.tokenizer, quirks)
+                          target.tokenizer, quirks, lag)
     acc = StreamAccumulator()
     deadline = intended + timeout
     if time.perf_counter() >= deadline:

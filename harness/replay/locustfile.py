@@ -34,7 +34,7 @@ from harness.replay.channel_work import ChannelWork, worker_clock
 from harness.replay.client import Target, send
 from harness.replay.gevent_transport import GeventTransport
 from harness.replay.master import WorkMaster
-from harness.replay.tracing import arm_span, replay_tracer_provider
+from harness.replay.tracing import arm_span, replay_tracer
 from harness.replay.work import StoreWork, WorkerPlan, WorkSource
 from harness.replay.workers import NAME_ENV, PROCESSES_ENV
 from harness.rundir import RunDir
@@ -53,7 +53,7 @@ class _Process:
     targets: dict[str, Target]
     work: WorkSource
     transport: GeventTransport  # connection pools shared by the process's users
-    tracer: Any  # one span per request and arm; its traceparent goes to the arm
+    tracer: Any  # one span per request and arm (None: not exported, a traceparent only)
 
 
 _STATE: _Process | None = None
@@ -160,7 +160,7 @@ def _state() -> _Process:
         _STATE = _Process(os.getpid(), plan, plan.targets, work,
                           GeventTransport(concurrency=plan.users * len(plan.arms),
                                           network_timeout=plan.timeout),
-                          replay_tracer_provider().get_tracer("harness.replay"))
+                          replay_tracer())
     return _STATE
 
 

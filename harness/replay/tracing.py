@@ -3,15 +3,19 @@
 The span's W3C `traceparent` goes out with the request, so an arm that traces (the
 reference engine does) parents its own spans on the replayer's: one trace shows the
 replayer's view and the engine's queue / prefill / decode for the same request.
-Spans are exported over OTLP/HTTP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set; without it
-they are still real, sampled spans (so `traceparent` still propagates), just not exported.
+Spans are exported over OTLP/HTTP when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
+`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set. Without it no span is made, since nothing would
+read it (the SDK's span cost the replayer more per request than the rest of its
+bookkeeping, profiled): each request still carries a fresh sampled `traceparent`, so the
+arm's own spans of one request still share a trace.
 """
 
 from __future__ import annotations
 
 import os
+import random
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
@@ -25,16 +29,44 @@ from exporters.records import ArmResult
 _PROPAGATOR = TraceContextTextMapPropagator()
 
 
+def exporting() -> bool:
+    """Whether spans have somewhere to go (the OTLP endpoint variables)."""
+    return bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+                or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+
+
 def replay_tracer_provider(service_name: str = "layergate-replayer") -> TracerProvider:
+    """A provider exporting over OTLP/HTTP."""
     provider = TracerProvider(resource=Resource.create(
         {"service.name": os.environ.get("OTEL_SERVICE_NAME", service_name)}))
-    if (os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-            or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")):
-        # imported here: the exporter pulls in protobuf, not worth it when nothing exports
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    # imported here: the exporter pulls in protobuf, not worth it when nothing exports
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     return provider
+
+
+def replay_tracer() -> trace.Tracer | None:
+    """The replayer's tracer when spans are exported, else None (`arm_span` then only
+    propagates)."""
+    return replay_tracer_provider().get_tracer("harness.replay") if exporting() else None
+
+
+class Propagated:
+    """No span, only a fresh sampled `traceparent` (random ids, as the SDK draws them)."""
+
+    def __init__(self) -> None:
+        self.headers = {"traceparent": f"00-{random.getrandbits(128) or 1:032x}-"
+                                       f"{random.getrandbits(64) or 1:016x}-01"}
+
+    def finish(self, result: ArmResult) -> None:
+        pass
+
+    def __enter__(self) -> Propagated:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
 
 
 class ArmSpan:
@@ -60,11 +92,18 @@ class ArmSpan:
             self.span.set_status(Status(StatusCode.ERROR, result.error or "failed"))
 
 
-@contextmanager
-def arm_span(tracer: trace.Tracer, request_id: str, scenario: str, arm: str,
-             endpoint: str) -> Iterator[ArmSpan]:
+def arm_span(tracer: trace.Tracer | None, request_id: str, scenario: str, arm: str,
+             endpoint: str) -> AbstractContextManager[ArmSpan | Propagated]:
     """A CLIENT span around sending `request_id` to `arm` (no request id as a metric label:
-    ids belong on spans, never on Prometheus series)."""
+    ids belong on spans, never on Prometheus series); with no tracer, only a traceparent."""
+    if tracer is None:
+        return Propagated()
+    return _span(tracer, request_id, scenario, arm, endpoint)
+
+
+@contextmanager
+def _span(tracer: trace.Tracer, request_id: str, scenario: str, arm: str,
+          endpoint: str) -> Iterator[ArmSpan]:
     with tracer.start_as_current_span(
             f"replay {arm}", kind=SpanKind.CLIENT, record_exception=True,
             attributes={"layergate.request_id": request_id, "layergate.scenario": scenario,

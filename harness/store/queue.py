@@ -158,13 +158,12 @@ class WorkQueue:
         rows = [[encode_row(r, c.intended_at, owner) for r in c.results] for c in done]
         kept = []
         with write_transaction(self.conn) as conn:
-            for c, encoded in zip(done, rows, strict=True):
-                first = conn.execute("UPDATE work_queue SET done = 1, owner = ? "
-                                     "WHERE seq = ? AND request_id = ? AND done = 0",
-                                     (owner, c.seq, c.request_id)).rowcount
-                if first:
-                    insert_rows(conn, encoded)
-                kept.append(bool(first))
+            for c in done:
+                kept.append(bool(conn.execute("UPDATE work_queue SET done = 1, owner = ? "
+                                              "WHERE seq = ? AND request_id = ? AND done = 0",
+                                              (owner, c.seq, c.request_id)).rowcount))
+            insert_rows(conn, [row for first, encoded in zip(kept, rows, strict=True) if first
+                               for row in encoded])
         return kept
 
     def release_expired(self, now: float | None = None) -> int:

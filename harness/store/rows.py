@@ -27,6 +27,8 @@ _EXTRA = {"intended_at": "REAL", "recorded_at": "REAL NOT NULL", "worker": "TEXT
           "summary": "BLOB", "itl_f64": "BLOB"}
 _NAMES = [*_COLUMNS, *_EXTRA]
 _QUOTED = ", ".join(f'"{name}"' for name in _NAMES)
+# json.dumps(value, ensure_ascii=False) builds this encoder anew on every call
+_TO_JSON = json.JSONEncoder(ensure_ascii=False).encode
 _INSERT = (f"INSERT OR REPLACE INTO results ({_QUOTED}) "
            f"VALUES ({', '.join('?' * len(_NAMES))})")
 
@@ -78,7 +80,7 @@ def _encode(result: ArmResult) -> list[Any]:
     for name in _COLUMNS:
         value = getattr(result, name)
         if name in _JSON_FIELDS:
-            value = None if value is None else json.dumps(value, ensure_ascii=False)
+            value = None if value is None else _TO_JSON(value)
         elif name == "ok":
             value = int(value)
         row.append(value)

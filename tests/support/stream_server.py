@@ -9,7 +9,9 @@ The first path segment picks the behaviour; the rest is the OpenAI endpoint:
 - `/trickle/...`: a content chunk every TRICKLE_S, never a finish_reason;
 - `/close-early/...`: two content chunks, then the connection closes mid-body;
 - `/strict/<file>/...`: like `fixture`, but a body holding `stream_options` or `logprobs`
-  gets a 400 naming the field (as servers that forbid unknown fields answer).
+  gets a 400 naming the field (as servers that forbid unknown fields answer);
+- `/split/...`: SPLIT_TEXT in three content chunks, CRLF line ends and a comment line,
+  sent SPLIT_BYTES bytes at a time (cutting lines and UTF-8 characters), a pause between.
 """
 
 from __future__ import annotations
@@ -28,6 +30,20 @@ TRICKLE_S = 0.3
 SILENCE_S = 30.0  # how long a stalled answer stays silent (ended early by `stop`)
 _CHUNK = (b'data: {"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null}]}'
           b"\n\n")
+SPLIT_PIECES = ("h\u00e9llo", " w\u00f6rld", " \u2713")
+SPLIT_TEXT = "".join(SPLIT_PIECES)
+SPLIT_BYTES = 5
+SPLIT_PAUSE_S = 0.002
+
+
+def split_stream() -> bytes:
+    """The body `/split/` sends, whole."""
+    deltas = [{"content": piece} for piece in SPLIT_PIECES] + [{}]
+    events = [json.dumps({"choices": [{"index": 0, "delta": delta, "finish_reason":
+                                       None if delta else "stop"}]}, ensure_ascii=False)
+              for delta in deltas]
+    lines = [": keep-alive"] + [f"data: {e}\r\n" for e in events] + ["data: [DONE]\r\n"]
+    return "\r\n".join(lines).encode()
 
 
 def fixture_events(name: str) -> list[bytes]:
@@ -65,6 +81,14 @@ class _Handler(socketserver.BaseRequestHandler):
             while not self.server.stop.wait(TRICKLE_S):
                 if not self._send_chunk(sock, _CHUNK):
                     return
+        elif kind == "split":
+            self._headers(sock)
+            body = split_stream()
+            for start in range(0, len(body), SPLIT_BYTES):
+                self.server.stop.wait(SPLIT_PAUSE_S)
+                if not self._send_chunk(sock, body[start:start + SPLIT_BYTES]):
+                    return
+            sock.sendall(b"0\r\n\r\n")
         elif kind == "close-early":
             self._stream(sock, [_CHUNK, _CHUNK], end=False)
             sock.shutdown(socket.SHUT_RDWR)
