@@ -212,22 +212,20 @@ class Run:
         picked = np.zeros(len(kept.request_ids), dtype=bool)
         picked[np.random.default_rng(SHOWN_SEED).choice(len(kept.request_ids), size=limit,
                                                            replace=False)] = True
-        with self._store() as store:
-            rows = store.results_at(kept.rowids[picked[kept.request_code]])
-        if self.view is not None:
-            rows = [replace(r, arm=self.view(r.arm)) for r in rows
-                    if self.view(r.arm) is not None]
-        return rows, len(kept.request_ids)
+        return LazyResults(functools.partial(self._rows_at, kept.rowids[picked[
+            kept.request_code]])), len(kept.request_ids)
 
-    def repeated(self) -> list[ArmResult]:
-        """The rows of prompts the run itself sent more than once (a repeat suite)."""
-        if not len(self._kept.repeated):
-            return []
+    def _rows_at(self, rowids: np.ndarray) -> list[ArmResult]:
+        """The rows `rowids`, through the run's view."""
         with self._store() as store:
-            rows = store.results_at(self._kept.repeated)
+            rows = store.results_at(rowids)
         if self.view is None:
             return rows
         return [replace(r, arm=self.view(r.arm)) for r in rows if self.view(r.arm) is not None]
+
+    def repeated(self) -> list[ArmResult]:
+        """The rows of prompts the run itself sent more than once (a repeat suite)."""
+        return self._rows_at(self._kept.repeated) if len(self._kept.repeated) else []
 
     def columns_with_recorded(self) -> ResultColumns:
         """The shadow replay's rows as columns, plus a row on arm `recorded` for each
