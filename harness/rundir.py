@@ -201,12 +201,14 @@ class Run:
     def result_count(self) -> int:
         return sum(t.count for t in self.tallies)
 
-    def shown(self, limit: int = SHOWN_REQUESTS) -> tuple[Sequence[ArmResult], int | None]:
+    def shown(self, limit: int | None = None) -> tuple[Sequence[ArmResult], int | None]:
         """The results the reports show request by request, and how many requests they were
-        drawn from (None: all of them). Above `limit` replayed requests: every row of
-        `limit` requests drawn without replacement by numpy's default_rng(SHOWN_SEED) from
-        the sorted request ids, so a million-request run is never held as objects."""
+        drawn from (None: all of them). Above `limit` (default SHOWN_REQUESTS) replayed
+        requests: every row of `limit` requests drawn without replacement by numpy's
+        default_rng(SHOWN_SEED) from the sorted request ids, read when first used, so a
+        million-request run is never held as objects."""
         kept = self._kept
+        limit = SHOWN_REQUESTS if limit is None else limit
         if len(kept.request_ids) <= limit:
             return self.results, None
         picked = np.zeros(len(kept.request_ids), dtype=bool)
