@@ -285,3 +285,18 @@ def test_a_refusal_that_is_not_about_the_added_fields_is_not_retried_away() -> N
     result = send(mock(handler), target, RECORD, intended=time.perf_counter(), timeout=5)
     assert not result.ok and result.error == "HTTP 400: messages: field required"
     assert len(seen) == 2 and not target.learned.rejects_added_fields
+
+
+def test_a_geventhttpclient_without_its_body_buffer_is_read_with_its_readline() -> None:
+    # in a process of its own: gevent stays out of the suite's
+    probe = """
+from harness.replay.gevent_transport import _GeventResponse
+class Response:  # no _body_buffer, no _sock: another geventhttpclient
+    status_code = 200
+    def __init__(self): self.left = [b'data: 1\\n', b'data: 2\\r\\n', b'\\n', b'no end']
+    def readline(self, sep): return self.left.pop(0) if self.left else b''
+print(list(_GeventResponse(Response()).lines()))
+"""
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    assert out.strip() == "['data: 1', 'data: 2', '']", out

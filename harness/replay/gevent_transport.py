@@ -55,8 +55,12 @@ class _GeventResponse:
         go: geventhttpclient's own `readline` (which reads the same parsed-body buffer and
         socket, in the same way) costs a Python-level search and copy per line, the
         replayer's largest cost per request (profiled). A last line with no line end is
-        dropped, as `readline` drops it."""
+        dropped, as `readline` drops it. A geventhttpclient without that buffer is read
+        with its own `readline`."""
         response = self._response
+        if not (hasattr(response, "_body_buffer") and hasattr(response, "_sock")):
+            yield from self._readlines()
+            return
         while True:
             buffer = response._body_buffer  # noqa: SLF001 (the body parsed so far)
             end = buffer.rfind(b"\n")
@@ -79,6 +83,17 @@ class _GeventResponse:
                 if isinstance(exc, _READ_ERRORS):
                     raise StreamBroken(f"{type(exc).__name__}: {exc}") from exc
                 raise
+
+    def _readlines(self) -> Iterator[str]:
+        readline = self._response.readline
+        while True:
+            try:
+                line = readline(b"\n")
+            except _READ_ERRORS as exc:
+                raise StreamBroken(f"{type(exc).__name__}: {exc}") from exc
+            if not line.endswith(b"\n"):
+                return  # the end, or a last line with no line end: dropped, as above
+            yield line.decode("utf-8").rstrip("\r\n")
 
 
 class GeventTransport:
