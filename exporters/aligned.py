@@ -12,7 +12,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from exporters.catalogue import BASELINE, BASELINE2, CANDIDATE, arm_lacks
-from exporters.columns import Output, Outputs, ResultColumns, from_results
+from exporters.columns import (
+    Output,
+    Outputs,
+    ResultColumns,
+    TokenIds,
+    flat_token_ids,
+    from_results,
+)
 from exporters.records import ArmResult
 
 
@@ -43,10 +50,20 @@ class ArmColumns:
     all_itl: np.ndarray  # every result's gaps (`ResultColumns.itl`), shared by the arms
     source: np.ndarray  # row in the `ResultColumns` (-1: absent)
     _outputs: Outputs
+    _token_ids: TokenIds | None  # in bulk where the reader can (ResultColumns.token_ids)
 
     def outputs(self, rows: np.ndarray) -> Sequence[Output | ArmResult]:
         """The outputs (text, token ids, top logprobs) of these rows, all present."""
         return self._outputs(self.source[rows]) if len(rows) else []
+
+    def token_ids(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The token ids of these rows (all present, all with ids) end to end, and how many
+        each has."""
+        if not len(rows):
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        if self._token_ids is None:
+            return flat_token_ids(self.outputs(rows))
+        return self._token_ids(self.source[rows])
 
     def gaps(self, rows: np.ndarray) -> np.ndarray:
         """The inter-token gaps of `rows`, concatenated in that order (copied a block of
@@ -105,7 +122,7 @@ def _arm_columns(cols: ResultColumns, src: np.ndarray, itl_start: np.ndarray) ->
          "top_logprobs": ok & _take(cols.has_top_logprobs, src, False)},
         _take(cols.has_ids, src, False), _take(cols.ids_len, src, 0),
         _take(cols.ids_key, src, 0), _take(cols.text_key, src, 0), _take(itl_start, src, 0),
-        _take(cols.itl_len, src, 0), cols.itl, src, cols.outputs)
+        _take(cols.itl_len, src, 0), cols.itl, src, cols.outputs, cols.token_ids)
 
 
 def _first_per_group(keys: np.ndarray, priority: np.ndarray) -> np.ndarray:

@@ -37,6 +37,16 @@ class Output(NamedTuple):
 
 # row indices -> those rows' outputs (`Output`s, or the results themselves)
 Outputs = Callable[[np.ndarray], Sequence[Output | ArmResult]]
+# row indices (rows with token ids) -> their token ids end to end, and how many each row has
+TokenIds = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+def flat_token_ids(outputs: Sequence[Output | ArmResult]) -> tuple[np.ndarray, np.ndarray]:
+    """The outputs' token ids end to end, and how many each has (TokenIds from outputs)."""
+    lengths = np.array([len(o.token_ids or ()) for o in outputs], dtype=np.int64)
+    flat = np.fromiter((t for o in outputs for t in o.token_ids or ()), dtype=np.int64,
+                       count=int(lengths.sum()))
+    return flat, lengths
 
 
 @dataclass(frozen=True)
@@ -79,6 +89,8 @@ class ResultColumns:
     outputs: Outputs
     # string columns (request_id, arm, scenario) the reader factorised; absent: not known
     factorised: Mapping[str, Factorised] = field(default_factory=dict)
+    # the rows' token ids read in bulk, where the reader can (None: from `outputs`)
+    token_ids: TokenIds | None = None
 
     def __len__(self) -> int:
         return len(self.ok)
@@ -91,6 +103,11 @@ class ResultColumns:
             return np.unique(getattr(self, name).astype(str), return_inverse=True)
         used, codes = np.unique(known.codes, return_inverse=True)
         return known.values[used], codes
+
+
+# the fields holding a value per row (the rest say how to read more of the rows)
+ROW_FIELDS = tuple(f for f in ResultColumns.__dataclass_fields__
+                   if f not in ("outputs", "factorised", "token_ids"))
 
 
 def number(value: object) -> float:
@@ -148,13 +165,15 @@ def select(cols: ResultColumns, keep: np.ndarray, arm: np.ndarray) -> ResultColu
     # each kept row's gaps, in order: its start plus 0 .. len-1
     gaps = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) \
         + np.arange(int(lens.sum()))
-    names = [f for f in ResultColumns.__dataclass_fields__
-             if f not in ("outputs", "itl", "itl_len", "arm", "factorised")]
+    names = [f for f in ROW_FIELDS if f not in ("itl", "itl_len", "arm")]
+    ids = cols.token_ids
     return ResultColumns(**{f: getattr(cols, f)[idx] for f in names}, arm=arm,
                          itl=cols.itl[gaps], itl_len=lens,
                          outputs=lambda rows: cols.outputs(idx[np.asarray(rows, dtype=np.int64)]),
                          factorised={k: f.take(idx) for k, f in cols.factorised.items()
-                                     if k != "arm"})
+                                     if k != "arm"},
+                         token_ids=None if ids is None else lambda rows: ids(
+                             idx[np.asarray(rows, dtype=np.int64)]))
 
 
 def concat(parts: Sequence[ResultColumns]) -> ResultColumns:
@@ -174,6 +193,6 @@ def concat(parts: Sequence[ResultColumns]) -> ResultColumns:
                 out[j] = got
         return out  # type: ignore[return-value]
 
-    names = [f for f in ResultColumns.__dataclass_fields__ if f not in ("outputs", "factorised")]
-    return ResultColumns(**{f: np.concatenate([getattr(p, f) for p in parts]) for f in names},
+    return ResultColumns(**{f: np.concatenate([getattr(p, f) for p in parts])
+                            for f in ROW_FIELDS},
                          outputs=outputs)

@@ -62,6 +62,21 @@ def compare(a: Answer, x: Answer, cut: Cut | None = None) -> tuple[bool, int]:
     return False, next((i for i in range(n) if sa[i] != sx[i]), n)
 
 
+def common_prefix(a: np.ndarray, a_len: np.ndarray, b: np.ndarray, b_len: np.ndarray
+                  ) -> np.ndarray:
+    """Per pair, how many leading tokens two token sequences share (`compare`'s prefix);
+    each side given end to end with its lengths."""
+    m = np.minimum(a_len, b_len)
+    pair = np.repeat(np.arange(len(m)), m)
+    at = np.arange(int(m.sum())) - np.repeat(np.cumsum(m) - m, m)  # position in the pair
+    differs = np.flatnonzero(a[np.repeat(np.cumsum(a_len) - a_len, m) + at]
+                             != b[np.repeat(np.cumsum(b_len) - b_len, m) + at])
+    out = m.copy()
+    first, where = np.unique(pair[differs], return_index=True)  # each pair's first mismatch
+    out[first] = at[differs[where]]
+    return out
+
+
 SAMPLE_RULE = ("above text_sample pairs, a sample without replacement of round(text_sample x "
                "share) pairs per scenario, drawn by numpy's default_rng(seed + 1) among the "
                "requests the baseline answered, in (scenario, request id) order")
@@ -110,8 +125,12 @@ def _arm_columns(al: Aligned, arm: str, sample: np.ndarray, cut: Cut | None
     if cut is None:  # token ids on every row: an identical pair's prefix is its length
         same = valid & _same(a, x)
         exact[same], prefix[same] = 1.0, a.ids_len[same]
-        # only differing pairs, and pairs with top logprobs, need their outputs read
-        read = valid & (~same | (a.has["top_logprobs"] & x.has["top_logprobs"]))
+        # pairs with top logprobs need their outputs read; the other differing pairs only
+        # their token ids, compared in bulk
+        logprobs = valid & a.has["top_logprobs"] & x.has["top_logprobs"]
+        differ = np.flatnonzero(valid & ~same & ~logprobs)
+        prefix[differ] = common_prefix(*a.token_ids(differ), *x.token_ids(differ))
+        read = logprobs
     else:
         read = valid
     rows = np.flatnonzero(read)

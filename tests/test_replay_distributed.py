@@ -244,10 +244,16 @@ def test_clock_skew_is_corrected_or_refused_and_a_taken_name_is_refused(
     assert max(r.e2e_s for r in run.results) < 3.0  # uncorrected: ~4.2 s
     info = next(w for w in run.manifest.workers["workers"] if w["name"] == "skewed")
     assert abs(info["clock_offset_s"] + 4) < 0.5
+    # the run started only once both accepted workers were in (the refused ones never
+    # counted); which of them sent what is up to who asks first (a short, light run may go
+    # all to one), so the start is checked, not the split
+    summary = RunDir(out).read_workers()
+    accepted = {w["name"]: w for w in summary["workers"]}
+    assert set(accepted) == {"skewed", "other"}
+    assert summary["started"] >= max(w["joined"] for w in accepted.values())
+    assert sum(w["records"] for w in accepted.values()) == 20
     with RunDir(out).open_store(create=False) as store:
-        # the run started only once both accepted workers were in: both sent
-        assert {row.worker for row in store.rows()} == {"skewed", "other"}
-    assert all(w["records"] > 0 for w in run.manifest.workers["workers"])
+        assert {row.worker for row in store.rows()} <= {"skewed", "other"}
     refused = [r["reason"] for r in run.manifest.workers["refused"]]
     assert len(refused) == 2
     assert sum("worker refused" in n for n in run.manifest.notes) == 2

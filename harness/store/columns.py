@@ -23,7 +23,15 @@ from pathlib import Path
 import numpy as np
 
 from exporters.answers import Tally
-from exporters.columns import EXT_KEYS, Factorised, Output, ResultColumns, digest, number
+from exporters.columns import (
+    EXT_KEYS,
+    ROW_FIELDS,
+    Factorised,
+    Output,
+    ResultColumns,
+    digest,
+    number,
+)
 from harness.store.sqlite import connect
 from harness.store.summary import LAYOUT, NAME_KEYS, untag
 
@@ -353,8 +361,9 @@ def _columns(parts: dict[str, list], path: Path) -> ResultColumns:
 
 def _with_rowids(arrays: dict[str, np.ndarray], rowids: np.ndarray, path: Path,
                  factorised: dict[str, Factorised] | None = None) -> ResultColumns:
-    return ResultColumns(**arrays, outputs=_Outputs(path, rowids),
-                         factorised=factorised or {})
+    read = _Outputs(path, rowids)
+    return ResultColumns(**arrays, outputs=read, factorised=factorised or {},
+                         token_ids=read.token_ids)
 
 
 def rowids(cols: ResultColumns) -> np.ndarray:
@@ -363,7 +372,8 @@ def rowids(cols: ResultColumns) -> np.ndarray:
 
 
 class _Outputs:
-    """Row indices -> those rows' outputs, read from the store (`outputs`)."""
+    """Row indices -> those rows' outputs, read from the store (`outputs`), or only their
+    token ids (`token_ids`)."""
 
     def __init__(self, path: Path, rowids: np.ndarray) -> None:
         self.path, self.rowids = path, rowids
@@ -371,13 +381,14 @@ class _Outputs:
     def __call__(self, idx: np.ndarray) -> list[Output]:
         return outputs(self.path, self.rowids[idx])
 
+    def token_ids(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return token_ids(self.path, self.rowids[idx])
+
 
 def _subset(cols: ResultColumns, keep: np.ndarray, path: Path, rowids: np.ndarray
             ) -> ResultColumns:
     """The rows `keep` marks, their gaps with them."""
-    names = [f for f in ResultColumns.__dataclass_fields__
-             if f not in ("outputs", "itl", "factorised")]
-    arrays = {f: getattr(cols, f)[keep] for f in names}
+    arrays = {f: getattr(cols, f)[keep] for f in ROW_FIELDS if f != "itl"}
     arrays["itl"] = cols.itl[np.repeat(keep, cols.itl_len)]
     return _with_rowids(arrays, rowids[keep], path,
                         {k: f.take(keep) for k, f in cols.factorised.items()})
@@ -437,6 +448,31 @@ def _scan_json(text: str) -> object:
     except StopIteration:
         value, end = None, -1
     return value if end == len(text) else json.loads(text)  # json.loads says what is wrong
+
+
+def token_ids(path: Path, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The token ids of rows `rowids` (each with token ids), end to end in that order, and
+    how many each has: their JSON texts parsed all at once, not one by one."""
+    wanted = [int(r) for r in rowids]
+    found: dict[int, str] = {}
+    with contextlib.closing(connect(path)) as conn:
+        cur = conn.cursor()
+        cur.row_factory = None
+        for start in range(0, len(wanted), CHUNK):
+            ids = json.dumps(sorted(set(wanted[start:start + CHUNK])))
+            found.update(cur.execute("SELECT rowid, token_ids FROM results WHERE rowid IN "
+                                     "(SELECT value FROM json_each(?))", (ids,)))
+    inner = [found[r][1:-1].strip() for r in wanted]  # '[1, 2]' -> '1, 2'
+    lengths = np.array([t.count(",") + 1 if t else 0 for t in inner], dtype=np.int64)
+    joined = ",".join(t for t in inner if t)
+    flat = np.fromstring(joined, dtype=np.int64, sep=",") if joined else \
+        np.zeros(0, dtype=np.int64)
+    if flat.size != lengths.sum():  # not as json.dumps wrote it: each parsed on its own
+        parsed = [_scan_json(found[r]) for r in wanted]
+        lengths = np.array([len(p) for p in parsed], dtype=np.int64)
+        flat = np.fromiter((t for p in parsed for t in p), dtype=np.int64,
+                           count=int(lengths.sum()))
+    return flat, lengths
 
 
 def outputs(path: Path, rowids: np.ndarray) -> list[Output]:
