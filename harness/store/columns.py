@@ -346,16 +346,12 @@ def _determinism_suite(cols: ResultColumns, repeat: np.ndarray, concurrency: np.
     return suite
 
 
-def _joined(parts: dict[str, list]) -> dict[str, np.ndarray]:
-    """Each column's chunks as one array, a column at a time, its chunks freed as it goes:
-    memory x1, not x2."""
-    return {key: np.concatenate(parts.pop(key)) for key in list(parts)}
-
-
 def _columns(parts: dict[str, list], path: Path) -> ResultColumns:
     if not parts:
         return _empty()
-    arrays = _joined(parts)
+    arrays = {}
+    for key in list(parts):  # one column at a time, its chunks freed: memory x1, not x2
+        arrays[key] = np.concatenate(parts.pop(key))
     return _with_rowids(arrays, arrays.pop("rowid"), path)
 
 
@@ -450,25 +446,34 @@ def _scan_json(text: str) -> object:
     return value if end == len(text) else json.loads(text)  # json.loads says what is wrong
 
 
-def token_ids(path: Path, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The token ids of rows `rowids` (each with token ids), end to end in that order, and
-    how many each has: their JSON texts parsed all at once, not one by one."""
-    wanted = [int(r) for r in rowids]
-    found: dict[int, str] = {}
+def _by_rowid(path: Path, wanted: list[int], columns: str) -> dict[int, tuple]:
+    """rowid -> the `columns` of rows `wanted`, CHUNK rowids to a query."""
+    found: dict[int, tuple] = {}
     with contextlib.closing(connect(path)) as conn:
         cur = conn.cursor()
         cur.row_factory = None
         for start in range(0, len(wanted), CHUNK):
             ids = json.dumps(sorted(set(wanted[start:start + CHUNK])))
-            found.update(cur.execute("SELECT rowid, token_ids FROM results WHERE rowid IN "
-                                     "(SELECT value FROM json_each(?))", (ids,)))
-    inner = [found[r][1:-1].strip() for r in wanted]  # '[1, 2]' -> '1, 2'
+            for rowid, *values in cur.execute(
+                    f"SELECT rowid, {columns} FROM results WHERE rowid IN "
+                    "(SELECT value FROM json_each(?))", (ids,)):
+                found[rowid] = tuple(values)
+    return found
+
+
+def token_ids(path: Path, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The token ids of rows `rowids` (each with token ids), end to end in that order, and
+    how many each has: their JSON texts parsed all at once, not one by one."""
+    wanted = [int(r) for r in rowids]
+    found = _by_rowid(path, wanted, "token_ids")
+    texts = [found[r][0] for r in wanted]
+    inner = [t[1:-1].strip() for t in texts]  # '[1, 2]' -> '1, 2'
     lengths = np.array([t.count(",") + 1 if t else 0 for t in inner], dtype=np.int64)
     joined = ",".join(t for t in inner if t)
     flat = np.fromstring(joined, dtype=np.int64, sep=",") if joined else \
         np.zeros(0, dtype=np.int64)
     if flat.size != lengths.sum():  # not as json.dumps wrote it: each parsed on its own
-        parsed = [_scan_json(found[r]) for r in wanted]
+        parsed = [_scan_json(t) for t in texts]
         lengths = np.array([len(p) for p in parsed], dtype=np.int64)
         flat = np.fromiter((t for p in parsed for t in p), dtype=np.int64,
                            count=int(lengths.sum()))
@@ -478,16 +483,11 @@ def token_ids(path: Path, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def outputs(path: Path, rowids: np.ndarray) -> list[Output]:
     """The outputs of rows `rowids` (text, token ids, top logprobs), in that order."""
     wanted = [int(r) for r in rowids]
-    found: dict[int, Output] = {}
+    found = _by_rowid(path, wanted, "output_text, token_ids, top_logprobs")
     loads = _scan_json
-    with contextlib.closing(connect(path)) as conn:
-        cur = conn.cursor()
-        cur.row_factory = None
-        for start in range(0, len(wanted), CHUNK):
-            ids = json.dumps(sorted(set(wanted[start:start + CHUNK])))
-            for rowid, text, ids_json, top in cur.execute(
-                    "SELECT rowid, output_text, token_ids, top_logprobs FROM results "
-                    "WHERE rowid IN (SELECT value FROM json_each(?))", (ids,)):
-                found[rowid] = Output(text or "", None if ids_json is None else loads(ids_json),
-                                      loads(top) if top else None)
-    return [found[r] for r in wanted]
+    out = []
+    for r in wanted:
+        text, ids_json, top = found[r]
+        out.append(Output(text or "", None if ids_json is None else loads(ids_json),
+                          loads(top) if top else None))
+    return out
