@@ -24,7 +24,7 @@ PYTEST_ARGS ?= --durations=25
 # their install time; Python compiles (and caches) what is imported, when it is imported
 PIP_INSTALL := $(BIN)/pip install -q --no-compile
 
-.PHONY: install demo test lint demo-packages system-packages clean
+.PHONY: install demo test test-fast lint dist demo-packages system-packages clean
 
 # everything the suite runs: `make test` installs it; `make demo` only what the demo runs
 install: $(TEST_STAMP) $(LLAMACPP_STAMP) system-packages
@@ -97,8 +97,25 @@ test: install
 	rest=$$?; $(BIN)/python -m pytest -q -m solo $(PYTEST_ARGS); solo=$$?; \
 	test $$rest = 0 && test $$solo = 0
 
+# the inner loop: no model, no Docker, no llama.cpp, no Chromium, nothing slow (the marks
+# of tests/support/starts.py, checked as the tests run); the demo's install suffices
+FAST_MARKS := not (model or llamacpp or docker or chromium or slow)
+test-fast: $(TEST_STAMP) demo-packages
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -n 2 -m "$(FAST_MARKS)" $(PYTEST_ARGS)
+
 lint: install
 	$(BIN)/ruff check .
 
+# the sdist and the wheel built from it, into dist/, as a user installs them (`pip install
+# dist/layergate-*.whl`, `layergate init --install-from dist/layergate-*.whl`); `build` in
+# a small venv of its own, so no torch is needed to package the project
+DIST_VENV := .venv-dist
+dist:
+	test -x $(DIST_VENV)/bin/python || $(PY) -m venv $(DIST_VENV)
+	$(DIST_VENV)/bin/pip install -q --upgrade build
+	rm -rf dist && $(DIST_VENV)/bin/python -m build --outdir dist .
+	@ls dist
+
 clean:
-	rm -rf $(VENV) $(LLAMACPP_VENV) runs .pytest_cache
+	rm -rf $(VENV) $(LLAMACPP_VENV) $(DIST_VENV) dist runs .pytest_cache

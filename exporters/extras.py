@@ -43,4 +43,7 @@ def require(extra: str, command: str) -> None:
     if absent:
         raise click.UsageError(
             f"`layergate {command}` needs the {extra!r} extra, which is not installed "
-            f"(missing: {', '.join(absent)}): pip install '{DISTRIBUTION}[{extra}]'")
+            f"(missing: {', '.join(absent)}): pip install '{DISTRIBUTION}[{extra}]', from "
+            f"the source layergate came from (a checkout: '.[{extra}]'; a wheel: "
+            f"'layergate-VERSION-py3-none-any.whl[{extra}]'; a git URL: "
+            f"'{DISTRIBUTION}[{extra}] @ git+URL')")

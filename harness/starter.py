@@ -6,8 +6,10 @@ Everything comes from the bundled data (exporters.bundled): the stack's docker-c
 (the repository's own), the Prometheus config and recording rules, the Grafana
 provisioning and dashboards, the default gate policy with its `extends` chain merged in
 (one file to edit), a sample traffic file (the `smoke` mix's requests) and the templates of
-`starter/`: the image, the `.env` that sets the compose variables, a GitHub Actions
-workflow and a GitLab CI job.
+`starter/`: the `.env` that sets the compose variables, a GitHub Actions workflow and a
+GitLab CI job; and the image's Dockerfile (the repository's own). The CI jobs and the
+Dockerfile install layergate from one source (harness/install_source.py), written in where
+the templates say REQUIREMENT; a file source travels in the starter's wheels/.
 """
 
 from __future__ import annotations
@@ -20,15 +22,20 @@ import yaml
 from exporters import bundled
 from exporters.traffic import dumps_record
 from harness.gate.policy import flattened
+from harness.install_source import InstallSource
 from harness.scenarios import build_traffic
 
 # the dashboards folder's files a stack mounts (its README and promtool tests stay behind)
 DASHBOARD_PARTS = ("prometheus.yml", "rules.yml", "provisioning", "grafana", "rollout")
 SAMPLE_MIX = "smoke"
 # starter template -> where init writes it
-TEMPLATES = {"Dockerfile": "Dockerfile", "env": ".env",
+TEMPLATES = {"env": ".env", "dockerignore": ".dockerignore",
              "github-workflow.yml": ".github/workflows/layergate.yml",
              "gitlab-ci.yml": ".gitlab-ci.yml"}
+REQUIREMENT = "@REQUIREMENT@"  # in a template: the requirement of the harness (no extras)
+# the Dockerfile's line that names the requirement, with the engine extra
+DOCKER_ARG = 'ARG LAYERGATE_INSTALL=".[engine]"\n'
+
 POLICY_HEADER = ("# The gate policy of this stack: `layergate gate RUN --policy policy.yaml`.\n"
                  "# layergate's `default` with its base merged in; every key is described in\n"
                  "# layergate's docs/FORMATS.md (gate policy). Edit the thresholds to yours.\n")
@@ -64,13 +71,25 @@ def sample_traffic() -> bytes:
     return "".join(dumps_record(r) + "\n" for r in build_traffic(SAMPLE_MIX)).encode()
 
 
-def starter_files() -> dict[str, bytes]:
-    """Every file of the starter, by its path relative to the starter's directory."""
+def dockerfile(source: InstallSource) -> bytes:
+    """The repository's Dockerfile, installing layergate (with its engine) from `source`."""
+    text = bundled.dockerfile().read_text(encoding="utf-8")
+    if DOCKER_ARG not in text:  # the Dockerfile and this module disagree: a packaging bug
+        raise RuntimeError(f"the bundled Dockerfile has no line {DOCKER_ARG.strip()!r}")
+    requirement = source.requirement("[engine]").replace('"', '\\"')
+    return text.replace(DOCKER_ARG, f'ARG LAYERGATE_INSTALL="{requirement}"\n').encode()
+
+
+def starter_files(source: InstallSource) -> dict[str, bytes]:
+    """Every file of the starter, by its path relative to the starter's directory, with
+    layergate installed from `source`."""
     files = {"docker-compose.yml": bundled.compose_file().read_bytes(),
-             "policy.yaml": policy_file(), "traffic.jsonl": sample_traffic(),
-             **dashboard_files()}
+             "Dockerfile": dockerfile(source), "policy.yaml": policy_file(),
+             "traffic.jsonl": sample_traffic(), **dashboard_files(), **source.files()}
+    requirement = source.requirement().replace("'", "'\\''")
     for template, target in TEMPLATES.items():
-        files[target] = (bundled.starter_dir() / template).read_bytes()
+        text = (bundled.starter_dir() / template).read_text(encoding="utf-8")
+        files[target] = text.replace(REQUIREMENT, f"'{requirement}'").encode()
     return files
 
 

@@ -15,6 +15,9 @@ import pytest
 from harness.processes import ManagedProcess
 from harness.stack.engines import start_engine
 from tests.support.replay_rig import echo  # noqa: F401 (the echo server, a module fixture)
+from tests.support.starts import KINDS, Starts
+
+STARTED = pytest.StashKey[set]()
 
 SOLO = {
     "test_capacity_sweep.py": "measures a known capacity ratio within 10 %",
@@ -25,11 +28,53 @@ SOLO = {
 }
 
 
+STARTS = Starts()  # what each fixture and test starts, against its marks (tier marks)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    STARTS.install()
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m reads the marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name in SOLO:
             item.add_marker(pytest.mark.solo)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef, request: pytest.FixtureRequest):
+    with STARTS.owned() as started:
+        result = yield
+    key = (fixturedef.baseid, fixturedef.argname)
+    STARTS.by_fixture[key] = STARTS.by_fixture.get(key, set()) | started
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    with STARTS.owned() as started:
+        result = yield
+    item.stash[STARTED] = started
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    """A test that starts a tier's process without its mark fails (after its fixtures are
+    torn down): `make test-fast` would run it (tests/support/starts.py)."""
+    result = yield
+    defs = getattr(item, "_fixtureinfo", None)
+    fixtures = {name: (chain[-1].baseid, name)
+                for name, chain in (defs.name2fixturedefs.items() if defs else ()) if chain}
+    marks = {m.name for m in item.iter_markers()}
+    missing = STARTS.missing(item.stash.get(STARTED, set()), fixtures, marks)
+    if missing:
+        pytest.fail(f"{item.nodeid} starts {', '.join(sorted(missing))} without the mark(s) "
+                    f"({'; '.join(f'{k}: {KINDS[k]}' for k in sorted(missing))}): add "
+                    f"@pytest.mark.{' / '.join(sorted(missing))} (tests/support/starts.py)",
+                    pytrace=False)
+    return result
 
 
 @pytest.fixture(scope="session")

@@ -21,11 +21,13 @@ from harness.scenarios import MixError, load_mix
 from harness.watch.policy import load_watch_policy
 from tests.test_gate_cli import build_run
 
+pytestmark = [pytest.mark.locust]
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_bundle_is_the_repository_s_top_level_data() -> None:
-    for part in ("scenarios", "dashboards", "docker-compose.yml"):
+    for part in ("scenarios", "dashboards", "docker-compose.yml", "Dockerfile"):
         assert bundled.path(part).resolve() == (ROOT / part).resolve()
     assert bundled.names(bundled.POLICIES) == sorted(
         p.stem for p in (ROOT / "scenarios" / "policies").glob("*.yaml"))
@@ -107,7 +109,7 @@ def test_the_engine_extra_is_installed_here() -> None:
     extras.require(extras.ENGINE, "serve")
 
 
-@pytest.mark.parametrize("args", [["init"], ["dashboards", "export"]])
+@pytest.mark.parametrize("args", [["init", "--install-from", "0.1.0"], ["dashboards", "export"]])
 def test_writers_refuse_to_overwrite_without_force(tmp_path: Path, args: list[str]) -> None:
     first = CliRunner().invoke(main, [*args, str(tmp_path / "out")])
     assert first.exit_code == 0, first.output

@@ -10,6 +10,8 @@ from exporters.config import MetricsConfig
 from exporters.figures import Figure
 from exporters.records import ArmResult, MetricsScrape
 
+pytestmark = [pytest.mark.locust]
+
 CFG = MetricsConfig(n_resamples=400, min_samples=2)
 
 

@@ -24,7 +24,7 @@ from harness.processes import layergate_command
 from harness.rundir import RunDir, load_run
 from tests.support.replay_rig import family, pairs, rows, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.locust]
 
 N = 24  # records; 5 arms
 CANDIDATES = ("fast", "safe", "broken")

@@ -18,6 +18,8 @@ from harness.rundir import load_run
 from harness.stack.demo_config import CANDIDATES
 from harness.stack.engines import start_engine
 
+pytestmark = [pytest.mark.locust]
+
 N = 10  # requests: the policy's minimum
 PROMPTS = ["Name a colour.", "Say hello.", "What is two plus two?",
            "Explain in one sentence what a prefix cache does in an LLM server.",

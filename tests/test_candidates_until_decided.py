@@ -25,7 +25,7 @@ from harness.processes import layergate_command
 from harness.rundir import RunDir, load_run
 from tests.support.replay_rig import family, pairs, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.locust]
 
 N = 120  # records, 0.05 s apart
 # all-matching answers clear 0.9 after 60 requests at the three candidates' level

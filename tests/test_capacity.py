@@ -26,6 +26,8 @@ from harness.report.capacity_plots import FRONTIER, write_frontier
 from harness.sweepdir import Step, SweepState
 from tests.support.slots import simulated_step, true_capacity
 
+pytestmark = [pytest.mark.locust, pytest.mark.prometheus]
+
 TOKEN_S, TOKENS = 0.2, 4  # the slot servers: 0.8 s a request
 SLO_TTFT = 1.0  # s: a request may wait 0.8 s for a slot
 

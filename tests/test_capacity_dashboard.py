@@ -8,6 +8,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from harness.capacity.live import SweepMetrics
 from harness.capacity.report import sweep_figures
 from harness.processes import free_port
@@ -16,6 +18,8 @@ from harness.stack.prometheus import start_prometheus
 from harness.stack.prometheus_config import ScrapeTargets
 from harness.sweepdir import SweepDir
 from tests.test_capacity import _config, _sweep_dir
+
+pytestmark = [pytest.mark.locust, pytest.mark.prometheus]
 
 BOARD = Path(__file__).resolve().parents[1] / "dashboards" / "grafana" / "ab-overview.json"
 

@@ -26,7 +26,7 @@ from harness.processes import ManagedProcess, layergate_command
 from harness.stack.engines import engine
 from harness.sweepdir import REPORT
 
-pytestmark = [pytest.mark.model, pytest.mark.slow]
+pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.locust]
 
 SKIPPED = ",".join(str(i) for i in range(9, 21))  # 12 middle layers
 

@@ -26,7 +26,8 @@ from harness.processes import layergate_command
 from harness.sweepdir import REPORT, STATE, SweepDir
 from tests.support.slots import simulated_step, true_capacity
 
-pytestmark = pytest.mark.slow  # a sweep is several replays: minutes on two busy cores
+# a sweep is several replays: minutes on two busy cores
+pytestmark = [pytest.mark.slow, pytest.mark.locust]
 
 TOKEN_S, TOKENS = 0.1, 4  # traffic() asks for 4 tokens: 0.4 s a request
 # a request may wait one service time (0.4 s) for a slot: a looser SLO lets the saturation

@@ -20,6 +20,8 @@ from harness.processes import ManagedProcess, free_port, layergate_command
 from harness.replay import ReplayConfig, run_replay
 from harness.rundir import load_run
 
+pytestmark = [pytest.mark.locust]
+
 SECRET = "Bearer sk-live-abcdefghijklmnopqrstuvwx"
 
 

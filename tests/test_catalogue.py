@@ -32,6 +32,8 @@ from exporters.records import ArmResult, MetricsScrape
 from harness.gate.policy import PolicyError, parse_policy
 from harness.report.pairs import Pair
 
+pytestmark = [pytest.mark.locust]
+
 CFG = MetricsConfig(n_resamples=50, min_samples=2, min_determinism_prompts=1)
 
 

@@ -18,7 +18,7 @@ from harness.cli import main
 from harness.processes import layergate_command
 from tests.support.replay_rig import TOKEN_DELAY_S
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.locust]
 
 POLICY = """\
 name: compare-test

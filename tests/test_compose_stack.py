@@ -4,10 +4,12 @@ here from Debian packages and this machine's wheels (tests/support/stack_images.
 Debian's docker-compose, every container on host networking and loopback
 (tests/support/compose_stack.py).
 
-The project directory is what `layergate init` writes, with a user's traffic file in it
-(captured.jsonl: 8 short and medium requests) replayed through the TRAFFIC variable and
-the starter's policy.yaml through POLICY; the arms are the reference engines (the `engines`
-profile) through BASELINE_URL, BASELINE2_URL and CANDIDATE_URL.
+The project directory is what `layergate init --install-from WHEEL` writes (the wheel of
+tests/support/dist.py), and layergate's image is built from the starter's own Dockerfile,
+with a user's traffic file in it (captured.jsonl: 8 short and medium requests) replayed
+through the TRAFFIC variable and the starter's policy.yaml through POLICY; the arms are the
+reference engines (the `engines` profile) through BASELINE_URL, BASELINE2_URL and
+CANDIDATE_URL.
 
 First `up`: the engines (real SmolLM2, 1 thread each) become healthy, `arms` sees them
 answer, the replay of the user's file runs once, the exporter serves its figures, the real
@@ -31,13 +33,16 @@ import yaml
 
 from exporters.catalogue import INCONCLUSIVE, PASS, ExitCode
 from exporters.traffic import traffic_sha256, write_traffic
+from harness import install_source
 from harness.scenarios import build_traffic
 from harness.starter import starter_files, write_files
+from tests.support import dist
 from tests.support.compose_stack import ComposeStack, poll
 from tests.support.docker_engine import DockerEngine, docker_engine
 from tests.support.stack_images import cache_size, ensure_images
 
-pytestmark = pytest.mark.timeout(2400)
+pytestmark = [pytest.mark.timeout(2400), pytest.mark.docker, pytest.mark.slow, pytest.mark.model,
+              pytest.mark.locust, pytest.mark.prometheus]
 RUN = "compose"  # the replay's --out in the runs volume
 USER_TRAFFIC = "captured.jsonl"  # the compose_stack ENVIRONMENT's TRAFFIC
 
@@ -50,12 +55,9 @@ def engine() -> Iterator[DockerEngine]:
 
 @pytest.fixture(scope="module")
 def stack(engine: DockerEngine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeStack]:
-    started = time.monotonic()
-    ensure_images(engine)
-    print(f"\nimages ready in {time.monotonic() - started:.0f} s on {engine.driver}; "
-          f"cache {cache_size() / 2**30:.2f} GiB")
     project = tmp_path_factory.mktemp("project")
-    write_files(project, starter_files())  # what `layergate init` writes
+    # what `layergate init --install-from WHEEL` writes, with the wheel `make dist` builds
+    write_files(project, starter_files(install_source.given(str(dist.built().wheel))))
     # "a user's capture": the smoke mix's 8 requests under the user's own ids and times
     records = [dataclasses.replace(r, id=f"user-{i:03d}", offset_s=0.5 * i)
                for i, r in enumerate(build_traffic("smoke"))]
@@ -64,6 +66,10 @@ def stack(engine: DockerEngine, tmp_path_factory: pytest.TempPathFactory) -> Ite
     # temporary directories private)
     for path in (project, *project.rglob("*")):
         path.chmod(0o755 if path.is_dir() else 0o644)
+    started = time.monotonic()
+    ensure_images(engine, project)  # the image from the starter's own Dockerfile
+    print(f"\nimages ready in {time.monotonic() - started:.0f} s on {engine.driver}; "
+          f"cache {cache_size() / 2**30:.2f} GiB")
     stack = ComposeStack(engine, tmp_path_factory.mktemp("compose"), project)
     try:
         yield stack

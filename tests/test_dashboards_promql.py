@@ -25,6 +25,8 @@ from harness.replay import ReplayConfig, run_replay
 from harness.stack import EngineSpec, NativeStack, StackConfig
 from harness.stack.native import RULES_FILE, RunningStack
 
+pytestmark = [pytest.mark.locust, pytest.mark.prometheus]
+
 ROOT = Path(__file__).resolve().parents[1]
 BOARDS = sorted((ROOT / "dashboards" / "grafana").glob("*.json"))
 POLICY = ROOT / "scenarios" / "policies" / "default.yaml"

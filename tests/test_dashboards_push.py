@@ -17,6 +17,8 @@ from click.testing import CliRunner
 from harness.cli import main
 from harness.processes import free_port
 
+pytestmark = [pytest.mark.prometheus]
+
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "glsa_test_token"
 BASIC = "Basic " + base64.b64encode(b"admin:s3cret").decode()

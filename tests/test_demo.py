@@ -29,6 +29,8 @@ from harness.gate.policy import flattened
 from harness.stack.demo_config import DEFAULT_CANDIDATES as CANDIDATES
 from harness.stack.demo_config import QUICK
 
+pytestmark = [pytest.mark.chromium, pytest.mark.locust, pytest.mark.prometheus]
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu",
                   "--disable-background-networking", "--disable-component-update",

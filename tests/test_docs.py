@@ -12,6 +12,8 @@ import pytest
 
 from harness.cli import main
 
+pytestmark = [pytest.mark.locust]
+
 ROOT = Path(__file__).resolve().parents[1]
 CLI_DOC = ROOT / "docs" / "CLI.md"
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -44,3 +46,36 @@ def test_relative_links_lead_to_files(doc: Path) -> None:
                if not re.match(r"[a-z]+:", t) and not t.startswith("#")]
     broken = [t for t in targets if not (doc.parent / t.split("#")[0]).exists()]
     assert not broken, f"{doc.relative_to(ROOT)}: links to nothing: {broken}"
+
+
+README = ROOT / "README.md"
+COUNTS = {0: "no", 1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six",
+          7: "seven", 8: "eight", 9: "nine", 10: "ten"}
+
+
+def _says(count: int) -> str:
+    return COUNTS.get(count, str(count))
+
+
+def test_the_readme_is_short() -> None:
+    words = len(README.read_text().split())
+    assert words <= 1000, f"README.md has {words} words (at most 1000: the rest is in docs/)"
+
+
+def test_the_readme_s_counts_are_the_code_s() -> None:
+    """The policies, skip policies, trace formats and commands the README counts."""
+    from exporters import bundled
+    from harness.traces.formats import names as formats
+    from reference_engine.skip_policies.registry import skip_policy_names
+
+    text = " ".join(README.read_text().split())
+    policies = len(bundled.names(bundled.POLICIES))
+    assert f"{_says(policies).capitalize()} gate policies ship" in text
+    assert f"{_says(len(skip_policy_names()))} skip policies" in text
+    assert f"{_says(len(formats()))} public trace formats" in text
+    assert f"The {len(main.list_commands(click.Context(main)))} commands" in text
+
+
+def test_the_readme_opens_with_the_two_commands() -> None:
+    block = README.read_text().split("```")[1]
+    assert block.splitlines()[1].startswith("make demo") and "make test" in block

@@ -6,6 +6,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 import torch
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -14,6 +15,8 @@ from reference_engine.api import SamplingParams
 from reference_engine.engine import Engine
 from tests.support.engine_runs import run_requests
 from tests.support.tiny_llama import tiny_config, tiny_loaded
+
+pytestmark = [pytest.mark.prometheus]
 
 CONTRACTS = Path(__file__).resolve().parents[1] / "docs" / "CONTRACTS.md"
 

@@ -22,6 +22,8 @@ from exporters.otel_export import LATENCY_BOUNDARIES, OtelRunExporter
 from exporters.prometheus_export import RunFiguresCollector, register_run
 from exporters.records import ArmResult
 
+pytestmark = [pytest.mark.prometheus]
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -25,6 +25,8 @@ from harness.rundir import load_run
 from harness.store import columns as store_columns
 from tests.test_figures_columnar import assert_same_figures
 
+pytestmark = [pytest.mark.locust]
+
 CFG = MetricsConfig(n_resamples=200, min_samples=2, text_sample=40)
 
 

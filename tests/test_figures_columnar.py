@@ -28,6 +28,8 @@ from harness.rundir import RunDir, load_run
 from harness.store import ResultStore
 from harness.store.tail import Latest, StoreTail
 
+pytestmark = [pytest.mark.locust]
+
 CFG = MetricsConfig(n_resamples=200, min_samples=2, min_determinism_prompts=1,
                     text_sample=5)
 

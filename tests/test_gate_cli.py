@@ -18,6 +18,8 @@ from harness.cli import main
 from harness.manifest import Manifest
 from harness.rundir import RunDir
 
+pytestmark = [pytest.mark.locust]
+
 ARMS = {"baseline": "http://127.0.0.1:9001", "baseline2": "http://127.0.0.1:9002",
         "candidate": "http://127.0.0.1:9003"}
 SCENARIOS = ("short", "medium", "long")

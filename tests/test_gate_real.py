@@ -14,6 +14,8 @@ from harness.gate.policy import default_policy_dir
 from harness.replay import ReplayConfig, run_replay
 from harness.rundir import load_run
 
+pytestmark = [pytest.mark.locust]
+
 PROMPTS = [("short", "Name a colour."), ("short", "Say hello."),
            ("medium", "Explain in one sentence what a prefix cache does in an LLM server."),
            ("medium", "Give me two tips for writing clear commit messages, briefly.")]

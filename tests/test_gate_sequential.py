@@ -33,6 +33,8 @@ from tests.test_saturation import POLICY as SATURATION_POLICY
 from tests.test_saturation import _gate as fixed_saturation_gate
 from tests.test_saturation import _run as saturation_run
 
+pytestmark = [pytest.mark.locust]
+
 ALPHA = 0.05
 STREAMS = 300
 MARGIN = 0.03  # 300 streams: a true rate of 5 % exceeds 8 % with probability < 1 %

@@ -25,7 +25,7 @@ from harness.stack.engines import start_engine
 from harness.traces import ImportConfig, import_trace
 from reference_engine.config import EngineConfig
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.locust]
 
 TRACE = Path(__file__).resolve().parent / "fixtures" / "traces" / "mooncake_reuse.jsonl"
 BLOCK = EngineConfig.prefix_cache_block  # the engine's cache block (16 tokens): the trace's

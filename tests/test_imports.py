@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = [pytest.mark.locust]
+
 # run only inside the Locust process (Locust monkey-patches the standard library)
 LOCUST_ONLY = {"harness.replay.locustfile", "harness.replay.gevent_transport",
                "harness.replay.channel_work"}
@@ -78,7 +80,7 @@ def test_layers_import_only_downwards(package: str, forbidden: set[str]) -> None
 
 # what several rooms share, each one concept: beside every room, importing none
 SHARED = {"manifest", "scenarios", "processes", "openai_stream", "policy_file", "store",
-          "stops"}
+          "stops", "install_source"}
 # room of harness -> the rooms it may import (its own and `exporters` always): a request's
 # data goes forward only, so no room imports one after it on the way
 PIPELINE = ("capture", "traces", "replay", "rundir", "sweepdir", "gate", "report")

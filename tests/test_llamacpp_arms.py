@@ -27,7 +27,7 @@ from harness.rundir import load_run
 from harness.scenarios import SCENARIOS_DIR
 from tests.support.llamacpp import SMOKE_PROMPT, check_alive, generate, start_llamacpp
 
-pytestmark = [pytest.mark.model, pytest.mark.slow]
+pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.llamacpp, pytest.mark.locust]
 
 REQUESTS = 6
 # a gate policy the few requests of a test can decide: the bundled ones want 20 samples

@@ -24,6 +24,8 @@ from harness.stack.processes import ProcessSet
 from harness.stack.prometheus import start_prometheus
 from harness.stack.prometheus_config import ScrapeTargets
 
+pytestmark = [pytest.mark.locust, pytest.mark.prometheus]
+
 ROOT = Path(__file__).resolve().parents[1]
 POLICY = ROOT / "scenarios" / "policies" / "default.yaml"
 

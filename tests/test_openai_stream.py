@@ -35,6 +35,8 @@ from harness.openai_stream import (
 )
 from tests.support.stream_server import FIXTURES
 
+pytestmark = [pytest.mark.locust]
+
 RECORD = TrafficRecord("r1", 0.0, "short", "/v1/chat/completions",
                        {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8})
 

@@ -25,7 +25,7 @@ from harness.scenarios import SCENARIOS_DIR
 from harness.stack.engines import start_engine
 from tests.support.processes import interruptible
 
-pytestmark = [pytest.mark.model, pytest.mark.slow]
+pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.locust]
 
 
 def small_traffic(path: Path, n: int, max_tokens: int = 8, spacing: float = 0.25) -> Path:

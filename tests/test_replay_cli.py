@@ -13,6 +13,8 @@ from harness.cli import main
 from harness.manifest import Manifest
 from harness.rundir import RunDir
 
+pytestmark = [pytest.mark.locust]
+
 ARMS = ["--baseline", "http://127.0.0.1:9", "--candidate", "http://127.0.0.1:9"]
 
 

@@ -36,7 +36,7 @@ from tests.support.replay_rig import (
     wait_for,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.locust]
 
 
 def test_workers_in_empty_dirs_give_the_same_results_as_one_process(

@@ -7,8 +7,12 @@ import os
 import re
 from pathlib import Path
 
+import pytest
+
 from harness.replay.runner import _footprint
 from harness.rundir import RunDir
+
+pytestmark = [pytest.mark.locust]
 
 
 def test_the_footprint_names_the_masters_peak_memory_and_the_store_size(tmp_path: Path):

@@ -10,6 +10,8 @@ from harness.replay.client import Target
 from harness.replay.plan import pending_items
 from harness.replay.work import LEASE_MARGIN_S, PLAN_ENV, WorkerPlan
 
+pytestmark = [pytest.mark.locust]
+
 ARMS = ("baseline", "baseline2", "candidate")
 
 

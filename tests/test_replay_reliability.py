@@ -31,7 +31,7 @@ from tests.support.replay_rig import (
 )
 from tests.support.stream_server import stream_server
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.locust]
 
 TOKEN = "a1b2c3d4e5f60718293a4b5c6d7e8f90"  # the test's worker token
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -11,6 +12,8 @@ from opentelemetry.trace import StatusCode
 
 from exporters.records import ArmResult
 from harness.replay.tracing import Propagated, arm_span, exporting, replay_tracer
+
+pytestmark = [pytest.mark.locust]
 
 TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-0[13]$")
 

@@ -14,6 +14,8 @@ from harness.report import render_markdown, write_html
 from harness.report.html import PLOTS
 from tests.test_gate_cli import Shape, build_run
 
+pytestmark = [pytest.mark.chromium]
+
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu",
                   "--disable-background-networking", "--disable-component-update",
                   "--disable-sync", "--no-first-run", "--enable-logging=stderr", "--v=0")

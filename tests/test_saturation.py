@@ -21,6 +21,8 @@ from harness.manifest import Manifest
 from harness.replay.config import ReplayConfig
 from harness.rundir import RunDir, load_run
 
+pytestmark = [pytest.mark.locust]
+
 ARMS = ("baseline", "baseline2", "candidate")
 CFG = MetricsConfig(n_resamples=100)
 COMPLETE = {"id": "r", "status": "complete", "arms": dict.fromkeys(ARMS, "http://x")}

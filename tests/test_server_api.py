@@ -13,7 +13,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.prometheus]
 
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"

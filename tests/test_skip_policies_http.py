@@ -5,9 +5,12 @@ its outputs are those of the shared full-depth engine and only the would-skip co
 from __future__ import annotations
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.stack.engines import engine
+
+pytestmark = [pytest.mark.model]
 
 QUESTIONS = ["What is a Python decorator?",
              "Can I update the shipping address on an order that's already been placed?",

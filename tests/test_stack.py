@@ -21,6 +21,8 @@ from harness.stack.prometheus import start_prometheus
 from harness.stack.prometheus_config import write_prometheus_config
 from tests.support.processes import interruptible
 
+pytestmark = [pytest.mark.locust, pytest.mark.prometheus]
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

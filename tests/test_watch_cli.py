@@ -19,6 +19,8 @@ from harness.watch.metric_map import (
     normalise_selector,
 )
 
+pytestmark = [pytest.mark.locust, pytest.mark.prometheus]
+
 BASE = ["watch", "--prometheus", "http://127.0.0.1:9", "--baseline", 'arm="baseline"',
         "--candidate", 'arm="candidate"']
 

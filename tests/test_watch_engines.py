@@ -26,6 +26,8 @@ from exporters.sequential import windows_needed
 from harness.stack.engines import start_engine
 from harness.watch.stages import MIN_N_OPT
 
+pytestmark = [pytest.mark.prometheus]
+
 ALPHA, GATING = 0.05, 3
 RIG = Rig(policy={"name": "test-engines", "alpha": ALPHA, "metrics": {
     "e2e_ratio": {"direction": "<=", "threshold": 1.5},

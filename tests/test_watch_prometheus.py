@@ -26,6 +26,8 @@ from harness.stack.prometheus import PrometheusServer, start_prometheus
 from harness.stack.prometheus_config import ScrapeTargets
 from tests.support.vllm_exporter import FakeVllm
 
+pytestmark = [pytest.mark.prometheus]
+
 SCRAPE_S = 0.5
 WINDOW = ["--window", "2s", "--lag", "0.6s"]
 STABLE, CANARY = 'job="vllm-stable"', 'job="vllm-canary"'

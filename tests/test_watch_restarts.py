@@ -36,6 +36,8 @@ from tests.support.controllers import FakeFlagger
 from tests.support.vllm_exporter import FakeVllm
 from tests.test_watch_prometheus import CANARY, POLICY, SCRAPE_S, STABLE, _jobs
 
+pytestmark = [pytest.mark.prometheus]
+
 STAGES = "5,10,25,50,100"
 MIN_WINDOWS = 8
 # the shipped Canary's rollout webhook retries, which ride over a restarting watch

@@ -1,14 +1,17 @@
 """layergate installed as a tool: the sdist built from this checkout and the wheel built from
-that sdist, the wheel installed into a fresh virtual environment with the core dependencies
-only, and its commands run from an empty directory, never the checkout: the bundled
-policies, mixes, dashboards and compose file come from the install. The dependencies come
-from the suite's wheelhouse (fetched once per pyproject.toml by this machine's pip), so pip
-resolves the wheel's own requirements offline instead of asking the index for each."""
+that sdist (tests/support/dist.py, as `make dist` builds them), the wheel installed into a
+fresh virtual environment with the core dependencies only by the install step of a
+starter's CI job as `layergate init --install-from WHEEL` wrote it, and its commands run
+from an empty directory, never the checkout: the bundled policies, mixes, dashboards and
+compose file come from the install. The starter's GitHub job runs every shell step as
+written; its GitLab job installs from a git URL in a clean venv of its own. The
+dependencies come from the suite's wheelhouse (fetched once per pyproject.toml by this
+machine's pip): pip resolves offline (PIP_NO_INDEX, PIP_FIND_LINKS) the requirements it
+would ask the index for."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -26,14 +29,14 @@ import yaml
 from benchmarks.rigs.echo import echo_server
 from exporters.bundled import MIXES, POLICIES, names
 from exporters.catalogue import ExitCode
-from tests.support.wheelhouse import wheels_dir
+from harness import install_source
+from harness.starter import starter_files, write_files
+from tests.support import dist
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.locust,
+              pytest.mark.prometheus]
 
 ROOT = Path(__file__).resolve().parents[1]
-# what a copy of the checkout leaves behind: history, environments, build and run outputs
-IGNORE = shutil.ignore_patterns(".git", ".venv*", "runs", "build", "dist", "*.egg-info",
-                                "__pycache__", ".pytest_cache", ".ruff_cache", ".hypothesis")
 DATA = ("exporters/bundled/scenarios/policies/default.yaml",
         "exporters/bundled/scenarios/mixes/smoke.yaml",
         "exporters/bundled/scenarios/traffic/eval.jsonl",
@@ -43,7 +46,9 @@ DATA = ("exporters/bundled/scenarios/policies/default.yaml",
         "exporters/bundled/dashboards/provisioning/datasources/prometheus.yml",
         "exporters/bundled/dashboards/rules.yml",
         "exporters/bundled/docker-compose.yml",
+        "exporters/bundled/Dockerfile",
         "exporters/bundled/starter/github-workflow.yml")
+WORKFLOW = ".github/workflows/layergate.yml"  # where init writes the GitHub Actions job
 
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None,
@@ -62,6 +67,7 @@ def _checked(cmd: list[str], cwd: Path, **kw) -> subprocess.CompletedProcess:
 class Installed:
     sdist: Path
     wheel: Path
+    starter: Path  # the starter whose CI job installed the venv
     venv: Path
     env: dict[str, str]  # no PYTHONPATH: nothing of the checkout on the path
 
@@ -69,34 +75,39 @@ class Installed:
     def python(self) -> str:
         return str(self.venv / "bin" / "python")
 
+    @property
+    def job_env(self) -> dict[str, str]:
+        """A CI job's shell in the venv (what setup-python and the install step leave)."""
+        return {**self.env, "PATH": f"{self.venv / 'bin'}:{self.env['PATH']}"}
+
     def layergate(self, *args: str, cwd: Path, timeout: float = 300
                   ) -> subprocess.CompletedProcess:
         return _run([str(self.venv / "bin" / "layergate"), *args], cwd, self.env, timeout)
 
 
+def job_steps(starter: Path) -> dict[str, dict]:
+    workflow = yaml.safe_load((starter / WORKFLOW).read_text())
+    return {s.get("name", s.get("uses")): s for s in workflow["jobs"]["gate"]["steps"]}
+
+
 @pytest.fixture(scope="session")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """The wheel `make dist` builds, in a starter written for it (`init --install-from
+    WHEEL`), installed into a fresh venv by the starter's own CI install step, as written."""
+    built = dist.built()
     work = tmp_path_factory.mktemp("wheel")
-    src, dist = work / "src", work / "dist"
-    shutil.copytree(ROOT, src, symlinks=True, ignore=IGNORE)
-    env = {k: v for k, v in os.environ.items()
-           if k != "PYTHONPATH" and not k.startswith("LAYERGATE_")}
-    # the sdist from the checkout, then the wheel from the sdist: so the sdist must carry
-    # the data too (this environment's setuptools, no build isolation: nothing to fetch)
-    _checked([sys.executable, "-c", "import sys, setuptools.build_meta as b; "
-              "b.build_sdist(sys.argv[1])", str(dist)], src, env=env)
-    sdist = next(dist.glob("layergate-*.tar.gz"))
-    _checked([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-              "-w", str(dist), str(sdist)], work, env=env)
-    wheel = next(dist.glob("layergate-*.whl"))
-    venv = work / "venv"
+    starter = work / "starter"
+    write_files(starter, starter_files(install_source.given(str(built.wheel))))
+    venv = work / "venv"  # what actions/setup-python gives the job: a clean Python
+    env = dist.offline_env()
     _checked([sys.executable, "-m", "venv", str(venv)], work, env=env)
+    step = job_steps(starter)["Install layergate (the harness only, no torch)"]["run"]
+    assert f"./wheels/{built.wheel.name}" in step, step
     started = time.monotonic()
-    _checked([str(venv / "bin" / "pip"), "install", "-q", "--no-compile",
-              "--disable-pip-version-check", "--no-index", "--find-links", str(wheels_dir()),
-              str(wheel)], work, env=env, timeout=900)
-    print(f"\nwheel installed with its core dependencies in {time.monotonic() - started:.0f} s")
-    return Installed(sdist, wheel, venv, env)
+    _checked(["bash", "-e", "-c", step], starter, timeout=900,
+             env={**env, "PATH": f"{venv / 'bin'}:{env['PATH']}"})
+    print(f"\nwheel installed by the starter's CI step in {time.monotonic() - started:.0f} s")
+    return Installed(built.sdist, built.wheel, starter, venv, env)
 
 
 @pytest.fixture()
@@ -249,20 +260,106 @@ def test_init_writes_a_starter_that_checks_out(installed: Installed, replayed: P
     assert forced.returncode == 0 and (stack / "policy.yaml").read_text() != "# mine\n"
 
 
-def test_the_starter_s_ci_workflow_replays_and_gates(installed: Installed, echo: str,
-                                                     empty: Path) -> None:
-    """The workflow's own Replay and Gate steps, run by bash in the starter with the echo
-    server as the three arms (the repository variables), leave the reports to upload."""
-    assert installed.layergate("init", "stack", cwd=empty).returncode == 0
-    stack = empty / "stack"
-    workflow = yaml.safe_load((stack / ".github" / "workflows" / "layergate.yml").read_text())
-    steps = {s.get("name"): s for s in workflow["jobs"]["gate"]["steps"]}
-    env = {**installed.env, "PATH": f"{installed.venv / 'bin'}:{installed.env['PATH']}"}
-    for name, codes in (("Replay", {ExitCode.PASS}),
-                        ("Gate", {ExitCode.PASS, ExitCode.FAIL, ExitCode.INCONCLUSIVE})):
-        script = re.sub(r"\$\{\{ vars\.\w+_URL \}\}", echo, steps[name]["run"])
-        done = _run(["bash", "-c", script], stack, env)
-        assert done.returncode in codes, f"{name}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
-    uploaded = steps["Upload the reports"]["with"]["path"]
+def test_the_starter_s_github_job_runs_as_written(installed: Installed, echo: str,
+                                                  tmp_path: Path) -> None:
+    """Every shell step of the workflow after the install (which made the venv), run by
+    bash in the starter as GitHub runs them (`bash -e`, `if: always()` steps after a
+    failure too), with the echo server as the three arms (the repository variables)."""
+    summary = tmp_path / "summary.md"
+    env = {**installed.job_env, "GITHUB_STEP_SUMMARY": str(summary)}
+    failed = False
+    ran = []
+    for name, step in job_steps(installed.starter).items():
+        if "run" not in step or name.startswith("Install layergate"):
+            continue
+        if failed and step.get("if") != "always()":
+            continue
+        script = re.sub(r"\$\{\{ vars\.\w+_URL \}\}", echo, step["run"])
+        done = _run(["bash", "-e", "-c", script], installed.starter, env)
+        ran.append((name, done.returncode))
+        # the job's result is the gate's: 8 requests may well be inconclusive
+        allowed = ({ExitCode.PASS, ExitCode.FAIL, ExitCode.INCONCLUSIVE} if name == "Gate"
+                   else {ExitCode.PASS})
+        assert done.returncode in allowed, f"{name}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+        failed = failed or done.returncode != 0
+    assert [n for n, _ in ran] == ["Replay", "Gate", "Summary"], ran
+    uploaded = job_steps(installed.starter)["Upload the reports"]["with"]["path"]
     for report in ("gate.json", "junit.xml", "report.md", "report.html"):
-        assert (stack / uploaded / report).stat().st_size > 0, report
+        assert (installed.starter / uploaded / report).stat().st_size > 0, report
+    assert "layergate" in summary.read_text()
+
+
+def test_the_starter_s_gitlab_job_installs_from_git_and_gates(installed: Installed, echo: str,
+                                                              tmp_path: Path) -> None:
+    """`init --install-from git+file://localhost/…@COMMIT` (this repository's history, a git URL
+    pip clones): the GitLab job's script, line by line in `sh -e` as the runner runs it, in
+    a clean venv of its own that only the job's install fills."""
+    head = _checked(["git", "rev-parse", "HEAD"], ROOT).stdout.strip()
+    # a host in the URL: the pip of a fresh venv (23.2) refuses a PEP 508 URL with none
+    url = f"git+file://localhost{ROOT}@{head}"
+    done = installed.layergate("init", "stack", "--install-from", url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"layergate @ {url}" in done.stdout, done.stdout
+    stack = tmp_path / "stack"
+    assert not (stack / "wheels").exists()
+    assert f'ARG LAYERGATE_INSTALL="layergate[engine] @ {url}"' in (
+        stack / "Dockerfile").read_text()
+    venv = tmp_path / "venv"
+    _checked([sys.executable, "-m", "venv", str(venv)], tmp_path, env=installed.env)
+    env = {**installed.env, "PATH": f"{venv / 'bin'}:{installed.env['PATH']}",
+           "BASELINE_URL": echo, "BASELINE2_URL": echo, "CANDIDATE_URL": echo}
+    job = yaml.safe_load((stack / ".gitlab-ci.yml").read_text())["layergate-gate"]
+    for line in job["script"]:
+        done = _run(["sh", "-e", "-c", line], stack, env, timeout=900)
+        gate = line.lstrip().startswith("layergate gate")
+        allowed = {ExitCode.PASS, ExitCode.FAIL, ExitCode.INCONCLUSIVE} if gate else {0}
+        assert done.returncode in allowed, f"{line}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+    where = _checked([str(venv / "bin" / "python"), "-c", "import json, importlib.metadata as m; "
+                      "print(json.loads(m.distribution('layergate').read_text('direct_url.json'))"
+                      "['vcs_info']['commit_id'])"], tmp_path, env=installed.env)
+    assert where.stdout.strip() == head
+    for report in job["artifacts"]["paths"]:
+        assert sorted(p.name for p in (stack / report).iterdir()) == [
+            "gate.json", "junit.xml", "report.html", "report.md"]
+
+
+def test_init_writes_the_source_it_was_installed_from(installed: Installed,
+                                                      tmp_path: Path) -> None:
+    """No --install-from: the wheel this venv was installed from (its direct_url.json)
+    travels in the starter, and every install line names it."""
+    done = installed.layergate("init", "stack", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    stack = tmp_path / "stack"
+    wheel = stack / "wheels" / installed.wheel.name
+    assert wheel.read_bytes() == installed.wheel.read_bytes()
+    requirement = f"./wheels/{installed.wheel.name}"
+    assert requirement in job_steps(stack)["Install layergate (the harness only, no torch)"][
+        "run"]
+    assert f"pip install '{requirement}'" in (stack / ".gitlab-ci.yml").read_text()
+    assert f'ARG LAYERGATE_INSTALL="{requirement}[engine]"' in (stack / "Dockerfile").read_text()
+
+
+def test_the_install_occupies_no_name_but_layergate(installed: Installed) -> None:
+    """site-packages gets one package, `layergate` (with its dist-info), and the command."""
+    record = _checked([installed.python, "-c", "import importlib.metadata as m; "
+                       "print('\\n'.join(str(f) for f in m.distribution('layergate').files))"],
+                      installed.venv, env=installed.env).stdout.split()
+    tops = {f.split("/")[0] for f in record if not f.startswith("..")}
+    assert tops == {"layergate", f"layergate-{installed.wheel.name.split('-')[1]}.dist-info"}, \
+        tops
+
+
+def test_pipx_installs_the_checkout_as_a_tool(installed: Installed, tmp_path: Path) -> None:
+    """`pipx install .` from a copy of the checkout (docs/CLI.md, "Install"): the command
+    on pipx's bin directory, the bundled data from its own venv."""
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, symlinks=True, ignore=dist.IGNORE)
+    env = {**dist.offline_env(), "PIPX_HOME": str(tmp_path / "pipx"),
+           "PIPX_BIN_DIR": str(tmp_path / "bin"), "PIPX_MAN_DIR": str(tmp_path / "man")}
+    pipx = Path(sys.executable).with_name("pipx")
+    _checked([str(pipx), "install", str(src)], tmp_path, env=env, timeout=900)
+    command = tmp_path / "bin" / "layergate"
+    listed = _checked([str(command), "policies"], tmp_path, env=env).stdout
+    assert all(f"\n  {name} " in listed for name in names(POLICIES)), listed
+    version = _checked([str(command), "--version"], tmp_path, env=env).stdout
+    assert installed.wheel.name.split("-")[1] in version

@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from exporters.catalogue import (
     ADVANCE,
     ARMS,
@@ -18,6 +20,8 @@ from exporters.catalogue import (
     ROLLBACK,
     VERDICT_STATES,
 )
+
+pytestmark = [pytest.mark.locust]
 
 ROOT = Path(__file__).resolve().parents[1]
 OWNER = Path("exporters/catalogue.py")

@@ -1,10 +1,10 @@
 """Where the data layergate ships lives: the one owner of "bundled".
 
-The repository keeps `scenarios/`, `dashboards/` and `docker-compose.yml` at its top level;
-this package links to them (`scenarios`, `dashboards`, `docker-compose.yml` here are
-symbolic links in the checkout) and the wheel and sdist carry them as real files, with the
-starter templates of `layergate init` (`starter/`). Everything is found through
-`importlib.resources`, so a checkout, an editable install and a wheel resolve the same way.
+The repository keeps `scenarios/`, `dashboards/`, `docker-compose.yml` and `Dockerfile` at
+its top level; this package links to them (the same names here are symbolic links in the
+checkout) and the wheel and sdist carry them as real files, with the starter templates of
+`layergate init` (`starter/`). Everything is found through `importlib.resources`, so a
+checkout, an editable install and a wheel resolve the same way.
 
 Names as well as paths: a policy, watch policy or mix is given either as a file path or as
 the stem of a bundled file (`no-regression`, `saas-mix`). `resolve` decides which, and an
@@ -70,6 +70,11 @@ def dashboards_dir() -> Path:
 
 def compose_file() -> Path:
     return path("docker-compose.yml")
+
+
+def dockerfile() -> Path:
+    """The image's Dockerfile (the repository's own), which a starter builds too."""
+    return path("Dockerfile")
 
 
 def starter_dir() -> Path:

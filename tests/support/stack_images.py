@@ -7,11 +7,13 @@ of its inputs, so a warm run loads instead of building):
   tarball and as the imported image (`docker save`), so its id is the same in every run.
 - `layergate-test/prometheus:debian`: that base with Debian's `prometheus` package
   (tests/support/images/prometheus.Dockerfile); cached as a `docker save` tarball.
-- `layergate:local`: the repository's Dockerfile with BASE_IMAGE = the Debian base and
-  PIP_SOURCE = "--no-index --find-links http://127.0.0.1:P/": the suite's wheelhouse,
-  served on loopback to a `--network host` build; cached as a `docker save` tarball. A
-  change to the code rebuilds it with the previous image as layer cache (`--cache-from`),
-  so only the steps from the source's copy on run again.
+- `layergate:local`: the starter's own Dockerfile (the one `layergate init` writes, the
+  repository's with layergate installed from the starter's wheels/), built in the starter
+  with BASE_IMAGE = the Debian base and PIP_SOURCE = "--no-index --find-links
+  http://127.0.0.1:P/": the suite's wheelhouse, served on loopback to a `--network host`
+  build; cached as a `docker save` tarball. A change to the code rebuilds it with the
+  previous image as layer cache (`--cache-from`), so only the steps from the starter's
+  copy on run again.
 """
 
 from __future__ import annotations
@@ -22,14 +24,13 @@ import hashlib
 import http.server
 import shutil
 import subprocess
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests.support.docker_engine import DockerEngine
 from tests.support.http_server import serving
 from tests.support.wheelhouse import CACHE, atomic_dir, digest, keep_only, wheels_dir
 
-ROOT = Path(__file__).resolve().parents[2]
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
@@ -37,22 +38,14 @@ BASE_IMAGE = "layergate-test/debian-python:bookworm"
 PROMETHEUS_IMAGE = "layergate-test/prometheus:debian"
 LAYERGATE_IMAGE = "layergate:local"
 PROMETHEUS_DOCKERFILE = Path(__file__).with_name("images") / "prometheus.Dockerfile"
-# the build context: what the Dockerfile's `COPY . ./` sees (.dockerignore leaves these out)
-NOT_IN_CONTEXT = {"tests", "benchmarks", ".ci", "runs"}
 
 
-def _files_digest(paths: Iterable[Path]) -> str:
+def _files_digest(root: Path) -> str:
+    """The build context's paths and contents (not their times)."""
     h = hashlib.sha256()
-    for path in sorted(paths):
-        h.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:16]
-
-
-def _context_files() -> list[Path]:
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, text=True, check=True).stdout.split("\n")
-    return [ROOT / f for f in listed
-            if f and f.split("/")[0] not in NOT_IN_CONTEXT and (ROOT / f).is_file()]
 
 
 def base_rootfs_tar() -> Path:
@@ -118,8 +111,9 @@ def _load_base(engine: DockerEngine, rootfs: Path) -> None:
     keep_only("baseimage-*.tar", tar)
 
 
-def ensure_images(engine: DockerEngine) -> dict[str, str]:
-    """Load (or build, then cache) the three images into `engine`; their tags by role."""
+def ensure_images(engine: DockerEngine, starter: Path) -> dict[str, str]:
+    """Load (or build, then cache) the three images into `engine`, layergate's from the
+    `starter` directory that `layergate init` wrote; their tags by role."""
     CACHE.mkdir(parents=True, exist_ok=True)
     base = base_rootfs_tar()
     _load_base(engine, base)
@@ -133,7 +127,7 @@ def ensure_images(engine: DockerEngine) -> dict[str, str]:
     keep_only("prometheus-*.tar", prom_tar)
 
     wheels = wheels_dir()
-    lg_key = digest(base.name, wheels.name, _files_digest(_context_files()))
+    lg_key = digest(base.name, wheels.name, _files_digest(starter))
     lg_tar = CACHE / f"layergate-{lg_key}.tar"
 
     def build_layergate() -> None:
@@ -148,7 +142,7 @@ def ensure_images(engine: DockerEngine) -> dict[str, str]:
             engine.docker("build", "--network", "host", "-t", LAYERGATE_IMAGE, *cache_from,
                           "--build-arg", f"BASE_IMAGE={BASE_IMAGE}",
                           "--build-arg", f"PIP_SOURCE=--no-index --find-links {url}",
-                          str(ROOT))
+                          str(starter))
 
     _load_or_build(engine, LAYERGATE_IMAGE, lg_tar, build_layergate)
     keep_only("layergate-*.tar", lg_tar)
