@@ -44,13 +44,13 @@ class Rig:
         self.granted_from: list[tuple[int, tuple[float, ...]]] = []
         self.flagger = FakeFlagger(self._call, STAGES[:-1])
 
-    def _call(self, hook: str, payload: dict) -> int:
+    def _call(self, hook: str, payload: dict, _timeout: float) -> tuple[int, None]:
         got = self.board.flagger(hook, Payload.parse(json.dumps(payload).encode()),
                                  now=self.k * WINDOW + WINDOW / 2)
         if hook == "confirm-traffic-increase" and got.code == 200:
             self.granted_from.append((self.flagger.weight,
                                       self.board.snapshot().status.history))
-        return got.code
+        return got.code, None
 
     def window(self, **candidate) -> None:
         self.k += 1
@@ -210,6 +210,7 @@ def _argo(board: Board, metric: dict, stages, seed: int, slow_from: float | None
     try:
         for stage in stages:
             url = metric["provider"]["web"]["url"].replace("{{args.stage}}", f"{stage:g}")
+            url = url.replace("{{args.revision}}", "rev-1")
             url = url.replace("layergate-watch.llm.svc:9105", f"127.0.0.1:{port}")
 
             def fetch(url=url) -> tuple[int, bytes]:
