@@ -335,3 +335,18 @@ def test_a_manual_promotion_gate_waits_without_failed_checks() -> None:
     gate["open"] = True
     rig.run(5)
     assert f.phase == "Succeeded" and f.failed_checks == 0
+
+
+def test_a_scrape_gap_after_the_candidate_served_is_no_weight_of_zero() -> None:
+    """A window where the candidate's series are missing reads as a 0 % share only before
+    it first served (Flagger still at 0); later it is a gap, and no step is granted on it."""
+    board = _board()
+    rng = np.random.default_rng(15)
+    board.observe(Missing(WINDOW, "no candidate series", True),
+                  WeightReading(0, 1, "observed"))
+    assert board.flagger("confirm-traffic-increase", Payload(), now=2).grant  # onto 5 %
+    board.observe(window(rng, 2), WeightReading(5.2, 2 * WINDOW, "observed"))
+    board.observe(Missing(3 * WINDOW, "no candidate series", True),
+                  WeightReading(0, 3 * WINDOW, "observed"))
+    got = board.flagger("confirm-traffic-increase", Payload(), now=3 * WINDOW + 1)
+    assert got.code == 403 and "stage 5 % not decided" in got.message, got.message

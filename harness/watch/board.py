@@ -88,6 +88,9 @@ class Board:
                 return self._status, None
             entry = window_entry(got) if isinstance(got, Window) else {
                 "end": got.end, NO_DATA: got.reason, CANDIDATE: got.candidate}
+            if reading is not None and isinstance(got, Missing) \
+                    and reading.source == "observed" and self.machine.served:
+                reading = None  # a scrape gap is no share of 0 once the candidate served
             if reading is not None:
                 entry["weight"] = asdict(reading)
                 if isinstance(got, Window):

@@ -262,6 +262,9 @@ def _hook_error(t: Transition, result: HookResult | None) -> str | None:
 def describe(s: WatchStatus) -> str:
     """One line per window, for the terminal."""
     head = f"stage {s.stage:g} % window {s.windows}: {s.state}"
+    if s.held:  # the last window was served below the stage's weight
+        head += (f" ({s.held} windows served at {s.held_at:g} %, below the stage: not "
+                 "counted; waiting for the controller to step)")
     if s.no_data_reason is not None:  # the last window had no data
         count = f"{s.missing} in a row" if s.missing else \
             f"the candidate has not served yet, {s.waiting} windows"

@@ -56,7 +56,7 @@ from prometheus_client import CollectorRegistry, Gauge, start_http_server
 from harness.processes import free_port
 
 # one attempt: (hook, payload, timeout in test seconds) -> (status, Retry-After seconds or
-# None); raises OSError when there is no answer (refused, reset, timed out)
+# None); raises TimeoutError past the timeout, another OSError for no answer (refused, reset)
 Attempt = Callable[[str, dict, float], tuple[int, float | None]]
 
 WAIT_MIN, WAIT_MAX = 1.0, 30.0  # go-retryablehttp defaultRetryWaitMin / Max
@@ -98,7 +98,8 @@ class FakeFlagger:
     steps: list[tuple[int, int]] = field(default_factory=list)  # (from, to) runCanary set
     calls: list[tuple[str, int | None]] = field(default_factory=list)  # after retries
     attempts: int = 0  # HTTP attempts, retries included
-    refused: int = 0  # attempts with no answer
+    refused: int = 0  # attempts with no answer: the connection refused or reset
+    timeouts: int = 0  # attempts past the per-attempt timeout
     rolled_back_by: str | None = None
     ticks: int = 0
     skipped: int = 0  # ticks while suspended
@@ -134,6 +135,9 @@ class FakeFlagger:
             retry_after = None
             try:
                 code, retry_after = self.attempt(hook, payload, self.timeout * self.scale)
+            except TimeoutError:
+                code = None
+                self.timeouts += 1
             except OSError:
                 code = None
                 self.refused += 1
