@@ -20,7 +20,7 @@ from harness.watch.journal import Journal
 from harness.watch.policy import parse_watch_policy
 from harness.watch.server import serve
 from harness.watch.stages import StageMachine, StagePlan
-from tests.support.controllers import AnalysisRun, FakeFlagger
+from tests.support.controllers import AnalysisRun, FakeFlagger, Ticker
 from tests.test_rollout_manifests import DIR
 from tests.test_watch_decisions import POLICY, ROLES, window
 
@@ -350,3 +350,24 @@ def test_a_scrape_gap_after_the_candidate_served_is_no_weight_of_zero() -> None:
                   WeightReading(0, 3 * WINDOW, "observed"))
     got = board.flagger("confirm-traffic-increase", Payload(), now=3 * WINDOW + 1)
     assert got.code == 403 and "stage 5 % not decided" in got.message, got.message
+
+
+def test_the_ticker_drops_ticks_as_gos_time_ticker_does() -> None:
+    """On a simulated clock: a tick whose call blocks 3.5 intervals finds one tick waiting
+    (taken at once when it returns) and two dropped; the grid stays start + k * interval."""
+    now = [0.0]
+    calls: list[float] = []
+
+    def fn() -> None:
+        calls.append(now[0])
+        now[0] += 3.5 if len(calls) == 2 else 0.1
+
+    def wait(seconds: float) -> bool:
+        now[0] += seconds
+        return False
+
+    ticker = Ticker(fn, 1.0, until=lambda: len(calls) >= 6, clock=lambda: now[0], wait=wait)
+    ticker.run()
+    assert ticker.error is None
+    assert calls == pytest.approx([0.0, 1.0, 4.5, 5.0, 6.0, 7.0])
+    assert ticker.dropped == 2

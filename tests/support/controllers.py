@@ -240,33 +240,35 @@ class FlaggerWeight:
 
 class Ticker(threading.Thread):
     """`CanaryJob.Start` on Go's `time.Ticker` (see the module docstring), `interval` in
-    test seconds; `dropped` counts the ticks Go would have dropped."""
+    test seconds; `dropped` counts the ticks Go would have dropped. `clock` and `wait`
+    (seconds -> True to stop) can be replaced to run it on a simulated clock."""
 
     def __init__(self, fn: Callable[[], None], interval: float,
-                 until: Callable[[], bool] = lambda: False) -> None:
+                 until: Callable[[], bool] = lambda: False,
+                 clock: Callable[[], float] = time.monotonic,
+                 wait: Callable[[float], bool] | None = None) -> None:
         super().__init__(daemon=True)
-        self.fn, self.interval, self.until = fn, interval, until
+        self.fn, self.interval, self.until, self.clock = fn, interval, until, clock
         self.stop = threading.Event()
+        self.wait = wait or self.stop.wait
         self.dropped = 0
         self.error: BaseException | None = None
 
     def run(self) -> None:
         try:
-            start = time.monotonic()
+            start = self.clock()
             self.fn()  # "run the infra bootstrap on job creation"
-            k = 1  # the next tick: start + k * interval
+            taken = 0  # ticks taken from the channel
             while not self.stop.is_set() and not self.until():
-                due = start + k * self.interval
-                if self.stop.wait(max(0.0, due - time.monotonic())):
+                fired = math.floor((self.clock() - start) / self.interval)
+                if fired > taken + 1:  # the channel holds one; the others were dropped
+                    self.dropped += fired - taken - 1
+                    taken = fired - 1
+                due = start + (taken + 1) * self.interval
+                if self.wait(max(0.0, due - self.clock())):
                     return
+                taken += 1
                 self.fn()
-                sent = math.floor((time.monotonic() - start) / self.interval)
-                # ticks k+1..sent came while fn ran: one waits in the channel, the rest drop
-                if sent > k:
-                    self.dropped += sent - k - 1
-                    k = sent
-                else:
-                    k += 1
         except BaseException as exc:  # handed to the test
             self.error = exc
 
