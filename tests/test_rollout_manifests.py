@@ -55,7 +55,7 @@ def test_argo_analysis_reads_the_per_stage_verdict() -> None:
     metric = docs["AnalysisTemplate"]["spec"]["metrics"][0]
     web = metric["provider"]["web"]
     assert web["jsonPath"] == "{$.stage_verdict}"
-    assert "/status?stage={{args.stage}}" in web["url"]
+    assert web["url"].endswith("/status?stage={{args.stage}}&revision={{args.revision}}")
     assert _port(web["url"]) == _watch_args()["serve_port"]
     verdicts = set(get_args(WatchVerdict))
     assert set(re.findall(r'"(\w+)"', metric["successCondition"])) == {"pass"}
@@ -66,7 +66,8 @@ def test_argo_analysis_reads_the_per_stage_verdict() -> None:
     assert metric["failureLimit"] == 0 and metric["consecutiveSuccessLimit"] == 1
     assert metric["inconclusiveLimit"] > watch_command.params[
         [p.name for p in watch_command.params].index("max_windows")].default
-    assert docs["AnalysisTemplate"]["spec"]["args"] == [{"name": "stage"}]
+    assert docs["AnalysisTemplate"]["spec"]["args"] == [{"name": "stage"},
+                                                         {"name": "revision"}]
 
 
 def test_argo_steps_follow_the_watch_stages() -> None:
@@ -77,8 +78,10 @@ def test_argo_steps_follow_the_watch_stages() -> None:
     for before, step in zip(steps, steps[1:], strict=False):
         if "analysis" in step:
             assert step["analysis"]["templates"] == [{"templateName": "layergate-watch"}]
-            assert step["analysis"]["args"] == [{"name": "stage",
-                                                 "value": str(before["setWeight"])}]
+            # the revision is the new ReplicaSet's hash (AnalysisRunArgument.valueFrom)
+            assert step["analysis"]["args"] == [
+                {"name": "stage", "value": str(before["setWeight"])},
+                {"name": "revision", "valueFrom": {"podTemplateHashValue": "Latest"}}]
 
 
 def test_flagger_webhooks_are_answered_by_the_watch() -> None:

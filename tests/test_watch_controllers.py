@@ -20,7 +20,7 @@ from harness.watch.journal import Journal
 from harness.watch.policy import parse_watch_policy
 from harness.watch.server import serve
 from harness.watch.stages import StageMachine, StagePlan
-from tests.support.controllers import AnalysisRun, FakeFlagger
+from tests.support.controllers import AnalysisRun, FakeFlagger, Ticker
 from tests.test_rollout_manifests import DIR
 from tests.test_watch_decisions import POLICY, ROLES, window
 
@@ -44,13 +44,13 @@ class Rig:
         self.granted_from: list[tuple[int, tuple[float, ...]]] = []
         self.flagger = FakeFlagger(self._call, STAGES[:-1])
 
-    def _call(self, hook: str, payload: dict) -> int:
+    def _call(self, hook: str, payload: dict, _timeout: float) -> tuple[int, None]:
         got = self.board.flagger(hook, Payload.parse(json.dumps(payload).encode()),
                                  now=self.k * WINDOW + WINDOW / 2)
         if hook == "confirm-traffic-increase" and got.code == 200:
             self.granted_from.append((self.flagger.weight,
                                       self.board.snapshot().status.history))
-        return got.code
+        return got.code, None
 
     def window(self, **candidate) -> None:
         self.k += 1
@@ -67,6 +67,9 @@ class Rig:
             if self.flagger.done:
                 return
             self.window(**candidate)
+            if self.flagger.phase == "WaitingPromotion" and self.flagger.calls[-1] == (
+                    "confirm-promotion", 200):
+                return
 
 
 def _every_step_was_decided(rig: Rig) -> None:
@@ -210,6 +213,7 @@ def _argo(board: Board, metric: dict, stages, seed: int, slow_from: float | None
     try:
         for stage in stages:
             url = metric["provider"]["web"]["url"].replace("{{args.stage}}", f"{stage:g}")
+            url = url.replace("{{args.revision}}", "rev-1")
             url = url.replace("layergate-watch.llm.svc:9105", f"127.0.0.1:{port}")
 
             def fetch(url=url) -> tuple[int, bytes]:
@@ -251,3 +255,119 @@ def test_an_argo_analysis_run_of_an_inconclusive_stage_pauses(argo_metric: dict)
     metric = {**argo_metric, "inconclusiveLimit": 10}
     got = list(_argo(board, metric, STAGES[:-1], seed=8, slow_from=None))
     assert got == [(5, "Inconclusive")]  # Argo pauses the rollout for a person
+
+
+def test_a_stage_counts_only_windows_served_at_its_weight() -> None:
+    """Flagger suspended at 25 % (no more ticks): the watch passes stage 25 and then holds,
+    never judging stage 50 on windows served at 25 %; resumed, it steps and goes on."""
+    rig = Rig(_board(), seed=11)
+    while rig.flagger.weight < 25:
+        rig.window()
+    rig.flagger.suspend = True
+    rig.run(40)
+    status = rig.board.snapshot().status
+    assert status.history == (5, 25) and status.stage == 50 and status.windows == 0
+    assert status.verdict == "pending" and status.held_at == 25
+    assert 0 < status.held < 40 and rig.flagger.skipped == 40
+    rig.flagger.suspend = False
+    rig.run(300)
+    f = rig.flagger
+    assert f.phase == "Succeeded" and f.steps == [(0, 5), (5, 25), (25, 50)]
+    _every_step_was_decided(rig)
+
+
+def test_a_grant_lost_after_the_verdict_is_granted_again_from_a_later_reading() -> None:
+    """The verdict is in (no window is judged any more), Flagger at 50 % lost the 200 of
+    its last confirm-traffic-increase: the weight is still read, so it is granted again."""
+    rig = Rig(_board(), seed=12)
+    while rig.board.snapshot().status.verdict != "pass":
+        rig.window()
+    board, t = rig.board, (rig.k + 1) * WINDOW  # after every grant the rig made
+    board.read_weight(WeightReading(50, t, "controller"))
+    assert board.flagger("confirm-traffic-increase", Payload(), now=t + 1).grant
+    # lost: Flagger asks again; no newer reading yet, then one comes with the next window
+    assert board.flagger("confirm-traffic-increase", Payload(), now=t + 2).code == 403
+    board.read_weight(WeightReading(50, t + WINDOW, "controller"))
+    assert board.flagger("confirm-traffic-increase", Payload(), now=t + WINDOW + 1).grant
+    assert board.flagger("confirm-promotion", Payload()).code == 200
+
+
+def test_an_argo_revision_starts_over_and_an_unknown_one_never_reads_pass(tmp_path) -> None:
+    journal = Journal.open(tmp_path / "state.json", {}, WINDOW)
+    board = _board(journal=journal)
+    rng = np.random.default_rng(13)
+    k = 0
+    assert board.argo(5, "hash-a")["stage_verdict"] == "pending"  # adopted: nothing yet
+    while board.snapshot().status.verdict == "pending":
+        k += 1
+        board.observe(window(rng, k))
+    assert board.argo(50, "hash-a")["stage_verdict"] == "pass"
+    for stage in (5, 25, 50):  # a new hash: a new rollout, nothing carried over
+        assert board.argo(stage, "hash-b")["stage_verdict"] == "pending"
+    assert journal.revision == "hash-b" and journal.epoch == 1
+    # a watch that decided with no revision named: the first hash named is no verdict of it
+    other = _board()
+    while other.snapshot().status.verdict == "pending":
+        k += 1
+        other.observe(window(rng, k))
+    assert other.argo(50)["stage_verdict"] == "pass"
+    assert other.argo(50, "hash-c")["stage_verdict"] == "pending"
+
+
+def test_a_manual_promotion_gate_waits_without_failed_checks() -> None:
+    """A second confirm-promotion webhook (Flagger's load tester gate, closed): Flagger
+    waits in WaitingPromotion with the watch's pass, builds no failed checks, and promotes
+    once a person opens the gate."""
+    rig = Rig(_board(), seed=14)
+    gate = {"open": False}
+    ask = rig.flagger.attempt
+
+    def attempt(hook: str, payload: dict, timeout: float) -> tuple[int, None]:
+        code, _ = ask(hook, payload, timeout)
+        if hook == "confirm-promotion" and code == 200 and not gate["open"]:
+            return 403, None  # runConfirmPromotionHooks: any "no" is no
+        return code, None
+
+    rig.flagger.attempt = attempt
+    rig.run(300)
+    f = rig.flagger
+    assert f.phase == "WaitingPromotion" and f.failed_checks == 0 and f.weight == 50
+    gate["open"] = True
+    rig.run(5)
+    assert f.phase == "Succeeded" and f.failed_checks == 0
+
+
+def test_a_scrape_gap_after_the_candidate_served_is_no_weight_of_zero() -> None:
+    """A window where the candidate's series are missing reads as a 0 % share only before
+    it first served (Flagger still at 0); later it is a gap, and no step is granted on it."""
+    board = _board()
+    rng = np.random.default_rng(15)
+    board.observe(Missing(WINDOW, "no candidate series", True),
+                  WeightReading(0, 1, "observed"))
+    assert board.flagger("confirm-traffic-increase", Payload(), now=2).grant  # onto 5 %
+    board.observe(window(rng, 2), WeightReading(5.2, 2 * WINDOW, "observed"))
+    board.observe(Missing(3 * WINDOW, "no candidate series", True),
+                  WeightReading(0, 3 * WINDOW, "observed"))
+    got = board.flagger("confirm-traffic-increase", Payload(), now=3 * WINDOW + 1)
+    assert got.code == 403 and "stage 5 % not decided" in got.message, got.message
+
+
+def test_the_ticker_drops_ticks_as_gos_time_ticker_does() -> None:
+    """On a simulated clock: a tick whose call blocks 3.5 intervals finds one tick waiting
+    (taken at once when it returns) and two dropped; the grid stays start + k * interval."""
+    now = [0.0]
+    calls: list[float] = []
+
+    def fn() -> None:
+        calls.append(now[0])
+        now[0] += 3.5 if len(calls) == 2 else 0.1
+
+    def wait(seconds: float) -> bool:
+        now[0] += seconds
+        return False
+
+    ticker = Ticker(fn, 1.0, until=lambda: len(calls) >= 6, clock=lambda: now[0], wait=wait)
+    ticker.run()
+    assert ticker.error is None
+    assert calls == pytest.approx([0.0, 1.0, 4.5, 5.0, 6.0, 7.0])
+    assert ticker.dropped == 2

@@ -26,13 +26,12 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from harness.processes import free_port, layergate_command
 from harness.stack.processes import ProcessSet
 from harness.stack.prometheus import PrometheusServer, start_prometheus
 from harness.stack.prometheus_config import ScrapeTargets
-from tests.support.controllers import FakeFlagger
+from tests.support.controllers import FakeFlagger, FlaggerWeight
 from tests.support.vllm_exporter import FakeVllm
 from tests.test_watch_prometheus import CANARY, POLICY, SCRAPE_S, STABLE, _jobs
 
@@ -48,28 +47,6 @@ RETRIES = next(h["retries"] for d in yaml.safe_load_all(FLAGGER_YAML.read_text()
 KILLS = 10
 WEIGHT = 'flagger_canary_weight{workload="llm",namespace="llm"}'
 HOOK = 'echo "$LAYERGATE_WATCH_DECISION $LAYERGATE_WATCH_STAGE $LAYERGATE_WATCH_NEXT_STAGE" >> {}'
-
-
-class FlaggerWeight:
-    """Flagger's own `flagger_canary_weight{workload, namespace}` (pkg/metrics/recorder.go:
-    the canary's weight under the target's name, the primary's under `<name>-primary`)."""
-
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        self.gauge = Gauge("flagger_canary_weight", "The virtual service destination weight "
-                           "current value", ("workload", "namespace"), registry=self.registry)
-        self.port = free_port()
-        self.server, _ = start_http_server(self.port, addr="127.0.0.1",
-                                           registry=self.registry)
-        self.set(0)
-
-    def set(self, canary: int) -> None:
-        self.gauge.labels("llm", "llm").set(canary)
-        self.gauge.labels("llm-primary", "llm").set(100 - canary)
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @dataclass
@@ -134,13 +111,13 @@ class Driver(threading.Thread):
         self.error: BaseException | None = None
         self.refused = 0  # webhook attempts that found the watch down
 
-    def _call(self, hook: str, payload: dict) -> int:
+    def _call(self, hook: str, payload: dict, _timeout: float) -> tuple[int, None]:
         try:
             got = httpx.post(f"{self.url}/{hook}", json=payload, timeout=2)
         except httpx.HTTPError as exc:  # the watch is down: no answer, retried
             self.refused += 1
             raise OSError(str(exc)) from exc
-        return got.status_code
+        return got.status_code, None
 
     def run(self) -> None:
         try:

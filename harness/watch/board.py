@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from exporters.canary import Window
@@ -66,12 +66,14 @@ class Board:
             self._step(entry)
             if "weight" in entry:
                 self._reading = WeightReading(**entry["weight"])
+        if self.journal.data.get("reading") is not None:  # read after the verdict
+            self._reading = WeightReading(**self.journal.data["reading"])
 
     def _step(self, entry: dict[str, Any]) -> tuple[WatchStatus, Transition | None]:
         if NO_DATA in entry:
             status, t = self.machine.step(None, entry[NO_DATA], entry.get(CANDIDATE, False))
         else:
-            status, t = self.machine.step(window_of(entry))
+            status, t = self.machine.step(window_of(entry), served_at=entry.get("served_at"))
         self._status = status
         if t is not None:
             self._transitions.append(t)
@@ -86,15 +88,50 @@ class Board:
                 return self._status, None
             entry = window_entry(got) if isinstance(got, Window) else {
                 "end": got.end, NO_DATA: got.reason, CANDIDATE: got.candidate}
+            if reading is not None and isinstance(got, Missing) \
+                    and reading.source == "observed" and self.machine.served:
+                reading = None  # a scrape gap is no share of 0 once the candidate served
             if reading is not None:
-                entry["weight"] = {"weight": reading.weight, "as_of": reading.as_of,
-                                   "source": reading.source}
+                entry["weight"] = asdict(reading)
+                if isinstance(got, Window):
+                    entry["served_at"] = self._served_at(got, reading)
                 self._reading = reading
             self.journal.record_input(entry)
             out = self._step(entry)
             self.journal.note(stage=out[0].stage, verdict=out[0].verdict)
             self.journal.save()
             return out
+
+    def _served_at(self, window: Window, reading: WeightReading) -> float:
+        """The stage the window was served at (its lowest weight). A share observed over a
+        window that began before the last grant mixes two weights: it counts at no
+        stage above the one granted from."""
+        at = self.plan.nearest(reading.served)
+        last = self.journal.last_grant()
+        if reading.source == "observed" and last is not None and window.start < last["at"]:
+            at = min(at, self.plan.nearest(last["weight"]))
+        return at
+
+    def read_weight(self, reading: WeightReading, epoch: int | None = None) -> None:
+        """A weight reading with no window to judge (the verdict is in): Flagger still asks
+        confirm-traffic-increase at the last step, and each grant needs a newer reading."""
+        with self._lock:
+            if epoch is not None and epoch != self.epoch:
+                return
+            self._reading = reading
+            self.journal.note(reading=asdict(reading))
+            self.journal.save()
+
+    def _adopt(self, revision: str, who: str) -> None:
+        """A controller names the revision it rolls out: a new one (or the first one named
+        after a verdict) starts the stages over. Under the lock."""
+        if not revision or revision == self.journal.revision:
+            return
+        fresh = self.journal.revision is None and self._status.verdict == PENDING
+        if self.journal.new_revision(revision, reset=not fresh):
+            self.say(f"new revision {revision} ({who}): the stages start over")
+            self._reading = None
+            self._restore()
 
     @property
     def epoch(self) -> int:
@@ -117,12 +154,17 @@ class Board:
             return FAIL if stage >= s.stage else PASS
         return s.verdict if stage == s.stage else PENDING
 
-    def argo(self, stage: float | None) -> dict[str, Any]:
-        """`/status` (Argo Rollouts' web metric reads `stage_verdict`); recorded."""
-        body = self.to_json(stage)
-        if stage is not None:
-            self.journal.answer(controller="argo", stage=stage,
-                                stage_verdict=body["stage_verdict"])
+    def argo(self, stage: float | None, revision: str = "") -> dict[str, Any]:
+        """`/status` (Argo Rollouts' web metric reads `stage_verdict`); recorded. A
+        `revision` (the AnalysisTemplate's pod-template hash) other than the watch's starts
+        the stages over first, so a new revision is never answered from an earlier one."""
+        with self._lock:
+            self._adopt(revision, f"argo, stage {stage}")
+            body = self.to_json(stage)
+            if stage is not None:
+                self.journal.answer(controller="argo", stage=stage, revision=revision,
+                                    stage_verdict=body["stage_verdict"])
+                self.journal.save()
         return body
 
     def flagger(self, hook: str, payload: Payload, now: float | None = None) -> Answer:
@@ -130,12 +172,7 @@ class Board:
         revision starts the stages over first. Recorded, and saved before it is sent."""
         now = time.time() if now is None else now
         with self._lock:
-            if payload.checksum and payload.checksum != self.journal.revision:
-                if self.journal.new_revision(payload.checksum):
-                    self.say(f"new revision {payload.checksum} ({payload.describe()}): "
-                             "the stages start over")
-                    self._reading = None
-                    self._restore()
+            self._adopt(payload.checksum, f"flagger, {payload.describe()}")
             last = self.journal.last_grant()
             got = answer(hook, self._status, self.plan, self._reading,
                          None if last is None else last["at"], self.inconclusive)
@@ -157,6 +194,7 @@ class Board:
             "verdict": s.verdict, "state": s.state, "stage": s.stage,
             "stage_verdict": self.stage_verdict(stage),
             "revision": self.journal.revision, "waiting_windows": s.waiting,
+            "held_windows": s.held, "held_at": s.held_at,
             "stages": list(self.plan.analysed), "stages_passed": list(s.history),
             "exit_code": s.exit_code, "windows": s.windows, "missing_windows": s.missing,
             "no_data_reason": s.no_data_reason, "reasons": list(s.reasons),

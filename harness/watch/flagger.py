@@ -68,6 +68,12 @@ class WeightReading:
     weight: float
     as_of: float
     source: str  # "controller" (its exported weight) or "observed" (the traffic share)
+    low: float | None = None  # the lowest weight over the window (the controller's)
+
+    @property
+    def served(self) -> float:
+        """The weight the whole window was served at or above."""
+        return self.weight if self.low is None else min(self.low, self.weight)
 
 
 @dataclass(frozen=True)
@@ -80,11 +86,6 @@ class Answer:
 def wants_rollback(status: WatchStatus, inconclusive: str) -> bool:
     return status.verdict in (FAIL, NO_DATA) or (
         status.verdict == INCONCLUSIVE and inconclusive == ROLLBACK)
-
-
-def at_stage(plan: StagePlan, weight: float) -> float:
-    """The stage (or 0) nearest to a weight reading."""
-    return min((0.0, *plan.analysed), key=lambda s: abs(s - weight))
 
 
 def answer(hook: str, status: WatchStatus, plan: StagePlan, reading: WeightReading | None,
@@ -111,7 +112,7 @@ def answer(hook: str, status: WatchStatus, plan: StagePlan, reading: WeightReadi
     if last_grant_at is not None and reading.as_of <= last_grant_at:
         return Answer(HALT, "waiting for a reading of the canary weight taken after the "
                       "last step was granted")
-    at = at_stage(plan, reading.weight)
+    at = plan.nearest(reading.weight)
     decided = max(status.history, default=0.0)
     if at <= decided:
         what = "no traffic on the canary yet" if at == 0 else f"stage {at:g} % passed"

@@ -110,16 +110,18 @@ class Journal:
         with self._lock:
             self.inputs.append(entry)
 
-    def new_revision(self, checksum: str) -> bool:
-        """Take `checksum` as the revision; True when it replaced another (a reset)."""
+    def new_revision(self, checksum: str, reset: bool = True) -> bool:
+        """Take `checksum` as the revision; True when the stages start over (it replaced
+        another, or `reset`: the first named after a verdict, which is no verdict of its)."""
         with self._lock:
             old = self.revision
             self.data["revision"] = checksum
-            if old is None:
+            if old is None and not reset:
                 self._event("adopted", checksum=checksum)
                 return False
             self.data["epoch"] += 1
             self.data["inputs"] = []
+            self.data["reading"] = None
             self.data["origin"] = None  # its windows start when it is watched
             self._event("reset", checksum=checksum, previous=old)
             return True

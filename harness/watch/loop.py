@@ -206,7 +206,13 @@ def _loop(prepared: Prepared, source: PrometheusSource, board: Board, hooks: Hoo
         if status.verdict != PENDING:
             if not serving:
                 return WatchOutcome(status, board)
-            end += window  # keep serving the verdict until a new revision
+            # keep serving the verdict until a new revision, and keep reading the weight:
+            # a grant lost at the last step is granted again only from a newer reading
+            got = source.window(end, window)
+            reading = _observation(source, config, got, end, window)[1]
+            if reading is not None:
+                board.read_weight(reading, epoch=epoch)
+            end += window
             continue
         got = source.window(end, window)
         status, transition = board.observe(*_observation(source, config, got, end, window),
@@ -227,15 +233,16 @@ def _loop(prepared: Prepared, source: PrometheusSource, board: Board, hooks: Hoo
 def _observation(source: PrometheusSource, config: WatchConfig, got: Window | NoData,
                  end: float, window: float) -> tuple[Window | Missing, WeightReading | None]:
     """The window (or why it has none) and the controller's weight as of its end: the
-    exported weight when --controller-weight names it, else the candidate's share."""
+    exported weight (and its lowest over the window) when --controller-weight names it,
+    else the candidate's share."""
     reading = None
     if config.controller_weight:
-        value = source.controller_weight(config.controller_weight, end)
+        value = source.controller_weight(config.controller_weight, end, window)
         if value is not None:
-            reading = WeightReading(value[0], value[1], "controller")
-    elif isinstance(got, Window):
+            reading = WeightReading(value[0], value[1], "controller", value[2])
+    if reading is None and isinstance(got, Window):  # also when the series is missing
         reading = WeightReading(source.share(got), end - window, "observed")
-    elif got.arm == CANDIDATE:
+    elif reading is None and got.arm == CANDIDATE:
         reading = WeightReading(0.0, end - window, "observed")
     if isinstance(got, Window):
         return got, reading
@@ -255,6 +262,9 @@ def _hook_error(t: Transition, result: HookResult | None) -> str | None:
 def describe(s: WatchStatus) -> str:
     """One line per window, for the terminal."""
     head = f"stage {s.stage:g} % window {s.windows}: {s.state}"
+    if s.held:  # the last window was served below the stage's weight
+        head += (f" ({s.held} windows served at {s.held_at:g} %, below the stage: not "
+                 "counted; waiting for the controller to step)")
     if s.no_data_reason is not None:  # the last window had no data
         count = f"{s.missing} in a row" if s.missing else \
             f"the candidate has not served yet, {s.waiting} windows"

@@ -2,8 +2,9 @@
 Rollouts.
 
 - `GET /metrics` (Prometheus): the `layergate_watch_*` metrics;
-- `GET /status[?stage=S]` (an Argo Rollouts `web` metric, `jsonPath: "{$.stage_verdict}"`):
-  the board's JSON (harness/watch/board.py);
+- `GET /status[?stage=S[&revision=R]]` (an Argo Rollouts `web` metric, `jsonPath:
+  "{$.stage_verdict}"`): the board's JSON (harness/watch/board.py); a revision (the
+  rollout's pod-template hash) other than the watch's starts the stages over first;
 - `POST /flagger/<hook>` (Flagger webhooks: rollout, confirm-traffic-increase,
   confirm-promotion, rollback): answered from the watch's state (harness/watch/flagger.py);
   the payload's name, namespace, phase and checksum are read and logged, and a new checksum
@@ -59,12 +60,17 @@ def serve(board: Board, registry: CollectorRegistry, host: str, port: int
             if url.path == "/metrics":
                 return self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
             if url.path == "/status":
-                stage = parse_qs(url.query).get("stage", [None])[0]
+                query = parse_qs(url.query)
+                stage = query.get("stage", [None])[0]
+                revision = query.get("revision", [""])[0].strip()
                 try:
                     value = None if stage is None else float(stage)
                 except ValueError:
                     return self._json(400, {"error": f"stage must be a number, got {stage!r}"})
-                return self._json(200, board.argo(value))
+                if revision.startswith("{{"):  # Argo left the argument unresolved
+                    return self._json(400, {"error": f"revision {revision!r} is an "
+                                            "unresolved AnalysisTemplate argument"})
+                return self._json(200, board.argo(value, revision))
             if url.path == "/health":
                 return self._json(200, {"status": "ok"})
             return self._json(404, {"error": f"no route {url.path}; see /status, /metrics, "

@@ -92,13 +92,18 @@ class PrometheusSource:
         b = window.candidate.get(self.traffic) or 0.0
         return 100.0 * b / (a + b) if a + b > 0 else 0.0
 
-    def controller_weight(self, expr: str, at: float) -> tuple[float, float] | None:
-        """(weight, the time of its sample) of the controller's weight series, as of
-        `at`; None when Prometheus has none or cannot be asked."""
+    def controller_weight(self, expr: str, at: float, length: float
+                          ) -> tuple[float, float, float] | None:
+        """(weight, the time of its sample, its lowest over the `length` before `at`) of
+        the controller's weight series; None when Prometheus has none or cannot be
+        asked. The lowest says whether the whole window was served at the weight."""
         weight, stamp = self._query(expr, at), self._query(f"timestamp({expr})", at)
+        # a subquery from the window's start (its first step is the weight then)
+        low = self._query(f"min_over_time(({expr})[{promql_duration(length)}:"
+                          f"{promql_duration(length / 8)}])", at)
         if not isinstance(weight, float) or not isinstance(stamp, float):
             return None
-        return weight, stamp
+        return weight, stamp, low if isinstance(low, float) else weight
 
     def _query(self, expr: str, at: float) -> float | None | NoData:
         try:

@@ -14,6 +14,11 @@ the stage's windows:
   shifted any yet, canary pods still starting), the candidate's own missing data does not
   count toward that: such windows end the watch only after `max_windows` of them. None of
   these is ever a pass.
+- a window served below the stage's weight (the controller has not stepped there yet: a
+  suspended Flagger, a lost grant, a hook that has not moved the traffic) adds nothing
+  either and ends nothing: a stage is judged only on windows served at its weight or above
+  (`StagePlan.nearest` names the stage a weight reading is at). The watch holds, and says
+  so, until the controller steps.
 
 An inconclusive stage holds (the verdict is `inconclusive`, no transition), or, with the
 policy's `inconclusive: rollback`, is also a rollback transition.
@@ -91,6 +96,17 @@ class StagePlan:
         """The stages watched; reaching 100 % is the promotion, with nothing beside it."""
         return tuple(x for x in self.stages if x < FULL)
 
+    def nearest(self, weight: float) -> float:
+        """The stage a weight reading is at: 0 only when the candidate has no traffic at
+        all, else the nearest stage on a log scale. A controller's exported weight is
+        exact; an observed share is not (a new canary's first counts are missed by its
+        first scrape, so 5 % may read 2.5 %), nor is Argo's replica ratio (1 % of 10
+        replicas: 1 pod of 11, 9.1 %). Both the grants and the windows a stage counts use
+        this."""
+        if weight <= 0:
+            return 0.0
+        return min(self.analysed, key=lambda s: abs(math.log(weight / s)))
+
     def after(self, index: int) -> float:
         return self.analysed[index + 1] if index + 1 < len(self.analysed) else FULL
 
@@ -146,6 +162,8 @@ class WatchStatus:
     window_end: float | None = None
     history: tuple[float, ...] = field(default=())  # the stages passed, in order
     waiting: int = 0  # windows without the candidate's data before it first served
+    held: int = 0  # windows in a row served below the stage's weight (not counted)
+    held_at: float | None = None  # the stage the last such window was served at
 
     @property
     def state(self) -> str:
@@ -192,18 +210,25 @@ class StageMachine:
         self.status = WatchStatus(PENDING, plan.analysed[0], 0)
 
     def step(self, window: Window | None, no_data_reason: str | None = None,
-             candidate: bool = False) -> tuple[WatchStatus, Transition | None]:
+             candidate: bool = False, served_at: float | None = None
+             ) -> tuple[WatchStatus, Transition | None]:
         """One window: `window` with data, or None with the reason there was none
-        (`candidate`: it was the candidate's data that was missing)."""
+        (`candidate`: it was the candidate's data that was missing). `served_at`: the stage
+        the window was served at (None: not known, it counts)."""
         if self.status.verdict != PENDING:
             return self.status, None
         if window is None:
             return self._no_data(no_data_reason or "no data", candidate), None
         self.served = True
+        if served_at is not None and served_at < self.status.stage:
+            self.status = replace(self.status, missing=0, no_data_reason=None,
+                                  held=self.status.held + 1, held_at=served_at,
+                                  window_end=window.end)
+            return self.status, None
         self._windows.append(window)
         figures = tuple(self._judge(rule) for rule in self.policy.rules)
         base = replace(self.status, windows=len(self._windows), missing=0, no_data_reason=None,
-                       figures=figures, window_end=window.end)
+                       figures=figures, window_end=window.end, held=0, held_at=None)
         gating = [f.check for f in figures if f.check.critical]
         bad = [c for c in gating if c.status == FAIL]
         if bad:
