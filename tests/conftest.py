@@ -24,6 +24,7 @@ SOLO = {
     "test_capacity_real.py": "an SLO set from the engines' own latency, measured first",
     "test_watch_engines.py": "a rollback within the windows the statistics promise",
     "test_watch_restarts.py": "restarts within the webhooks' retries and a fixed deadline",
+    "test_watch_scenarios.py": "controllers on their own clocks, retries within a scaled budget",
     "test_replay_distributed.py": "clock skew between workers held to a bound",
 }
 

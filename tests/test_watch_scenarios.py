@@ -42,6 +42,8 @@ from tests.support.vllm_exporter import FakeVllm
 from tests.test_rollout_manifests import DIR
 from tests.test_watch_prometheus import POLICY
 
+pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
+
 SCALE = 1 / 30
 SCRAPE_S = 0.5
 TOTAL_RPS = 200  # both arms together
