@@ -97,9 +97,9 @@ test: install
 	rest=$$?; $(BIN)/python -m pytest -q -m solo $(PYTEST_ARGS); solo=$$?; \
 	test $$rest = 0 && test $$solo = 0
 
-# the inner loop: no model, no Docker, no llama.cpp, no Chromium, nothing slow (the marks
+# the inner loop: no model, no Docker, no llama.cpp, no Chromium, nothing slow or solo (the marks
 # of tests/support/starts.py, checked as the tests run); the demo's install suffices
-FAST_MARKS := not (model or llamacpp or docker or chromium or slow)
+FAST_MARKS := not (model or llamacpp or docker or chromium or slow or solo)
 test-fast: $(TEST_STAMP) demo-packages
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n 2 -m "$(FAST_MARKS)" $(PYTEST_ARGS)

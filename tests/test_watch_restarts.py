@@ -35,7 +35,7 @@ from tests.support.controllers import FakeFlagger, FlaggerWeight
 from tests.support.vllm_exporter import FakeVllm
 from tests.test_watch_prometheus import CANARY, POLICY, SCRAPE_S, STABLE, _jobs
 
-pytestmark = [pytest.mark.prometheus]
+pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
 
 STAGES = "5,10,25,50,100"
 MIN_WINDOWS = 8
