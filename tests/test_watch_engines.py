@@ -26,7 +26,7 @@ from exporters.sequential import windows_needed
 from harness.stack.engines import start_engine
 from harness.watch.stages import MIN_N_OPT
 
-pytestmark = [pytest.mark.prometheus]
+pytestmark = [pytest.mark.prometheus, pytest.mark.locust]
 
 ALPHA, GATING = 0.05, 3
 RIG = Rig(policy={"name": "test-engines", "alpha": ALPHA, "metrics": {
