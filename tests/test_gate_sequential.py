@@ -397,14 +397,13 @@ def test_the_margin_takes_the_runs_own_baseline2_gap() -> None:
                 "lat.candidate.logr": u_b - u_a + rng.normal(0, 0.05, 200)}
         own = {**cols, "lat.baseline2.lr_n": np.ones(200),
                "lat.baseline2.logr": u_a2 - u_a + rng.normal(0, 0.05, 200)}
+        widths = {}
         for label, c in (("prior", cols), ("own", own)):
             p = figure_path("latency_ratio", "candidate", c, None, 20, process_spread=0.02)
+            widths[label] = (p.high - p.low)[p.look]
             low, high = intersected(p.low, p.high, p.look)
             crossed[label] += bool(np.any((low > 1) | (high < 1)))
-            if label == "own":
-                assert np.all(high[p.look] - low[p.look] >= width[p.look] - 1e-12)
-            else:
-                width = high - low
+        assert np.all(widths["own"] >= widths["prior"] - 1e-12)
     assert crossed["own"] < crossed["prior"]
 
 
