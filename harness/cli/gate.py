@@ -77,7 +77,8 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     """
     from rich.console import Console
 
-    from harness.capacity.verdict import evaluate_sweep
+    from harness.capacity.replicates import is_replicated
+    from harness.capacity.verdict import evaluate_replicates, evaluate_sweep
     from harness.gate import load_policy
     from harness.gate.family import CapacityError, RequireError, evaluate_family
     from harness.rundir import load_run
@@ -94,6 +95,10 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     if budget is not None:
         raise click.BadParameter("only with --sequential", param_hint="--budget")
     try:
+        if is_replicated(run_dir):  # `capacity --replicates`: the ratio across them
+            swept = evaluate_replicates(run_dir, policy)
+            _report_one(swept, swept.exit_code, json_path, junit_path, markdown_path,
+                        html_path, err)
         if is_sweep(run_dir):  # a `layergate capacity` sweep: its capacity figures
             with err.status(f"judging the capacity sweep in {run_dir}"):
                 swept = evaluate_sweep(run_dir, policy)
