@@ -131,6 +131,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200, help="measured requests a step")
     parser.add_argument("--warmup", type=float, default=60.0)
     parser.add_argument("--bisections", type=int, default=3)
+    parser.add_argument("--knee-steps", type=float, default=1.0,
+                        help="bisection steps this many times longer (capacity --knee-steps)")
     parser.add_argument("--resamples", type=int, default=200)
     parser.add_argument("--target-half-width", type=float, default=0.08,
                         help="log half-width to size replicates for (0.08: about +-8 %%)")
@@ -141,14 +143,15 @@ def main() -> None:
                                                       CANDIDATE: "http://127.0.0.1:2"},
                             slo=f"ttft:{WAIT_S}s", traffic=Path("unused"), start=1.0,
                             factor=2.0, bisections=args.bisections, warmup=args.warmup,
-                            min_duration=args.duration, min_requests=args.requests)
+                            min_duration=args.duration, min_requests=args.requests,
+                            knee_steps=args.knee_steps)
     designs = {"aa": ({BASELINE: Arm(4, jitter=0.1), CANDIDATE: Arm(4, jitter=0.1)}, 1.0),
                "policy": ({BASELINE: Arm(4), CANDIDATE: Arm(4, scale=1.2)}, 1.2),
                "slots": ({BASELINE: Arm(4), CANDIDATE: Arm(6)}, None)}
     print(f"{args.sweeps} sweeps x {args.replicates} replicates per truth; tau {args.tau} "
           f"(log capacity per process); steps >= {args.requests} requests / "
           f"{args.duration:g} s after a {args.warmup:g} s warm-up; {args.bisections} "
-          f"bisections")
+          f"bisections, bisection steps x{args.knee_steps:g}")
     for label in args.truths.split(","):
         arms, truth = designs[label]
         if truth is None:

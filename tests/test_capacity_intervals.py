@@ -91,8 +91,8 @@ def test_replicates_have_their_own_seed_directory_and_dithered_start(tmp_path):
     subs = [replicate_config(config, i) for i in range(3)]
     assert [s.out.name for s in subs] == ["replicate-00", "replicate-01", "replicate-02"]
     assert [s.seed for s in subs] == [0, 1, 2] and all(s.replicates == 1 for s in subs)
-    assert all(2 <= s.start < 4 for s in subs) and len({s.start for s in subs}) == 3
-    assert dithered(4, 2, 5, users=True) == float(round(4 * 2 ** __import__(
+    assert all(1 < s.start <= 2 for s in subs) and len({s.start for s in subs}) == 3
+    assert dithered(4, 2, 5, users=True) == float(round(4 / 2 ** __import__(
         "random").Random(5).random()))
 
 
@@ -104,3 +104,49 @@ def test_the_capacity_simulation_benchmark_runs():
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert "replicated interval: coverage" in done.stdout
+
+
+def test_steps_near_the_knee_are_longer(tmp_path):
+    from harness.capacity.sweep import near_knee, step_size
+    from harness.sweepdir import Step, SweepState
+
+    config = CapacityConfig(out=tmp_path / "s", arms={BASELINE: "http://127.0.0.1:1",
+                                                      CANDIDATE: "http://127.0.0.1:2"},
+                            slo="ttft:1s", traffic=tmp_path / "t.jsonl", warmup=2,
+                            min_duration=10, min_requests=20, knee_steps=2)
+    state = SweepState({})
+    for i, (load, met) in enumerate(((2, 60), (4, 20))):
+        state.steps.append(Step(i, load, (BASELINE,), 60, 1.0, (_step(BASELINE, load, met),)))
+    assert near_knee(3, state, config) and not near_knee(8, state, config)
+    assert step_size(config, 3, state) == 3 * 2 + 2 * 30  # twice the measured requests
+    assert step_size(config, 1, state) == 1 * 2 + 20
+    plain = CapacityConfig(**{**vars(config), "knee_steps": 1.0})
+    assert step_size(plain, 3, state) == 3 * 2 + 30
+
+
+def test_the_gate_judges_the_ratio_across_replicates(tmp_path):
+    import json
+
+    from harness.capacity.verdict import evaluate_replicates
+    from harness.gate.policy import parse_policy
+    from harness.sweepdir import SweepDir, SweepState
+
+    rows = []
+    for i in range(3):
+        state = SweepState({})
+        state.status = "complete"
+        SweepDir(tmp_path / f"replicate-{i:02d}").write(state)
+        rows.append({"dir": f"replicate-{i:02d}", "ratio": 1.3})
+    report = {"kind": "capacity-replicates", "replicates": rows, "capacity_ratio": {
+        "value": 1.3, "ci_low": 1.22, "ci_high": 1.38, "replicates": 3}}
+    (tmp_path / "replicates.json").write_text(json.dumps(report))
+    policy = parse_policy({"min_samples": 2, "metrics": {"capacity_ratio": {
+        "direction": ">=", "threshold": 1.2}}})  # a sample is a replicate
+    judged = evaluate_replicates(tmp_path, policy)
+    assert judged.verdict == "pass", judged.reasons
+    report["capacity_ratio"]["ci_low"] = 1.15
+    (tmp_path / "replicates.json").write_text(json.dumps(report))
+    assert evaluate_replicates(tmp_path, policy).verdict == "inconclusive"
+    state = SweepState({})
+    SweepDir(tmp_path / "replicate-02").write(state)  # one still running
+    assert evaluate_replicates(tmp_path, policy).verdict == "fail"

@@ -60,6 +60,10 @@ class CapacityConfig:
     min_duration: float = field(default=10.0, metadata={
         "help": "Measured seconds per step, at least (open loop: requests = load x "
                 "duration when that is more than --min-requests).", "min": 0})
+    knee_steps: float = field(default=1.0, metadata={
+        "help": "Steps inside an arm's bracket (bisection, near the knee) measure this many "
+                "times --min-requests / --min-duration's worth (1: as the others).",
+        "min": 1})
     max_requests: int = field(default=100_000, metadata={
         "help": "Bound on the requests the whole sweep sends (all arms' steps, resumes "
                 "included); the ladder ends when the next step would pass it.", "min": 1})

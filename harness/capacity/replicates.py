@@ -5,7 +5,9 @@ them (exporters/capacity_replicates.py).
 One sweep's interval covered the true ratio in 31-48 % of simulated sweeps: a fresh
 arrival schedule and a ladder whose grid falls elsewhere move the knee by more than the
 requests' own noise. Replicates make both visible. The start of replicate i is
-start * factor ** U_i, U_i uniform on [0, 1) from its seed, so the steps of the replicates
+start / factor ** U_i, U_i uniform on [0, 1) from its seed (never above the start asked
+for: dithered upward, a replicate started past the baseline's capacity and had no ratio
+on the slot servers), so the steps of the replicates
 fall at different loads: the interpolation's bias, which depends on where the knee lies
 between two steps, becomes spread across replicates, which the interval sees (a fixed grid
 left the 1.2 truth's interval 9 % too low).
@@ -30,9 +32,9 @@ REPORT = "replicates.json"
 
 
 def dithered(start: float, factor: float, seed: int, users: bool = False) -> float:
-    """The ladder's start for one replicate: start * factor ** U, U ~ U[0, 1) from `seed`
+    """The ladder's start for one replicate: start / factor ** U, U ~ U[0, 1) from `seed`
     (users: rounded, at least 1)."""
-    load = start * factor ** random.Random(seed).random()
+    load = start / factor ** random.Random(seed).random()
     return float(max(1, round(load))) if users else float(f"{load:.4g}")
 
 

@@ -44,6 +44,7 @@ def _option(name: str, *flags: str, **attrs: Any):
 @_option("warmup", metavar="S")
 @_option("min_requests", metavar="N")
 @_option("min_duration", metavar="S")
+@_option("knee_steps", metavar="K")
 @_option("max_requests", metavar="N")
 @_option("max_time", metavar="S")
 @_option("resume")
