@@ -5,9 +5,10 @@ topic, length and difficulty, so their figures move together.
 The traffic format has no conversation field (docs/FORMATS.md): a chat request carries the
 conversation up to its turn in `messages` (as `import-trace --format sharegpt` writes it),
 so a later turn is a request whose messages hold an assistant reply, and its conversation
-is named by its first non-system message. Requests sharing that first message with a later
-turn form one conversation; every other request (single-turn chats with the same prompt
-included: repeats of a template are not one conversation) is its own unit.
+is named by its first non-system message. Requests sharing that first message, holding a
+later turn, and at two or more turn positions (so not one request repeated) form one
+conversation; every other request (repeats of one prompt, few-shot or not, as a mix draws
+them) is its own unit, as before.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def conversations(path: str | Path) -> dict[str, str]:
             return {}
     first: dict[str, str] = {}  # id -> its first message's key
     later: set[str] = set()  # keys of conversations with a later turn
+    turns: dict[str, set[int]] = {}  # key -> the turn positions (messages) seen
     with path.open(encoding="utf-8") as fh:
         for line in fh:
             if not line.strip():
@@ -39,13 +41,15 @@ def conversations(path: str | Path) -> dict[str, str]:
             obj = json.loads(line)
             if obj.get("endpoint") != CHAT:
                 continue
-            key, turn = _opening(obj.get("body", {}).get("messages") or [])
+            messages = obj.get("body", {}).get("messages") or []
+            key, turn = _opening(messages)
             if key is None:
                 continue
             first[str(obj["id"])] = key
+            turns.setdefault(key, set()).add(len(messages))
             if turn:
                 later.add(key)
-    return {rid: key for rid, key in first.items() if key in later}
+    return {rid: key for rid, key in first.items() if key in later and len(turns[key]) > 1}
 
 
 def _opening(messages: list[Any]) -> tuple[str | None, bool]:

@@ -33,9 +33,11 @@ def test_turns_of_one_conversation_share_a_key_and_single_turns_stay_alone(tmp_p
     path = _write(tmp_path / "t.jsonl", [
         _chat("s-0-0", "plan a trip"), _chat("s-0-1", "plan a trip", "in May"),
         _chat("s-0-2", "plan a trip", "in May", "by train"),
-        _chat("s-1-0", "hello"), _chat("r-1", "hello again"), _chat("r-2", "hello again")])
+        _chat("s-1-0", "hello"), _chat("r-1", "hello again"), _chat("r-2", "hello again"),
+        _chat("f-1", "shot", "ask"), _chat("f-2", "shot", "ask")])
     found = conversations(path)
-    assert set(found) == {"s-0-0", "s-0-1", "s-0-2"}  # a repeated single turn is no conversation
+    # a repeated prompt (single-turn, or few-shot at one turn position) is no conversation
+    assert set(found) == {"s-0-0", "s-0-1", "s-0-2"}
     assert len(set(found.values())) == 1
     assert conversations(_write(tmp_path / "single.jsonl", [_chat("a", "x")])) == {}
     labels = cluster_labels(["s-0-0", "s-1-0", "s-0-2", "r-1"], found)
