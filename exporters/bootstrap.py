@@ -148,19 +148,27 @@ def _digest(col: Column) -> bytes:
 
 
 def resample_sums(columns: Mapping[str, Column], strata: np.ndarray, n_strata: int,
-                  n_resamples: int, seed: int) -> SumTable:
+                  n_resamples: int, seed: int, clusters: np.ndarray | None = None
+                  ) -> SumTable:
     """Sums of `columns` per stratum on the sample and on `n_resamples` stratified resamples.
 
+    `clusters` (an integer label per row; rows sharing one are one conversation): the
+    resampling unit within a stratum is the cluster, drawn with replacement, each draw
+    bringing all its rows; a stratum of singletons is drawn row by row as without it.
     Deterministic for a given seed and row order. Sample sums are float64; resampled sums
     float32 (counts are exact, the relative error ~1e-6 is far below any CI width).
     """
+    if clusters is not None and np.shape(clusters) != np.shape(strata):
+        raise ValueError(f"clusters has shape {np.shape(clusters)}, expected "
+                         f"{np.shape(strata)} (one label per row)")
     # OpenBLAS threads spinning on a busy machine make these thin products 100x slower
     with threadpool_limits(limits=1, user_api="blas"):
-        return _resample_sums(columns, strata, n_strata, n_resamples, seed)
+        return _resample_sums(columns, strata, n_strata, n_resamples, seed, clusters)
 
 
 def _resample_sums(columns: Mapping[str, Column], strata: np.ndarray, n_strata: int,
-                   n_resamples: int, seed: int) -> SumTable:
+                   n_resamples: int, seed: int, clusters: np.ndarray | None = None
+                   ) -> SumTable:
     names = tuple(columns)
     n = len(strata)
     keys = {}
@@ -172,13 +180,14 @@ def _resample_sums(columns: Mapping[str, Column], strata: np.ndarray, n_strata: 
     for name, key in keys.items():
         unique.setdefault(key, name)
     kept = {name: columns[name] for name in unique.values()}
-    table = _resample_unique(kept, strata, n_strata, n_resamples, seed)
+    table = _resample_unique(kept, strata, n_strata, n_resamples, seed, clusters)
     pick = [table.names.index(unique[keys[name]]) for name in names]
     return SumTable(names, table.point[:, pick], table.boot[:, :, pick])
 
 
 def _resample_unique(columns: Mapping[str, Column], strata: np.ndarray, n_strata: int,
-                     n_resamples: int, seed: int) -> SumTable:
+                     n_resamples: int, seed: int, clusters: np.ndarray | None = None
+                     ) -> SumTable:
     names = tuple(columns)
     n = len(strata)
     dense, sparse = _split(columns, n)
@@ -206,8 +215,9 @@ def _resample_unique(columns: Mapping[str, Column], strata: np.ndarray, n_strata
             xd32 = np.empty((hi - lo, len(dense)), dtype=np.float32)
             for j, c in enumerate(dense):
                 xd32[:, j] = columns[c][lo:hi]
+            units = _units(clusters[lo:hi]) if clusters is not None else None
             boot[s][:, order] = _stratum(pool, rng, xd32, sparse_rows[mine] - lo, xs32[mine],
-                                         n_resamples)
+                                         n_resamples, units)
     return SumTable(names, point, boot)
 
 
@@ -218,8 +228,15 @@ def _workers() -> int:
                       else os.cpu_count() or 1))
 
 
+def _units(labels: np.ndarray) -> np.ndarray | None:
+    """Each row's cluster as 0..K-1 within the stratum; None when every row is its own."""
+    _, inverse = np.unique(labels, return_inverse=True)
+    return inverse if inverse.max(initial=-1) + 1 < len(labels) else None
+
+
 def _stratum(pool: ThreadPoolExecutor, rng: np.random.Generator, xd32: np.ndarray,
-             rows: np.ndarray, xs32: np.ndarray, n_resamples: int) -> np.ndarray:
+             rows: np.ndarray, xs32: np.ndarray, n_resamples: int,
+             units: np.ndarray | None = None) -> np.ndarray:
     """One stratum's resampled sums (B x k: the dense columns, then the sparse ones).
 
     The draws come in calls of `chunk` resamples, in order, from this thread (the seed's
@@ -228,6 +245,7 @@ def _stratum(pool: ThreadPoolExecutor, rng: np.random.Generator, xd32: np.ndarra
     run on `pool` meanwhile, into two alternating buffers: the numbers are the same as one
     thread's, each product being one thread's BLAS call on the same operands."""
     ns = len(xd32)
+    drawn_from = ns if units is None else int(units.max()) + 1  # rows, or clusters
     out = np.empty((n_resamples, xd32.shape[1] + xs32.shape[1]))
     chunk = max(1, min(n_resamples, _CELLS_PER_CHUNK // ns))
     batch = chunk * max(1, min(-(-n_resamples // chunk), _CELLS_PER_BATCH // (chunk * ns)))
@@ -236,7 +254,8 @@ def _stratum(pool: ThreadPoolExecutor, rng: np.random.Generator, xd32: np.ndarra
 
     def count(drawn: np.ndarray, counts: np.ndarray, at: int) -> None:
         for i, row in enumerate(drawn, at):
-            counts[i] = np.bincount(row, minlength=ns)
+            got = np.bincount(row, minlength=drawn_from)
+            counts[i] = got if units is None else got[units]  # a cluster brings its rows
 
     def product(counts: np.ndarray, first: int, last: int) -> None:
         got = counts[:last - first]
@@ -249,7 +268,8 @@ def _stratum(pool: ThreadPoolExecutor, rng: np.random.Generator, xd32: np.ndarra
             products[k % 2].result()  # its buffer's last product is done with it
         counting = []
         for start in range(first, last, chunk):
-            drawn = rng.integers(0, ns, size=(min(chunk, n_resamples - start), ns))
+            drawn = rng.integers(0, drawn_from,
+                                 size=(min(chunk, n_resamples - start), drawn_from))
             counting.append(pool.submit(count, drawn, counts, start - first))
             if len(counting) > 2:  # at most two chunks drawn ahead: memory stays bounded
                 counting[-3].result()

@@ -12,18 +12,22 @@ The interval of a ratio (docs/METRICS.md): B resamples, each drawing the measure
 of every step with replacement, with the same draw for every arm at the same load (the
 arms of a step got the same requests at the same intended times, so the draw is paired);
 each resample's attainments go through the same pass rule and interpolation, and the
-interval is the percentiles of the resampled ratios. Errors and saturation are held fixed.
+interval is the percentiles of the resampled ratios (a resample where an arm never fails
+is +inf, an end there missing). Errors and saturation are held fixed; so a bracket that
+ended on one of them widens the interval to the bracket. It is one sweep's sampling noise
+only: the interval that covers comes from replicate sweeps
+(exporters/capacity_replicates.py).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from exporters.bootstrap import percentile_ci
 from exporters.capacity_step import StepArm
 from exporters.catalogue import (
     BASELINE,
@@ -125,7 +129,40 @@ def resampled(steps: Sequence[StepArm], attainment: float, max_error_rate: float
     ok = np.array([[x.error_rate <= max_error_rate and not x.saturated and x.n > 0
                     for x in s]])
     cap, code, _ = _crossing(loads, att, np.repeat(ok, resamples, axis=0), attainment)
-    return np.where(code == 2, np.nan, cap)
+    # a resample where the arm never fails says its capacity is beyond the ladder, not at
+    # its top: +inf (set to the top load, it pulled the interval's end down to the ladder)
+    return np.where(code == 2, np.nan, np.where(code == 1, np.inf, cap))
+
+
+def interval(boot: np.ndarray, confidence: float) -> tuple[float | None, float | None]:
+    """The percentile interval of resampled capacities or ratios, where NaN is no value
+    (none when most are) and +-inf a capacity beyond the ladder: an end at +-inf is missing
+    (None), which the gate judges as unbounded. The ends are order statistics (no
+    interpolation toward an infinite neighbour)."""
+    kept = boot[~np.isnan(boot)]
+    if kept.size == 0 or kept.size * 2 < boot.size:
+        return None, None
+    alpha = (1 - confidence) / 2
+    low = float(np.quantile(kept, alpha, method="lower"))
+    high = float(np.quantile(kept, 1 - alpha, method="higher"))
+    return (low if math.isfinite(low) else None), (high if math.isfinite(high) else None)
+
+
+def _on_flag(c: Capacity, steps: Sequence[StepArm], attainment: float) -> bool:
+    """Whether the arm's bracket ended on a flag (errors or saturation) at a first failing
+    step whose attainment met the target: its capacity is somewhere in the bracket, which
+    the resamples (flags held) cannot show."""
+    if c.bound != EXACT or c.first_fail is None:
+        return False
+    first = [s for s in steps if s.load == c.first_fail]
+    return bool(first) and all(s.attainment >= attainment for s in first)
+
+
+def _widened(low: float | None, high: float | None, ends: tuple[float, float]
+             ) -> tuple[float | None, float | None]:
+    """An interval never narrower than `ends` (a missing end stays missing)."""
+    return (None if low is None else min(low, ends[0]),
+            None if high is None else max(high, ends[1]))
 
 
 @dataclass(frozen=True)
@@ -150,11 +187,16 @@ def figures(steps: Sequence[StepArm], judge: SweepJudge, unit: str) -> list[Figu
     caps = {arm: capacity(v, judge.attainment, judge.max_error_rate) for arm, v in by_arm.items()}
     boots = {arm: resampled(v, judge.attainment, judge.max_error_rate, judge.resamples,
                             judge.seed) for arm, v in by_arm.items()}
+    # arm -> the range its capacity may take: its bracket when that ended on a flag
+    spans = {arm: (c.last_pass, c.first_fail) if _on_flag(c, by_arm[arm], judge.attainment)
+             and c.last_pass is not None else (c.value, c.value) for arm, c in caps.items()}
     out: list[Figure] = []
     for arm, c in caps.items():
         detail = {"bound": c.bound, "unit": unit, "last_pass": c.last_pass,
                   "first_fail": c.first_fail, "text": c.text(f" {unit}")}
-        low, high = percentile_ci(boots[arm], judge.confidence)
+        low, high = interval(boots[arm], judge.confidence)
+        if c.value is not None and low is not None:
+            low, high = _widened(low, high, spans[arm])
         status, reason = _status({arm: c})
         out.append(Figure(CAPACITY, c.value, arm, OVERALL, low, high, n=c.steps,
                           status=status, reason=reason, detail=detail))
@@ -163,7 +205,7 @@ def figures(steps: Sequence[StepArm], judge: SweepJudge, unit: str) -> list[Figu
     base = caps.get(BASELINE)
     if base is None:
         return out
-    ratios = {arm: _ratio(caps, boots, arm, judge) for arm in caps if arm != BASELINE}
+    ratios = {arm: _ratio(caps, boots, arm, judge, spans) for arm in caps if arm != BASELINE}
     floor = ratios.get(BASELINE2)
     floor_boot = floor.detail.get("boot") if floor is not None else None
     for arm, fig in ratios.items():
@@ -188,12 +230,15 @@ def _status(caps: dict[str, Capacity]) -> tuple[str, str]:
 
 
 def _ratio(caps: dict[str, Capacity], boots: dict[str, np.ndarray], arm: str,
-           judge: SweepJudge) -> Figure:
+           judge: SweepJudge, spans: dict[str, tuple]) -> Figure:
     a, x = caps[BASELINE], caps[arm]
     value = x.value / a.value if a.value and x.value is not None else None
     with np.errstate(divide="ignore", invalid="ignore"):
         boot = boots[arm] / boots[BASELINE]
-    low, high = percentile_ci(boot, judge.confidence) if value is not None else (None, None)
+    low, high = interval(boot, judge.confidence) if value is not None else (None, None)
+    if value is not None and low is not None:
+        (x_lo, x_hi), (a_lo, a_hi) = spans[arm], spans[BASELINE]
+        low, high = _widened(low, high, (x_lo / a_hi, x_hi / a_lo))
     status, reason = _status({BASELINE: a, arm: x})
     return Figure(CAPACITY_RATIO, value, arm, OVERALL, low, high, n=min(a.steps, x.steps),
                   status=status, reason=reason, detail={"boot": boot})
@@ -212,7 +257,8 @@ def _with_floor(fig: Figure, floor: Figure | None, floor_boot: np.ndarray | None
                           excess_ci=[None if low is None else low - 1,
                                      None if high is None else high - 1])
         return fig
-    e_low, e_high = percentile_ci(boot - floor_boot, judge.confidence)
+    with np.errstate(invalid="ignore"):
+        e_low, e_high = interval(boot - floor_boot, judge.confidence)
     fig.detail.update(excess=fig.value - floor.value, excess_ci=[e_low, e_high])
     return Figure(fig.name, fig.value, fig.arm, fig.scenario, fig.ci_low, fig.ci_high, fig.n,
                   fig.status, fig.reason, noise_floor=floor.value, detail=fig.detail)

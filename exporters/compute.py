@@ -22,6 +22,7 @@ from exporters.bootstrap import compact, resample_sums
 from exporters.catalogue import RER
 from exporters.columns import ResultColumns
 from exporters.config import MetricsConfig
+from exporters.conversations import cluster_labels
 from exporters.figures import Figure
 from exporters.records import ArmResult, MetricsScrape
 from exporters.traffic import Offsets
@@ -34,14 +35,17 @@ def compute_figures(results: Iterable[ArmResult] | ResultColumns,
                     determinism: Iterable[ArmResult] | None = None,
                     config: MetricsConfig | None = None,
                     offsets: Mapping[str, float] | None = None,
-                    max_in_flight: int | None = None) -> list[Figure]:
+                    max_in_flight: int | None = None,
+                    clusters: Mapping[str, str] | None = None) -> list[Figure]:
     """Figures of a shadow replay (`repeat` 0 rows; arm `recorded` = the traffic's recorded
     responses, judged against by `termination_accuracy_recorded` only) and of its repeat
     suite (`determinism`: the rows of the run's determinism sub-run, or, when None, the rows
     of `results` that belong to repeated prompts). `offsets` (request id -> intended send
     time, from the run's traffic) and `max_in_flight` (an open-loop replay's limit) feed the
     saturation check. `results` as columns (a run's store read as `harness.store` reads it)
-    hold the shadow replay's rows only; the repeat suite's come in `determinism`."""
+    hold the shadow replay's rows only; the repeat suite's come in `determinism`.
+    `clusters` (request id -> conversation, exporters/conversations.py): the bootstrap
+    resamples a multi-turn conversation as one unit."""
     config = config if config is not None else MetricsConfig()
     if not isinstance(results, ResultColumns):
         results = list(results)
@@ -59,7 +63,7 @@ def compute_figures(results: Iterable[ArmResult] | ResultColumns,
     for calc in (*_SUM_CALCULATORS, cache_hit):
         columns |= {name: compact(col) for name, col in calc.columns(al, config).items()}
     table = resample_sums(columns, al.strata, len(al.scenario_names), config.n_resamples,
-                          config.seed)
+                          config.seed, cluster_labels(al.request_ids, dict(clusters or {})))
     del columns  # the sums are all the figures need of them
     figures: list[Figure] = []
     for calc in _SUM_CALCULATORS:

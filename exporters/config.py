@@ -28,6 +28,13 @@ class MetricsConfig:
         "help": "Prior SD of one engine process's log speed factor (between-process "
                 "variance) added to the intervals of RER and the latency ratios; 0: the "
                 "per-request bootstrap alone.", "min": 0})
+    process_key: str = field(default="candidate", metadata={
+        "help": "The name the candidate's process effect is drawn under: each candidate of "
+                "a run its own name, so two candidates never share one process draw."})
+    # where estimate() leaves each figure's resamples (figure, arm, scenario) -> array,
+    # for comparing candidates on the same resamples; not a setting, never recorded
+    keep_resamples: dict | None = field(default=None, compare=False, repr=False,
+                                        metadata={"help": "internal", "record": False})
     text_sample: int = field(
         default=2000,
         metadata={"help": "BLEU / chrF on at most this many pairs (seeded, stratified sample)"})
@@ -55,4 +62,5 @@ class MetricsConfig:
             raise ValueError(f"text_sample must be >= 1, got {self.text_sample}")
 
     def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.metadata.get("record", True)}

@@ -55,7 +55,8 @@ def estimate(table: SumTable, stat: SumStat, scenario_names: tuple[str, ...],
     ["excess_ci"] too, from the same resamples. A timing figure's resamples carry the
     between-process term (exporters/process_spread.py) before any interval is read."""
     spec = figure_spec(name)
-    draws = process_draws(config.n_resamples, config.seed) if spec.timing else {}
+    draws = process_draws(config.n_resamples, config.seed, config.process_key) \
+        if spec.timing else {}
     out = []
     for label, stratum in scenarios(scenario_names):
         value, boot = table.evaluate(stat.fn, stat.columns, stratum)
@@ -73,6 +74,8 @@ def estimate(table: SumTable, stat: SumStat, scenario_names: tuple[str, ...],
             if floor_boot is not None:
                 floor_boot = with_process(floor_boot, spec.timing, BASELINE2, tau, draws)
             extra["process_spread"] = tau
+        if config.keep_resamples is not None:
+            config.keep_resamples[(name, arm, label)] = boot
         # timing figures: the expanded percentile interval (calibrated at small n)
         level = expanded(config.confidence, n) if spec.timing else config.confidence
         low, high = percentile_ci(boot, level) if value is not None else (None, None)

@@ -18,20 +18,27 @@ the prior counts as PRIOR_WEIGHT such observations, and is also the least τ use
 from __future__ import annotations
 
 import math
+import zlib
 
 import numpy as np
 
-from exporters.catalogue import ARMS, BASELINE
+from exporters.catalogue import ARMS, BASELINE, CANDIDATE
 
 PRIOR_WEIGHT = 4  # the prior τ counts as this many A'/A observations
 
 
-def process_draws(n_resamples: int, seed: int) -> dict[str, np.ndarray]:
+def process_draws(n_resamples: int, seed: int, candidate: str = CANDIDATE
+                  ) -> dict[str, np.ndarray]:
     """One standard-normal process effect per arm and resample; the same for every figure
-    of a run with this seed."""
+    of a run with this seed. `candidate`: the candidate's own name in a run of several, so
+    each candidate's process gets its own draw (keyed by the role, every candidate shared
+    one, and a candidate-vs-candidate comparison cancelled τ)."""
     rng = np.random.default_rng([seed, 0x5EED])
-    z = rng.standard_normal((len(ARMS), n_resamples))
-    return dict(zip(ARMS, z, strict=True))
+    z = dict(zip(ARMS, rng.standard_normal((len(ARMS), n_resamples)), strict=True))
+    if candidate != CANDIDATE:
+        key = zlib.crc32(candidate.encode())
+        z[CANDIDATE] = np.random.default_rng([seed, 0x5EED, key]).standard_normal(n_resamples)
+    return z
 
 
 def to_ratio(values: np.ndarray | float, timing: str) -> np.ndarray | float:

@@ -90,6 +90,27 @@ def test_each_candidate_is_judged_against_the_same_baseline_with_holm(
     assert family.recommended is not None and family.recommended.name in ("fast", "safe")
 
 
+def test_intervals_are_shown_family_wise_and_candidates_compared_paired(
+        family_run: tuple[Path, Path]) -> None:
+    out, policy = family_run
+    family = evaluate_family(load_run(out), load_policy(policy))
+    # broken is judged at 0.95 (Holm's last step), but shown at the family-wise level
+    assert all(c.family_wise_confidence == pytest.approx(1 - 0.05 / 3)
+               for c in family.candidates)
+    broken = next(c for c in family.candidates if c.name == "broken")
+    assert broken.confidence == pytest.approx(0.95) and broken.shown is broken.family_wise
+    # each candidate its own process draw: fast and safe echo alike, their RER resamples
+    # differ by more than the requests (which they share) would make them
+    boots = {c.name: c.rer_resamples for c in family.candidates}
+    assert all(b is not None and len(b) == 1000 for b in boots.values())
+    assert [(d.first, d.second) for d in family.differences] == [
+        ("fast", "safe"), ("fast", "broken"), ("safe", "broken")]
+    assert family.recommended is not None
+    assert family.recommended.name in family.not_worse_than_best
+    low, high = family.recommended_interval
+    assert low is not None and low < family.recommended.saving.key < high
+
+
 def test_the_gate_exits_by_require_and_reports_every_candidate(
         family_run: tuple[Path, Path], tmp_path: Path) -> None:
     out, policy = family_run

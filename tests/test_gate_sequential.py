@@ -374,3 +374,51 @@ def test_a_run_replayed_until_decided_is_judged_with_its_own_budget(runs, tmp_pa
                                           "budget": 30}))
     d = decide(dst.path)
     assert (d.budget, d.verdict, d.n) == (30, "inconclusive", 30)
+
+
+def test_the_level_is_stated_in_words_and_json(runs, tmp_path) -> None:
+    code, out = gate(runs["good"], "--sequential", "--json", tmp_path / "seq.json")
+    assert code == ExitCode.PASS, out
+    assert "confidence sequences at 0.95" in out
+    import json
+    assert json.loads((tmp_path / "seq.json").read_text())["confidence"] == 0.95
+    assert decide(runs["good"], confidence=1 - 0.05 / 3).to_json()["confidence"] == \
+        pytest.approx(1 - 0.05 / 3)
+
+
+def test_the_margin_takes_the_runs_own_baseline2_gap() -> None:
+    """A/A latency whose processes differ more than the prior says (SD 0.05 against
+    tau 0.02): with the run's own A'/A gap pooled in, as the fixed gate pools it, the
+    sequence excludes the true ratio 1.0 less often than on the prior alone, and it is
+    never narrower."""
+    rng = np.random.default_rng(4)
+    crossed = {"prior": 0, "own": 0}
+    for _ in range(STREAMS):
+        u_a, u_a2, u_b = rng.normal(0, 0.05, 3)
+        cols = {"lat.candidate.lr_n": np.ones(200),
+                "lat.candidate.logr": u_b - u_a + rng.normal(0, 0.05, 200)}
+        own = {**cols, "lat.baseline2.lr_n": np.ones(200),
+               "lat.baseline2.logr": u_a2 - u_a + rng.normal(0, 0.05, 200)}
+        widths = {}
+        for label, c in (("prior", cols), ("own", own)):
+            p = figure_path("latency_ratio", "candidate", c, None, 20, process_spread=0.02)
+            widths[label] = (p.high - p.low)[p.look]
+            low, high = intersected(p.low, p.high, p.look)
+            crossed[label] += bool(np.any((low > 1) | (high < 1)))
+        assert np.all(widths["own"] >= widths["prior"] - 1e-12)
+    assert crossed["own"] < crossed["prior"]
+
+
+def test_the_fixed_gate_warns_on_a_run_stopped_early(runs, tmp_path) -> None:
+    src = RunDir(runs["good"])
+    dst = RunDir(tmp_path / "stopped")
+    with src.open_store(create=False) as a, dst.open_store() as b:
+        for r in a.results():
+            b.put(r)
+    m = src.read_manifest()
+    dst.write_manifest(replace(m, stopped_early=True, config={
+        **m.config, "until_decided": "default.yaml"}))
+    result = CliRunner().invoke(main, ["gate", str(dst.path)])
+    assert "stopped early by --until-decided" in result.output + (result.stderr or "")
+    result = CliRunner().invoke(main, ["gate", str(runs["good"])])
+    assert "stopped early" not in result.output

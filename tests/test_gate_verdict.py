@@ -145,3 +145,62 @@ def test_rollout_never_past_internal_unless_pass():
     figures = [Figure("rer", 0.5, ci_low=0.45, ci_high=0.55, n=30)]
     assert _verdict(figures + [_fig(low=1.3, high=1.4)]).rollout.stage == "none"
     assert _verdict(figures + [_fig(low=1.0, high=1.2)]).rollout.stage == "internal"
+
+
+def test_a_missing_interval_end_is_unbounded_not_the_point():
+    # an order-statistic bound beyond the sample (e2e_p99 at a high level): judged as the
+    # point 3.18, [2.49, None] passed <= 4 where the 95 % interval [2.67, 4.63] did not
+    policy = _policy(e2e_p99={"direction": "<=", "threshold": 4.0})
+    p99 = _fig("e2e_p99", 3.18, 2.49, None)
+    result = _verdict([p99], policy)
+    assert result.verdict == "inconclusive"
+    assert "inf" in result.reasons[0]
+    low_missing = _fig("e2e_p99", 3.18, None, 3.5)
+    assert _verdict([low_missing], policy).verdict == "pass"  # the good side is bounded
+    # an excess without an interval (a capacity excess, a counter-only cache-hit delta)
+    chd = parse_policy({"metrics": {"cache_hit_delta": {
+        "direction": "<=", "threshold": 0.05, "subtract_noise_floor": True}}})
+    counters = _fig("cache_hit_delta", 0.01, None, None, detail={"excess": 0.0})
+    assert _verdict([counters], chd).verdict == "inconclusive"
+    plain = parse_policy({"metrics": {"cache_hit_delta": {"direction": "<=",
+                                                          "threshold": 0.05}}})
+    assert _verdict([counters], plain).verdict == "inconclusive"
+
+
+def _bounded(**extra):
+    return parse_policy({"error_rate_confidence": 0.95, **extra, "metrics": {
+        "latency_ratio": {"direction": "<=", "threshold": 1.1}}})
+
+
+@pytest.mark.parametrize(("n", "errors", "verdict"), [
+    (30, 0, "inconclusive"),  # 0 of 30: the 95 % upper bound is 9.5 %, over 1 %
+    (300, 0, "pass"),  # 0 of 300: 0.99 %
+    (30, 2, "fail"),  # over the limit on the point: fail-closed as before
+])
+def test_error_rate_judged_on_its_exact_upper_bound(n, errors, verdict):
+    result = _verdict([_fig()], _bounded(), results=_results(n, errors={"candidate": errors}))
+    assert result.verdict == verdict
+    check = next(c for c in result.checks if c.name == "error_rate" and c.arm == "candidate")
+    assert check.compared_high == pytest.approx(1 - 0.05 ** (1 / n)) if not errors else True
+
+
+def test_error_rate_bound_false_pass_measured_by_repetition():
+    # a true 5 % error rate against a 1 % limit, 48 requests: on the point it passed in
+    # 8.5 % of runs (0 errors); on the bound never at this n, and at n = 600 (where the
+    # bound can pass) at most the bound's 5 %
+    import numpy as np
+
+    from harness.gate.checks import error_rate_check
+    rng = np.random.default_rng(3)
+    for n, true in ((48, 0.05), (600, 0.01)):
+        failed = rng.binomial(n, true, size=400)
+        point = np.mean([error_rate_check("c", int(k), n, 0.01).status == "pass"
+                         for k in failed])
+        bound = np.mean([error_rate_check("c", int(k), n, 0.01, 0.95).status == "pass"
+                         for k in failed])
+        assert bound <= 0.05 < point
+
+
+def test_error_rate_confidence_is_validated():
+    with pytest.raises(Exception, match="error_rate_confidence"):
+        _bounded(error_rate_confidence=1.5)

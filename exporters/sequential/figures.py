@@ -20,8 +20,10 @@ How each figure's interval is built (`METHODS`):
 
 Timing figures (RER, decode RER, the latency ratios) carry the between-process term as the
 fixed gate does (exporters/process_spread.py): each arm's engine process has a log speed
-factor u ~ N(0, tau^2), tau the policy's `process_spread`. It moves every request of an arm
-together, so no number of requests shrinks it: the interval is widened by a fixed margin,
+factor u ~ N(0, tau^2), tau the policy's `process_spread` pooled, look by look, with the
+judged prefix's own A'/A log ratio as the fixed gate pools it (`own_spread`: only ever
+wider than the prior). It moves every request of an arm
+together, so no number of requests shrinks it: the interval is widened by a margin,
 z(1 - alpha/2) times the term's SD, added to the CS radius (in log ratio, u_X - u_A: SD
 sqrt(2) tau; for an excess R_B - R_A', SD sqrt(2 (R_B^2 + R_A'^2 - R_B R_A')) tau at the
 point estimates, the two sharing u_A).
@@ -63,7 +65,7 @@ from exporters.catalogue import (
     TTFT_LATENCY_RATIO,
     figure_spec,
 )
-from exporters.process_spread import to_ratio
+from exporters.process_spread import PRIOR_WEIGHT, to_ratio
 from exporters.sequential.betting import bounded_mean_path
 from exporters.sequential.normal_mixture import linearised_path
 from exporters.sequential.t_mixture import t_mean_path
@@ -132,6 +134,32 @@ def _linear_parts(name: str, arm: str, cols: dict[str, np.ndarray], al: Aligned
     return np.column_stack([cols[c] for c in stat.columns]), stat.fn, cols[stat.count]
 
 
+# the A'/A log ratio whose spread widens each timing figure's margin (RER: of E2E per
+# token, as the fixed gate's time ratio; decode RER: of TPOT)
+_OWN_KIND = {RER: "", RER_DECODE: "tpot_", **_LOG_RATIOS}
+
+
+def own_spread(prior: float, cols: dict[str, np.ndarray], kind: str, n: int) -> np.ndarray:
+    """tau after each request: the prior pooled with the prefix's own A'/A evidence as the
+    fixed gate pools it (exporters/process_spread.py: the mean log A'/A ratio d, its
+    variance v, (d^2 - v)/2 an estimate of tau^2, the prior as PRIOR_WEIGHT observations),
+    never below the prior. Only ever wider, so the sequence stays anytime-valid; without
+    baseline2 (or tau 0) the prior throughout."""
+    p = f"lat.{BASELINE2}.{kind}"
+    if prior <= 0 or p + "logr" not in cols:
+        return np.full(n, float(prior))
+    valid = cols[p + "lr_n"] > 0
+    x = np.where(valid, cols[p + "logr"], 0.0)
+    k = np.cumsum(valid)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.cumsum(x) / k
+        var = (np.cumsum(x * x) - k * mean ** 2) / (k - 1) / k
+        seen = np.where(k >= 2, np.maximum(0.0, (mean ** 2 - var) / 2), 0.0)
+    seen = np.nan_to_num(seen, nan=0.0, posinf=0.0)
+    pooled = (PRIOR_WEIGHT * prior ** 2 + seen) / (PRIOR_WEIGHT + 1)
+    return np.sqrt(np.maximum(prior ** 2, pooled))
+
+
 def figure_path(name: str, arm: str, cols: dict[str, np.ndarray], al: Aligned,
                 min_samples: int, excess: bool = False, alpha: float = 0.05,
                 rows: np.ndarray | None = None, process_spread: float = 0.0) -> FigurePath:
@@ -146,7 +174,8 @@ def figure_path(name: str, arm: str, cols: dict[str, np.ndarray], al: Aligned,
     if method == "share":
         return _share_path(name, arm, cols, min_samples, excess, alpha, rows)
     z = NormalDist().inv_cdf(1 - alpha / 2) if figure_spec(name).timing else 0.0
-    margin = z * np.sqrt(2) * process_spread  # of a log time ratio u_X - u_A
+    # of a log time ratio u_X - u_A, per request: tau pooled with the prefix's own A'/A
+    margin = z * np.sqrt(2) * own_spread(process_spread, cols, _OWN_KIND.get(name, ""), n)
     if method == "log_mean":
         kind = _LOG_RATIOS[name]
         if excess and arm == CANDIDATE and f"lat.{BASELINE2}.{kind}lr_n" not in cols:
@@ -171,12 +200,12 @@ def figure_path(name: str, arm: str, cols: dict[str, np.ndarray], al: Aligned,
         count_col = np.minimum(cnt, cnt2)
     log_rer = name in (RER, RER_DECODE) and not excess
     stat = (lambda *s: np.log1p(-fn(*s))) if log_rer else fn
-    x = x[rows]
+    x, margin = x[rows], margin[rows]
     if x.shape[0]:
         est, low, high = linearised_path(x, stat, alpha, N_OPT)
         if log_rer:  # RER = 1 - exp(log ratio): decreasing, so the ends swap
             est, low, high = -np.expm1(est), -np.expm1(high + margin), -np.expm1(low - margin)
-        elif excess and margin:
+        elif excess and margin.any():
             # R_B - R_A' with R the time ratio (1 - RER for a saving), the two sharing u_A
             means = np.cumsum(x, axis=0) / np.arange(1, x.shape[0] + 1)[:, None]
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -224,7 +253,7 @@ def _log_mean_path(kind: str, arm: str, cols: dict[str, np.ndarray], min_samples
     """exp(mean log ratio) with the t-mixture on the log ratios, widened by `margin`."""
     p = f"lat.{arm}.{kind}"
     valid = (cols[p + "lr_n"] > 0) & rows
-    x = cols[p + "logr"][valid]
+    x, margin = cols[p + "logr"][valid], margin[valid]
     if x.size:
         mean, low, high = t_mean_path(x, alpha, N_OPT)
         est, low, high = np.exp(mean), np.exp(low - margin), np.exp(high + margin)

@@ -60,6 +60,10 @@ class CapacityConfig:
     min_duration: float = field(default=10.0, metadata={
         "help": "Measured seconds per step, at least (open loop: requests = load x "
                 "duration when that is more than --min-requests).", "min": 0})
+    knee_steps: float = field(default=1.0, metadata={
+        "help": "Steps inside an arm's bracket (bisection, near the knee) measure this many "
+                "times --min-requests / --min-duration's worth (1: as the others).",
+        "min": 1})
     max_requests: int = field(default=100_000, metadata={
         "help": "Bound on the requests the whole sweep sends (all arms' steps, resumes "
                 "included); the ladder ends when the next step would pass it.", "min": 1})
@@ -88,6 +92,18 @@ class CapacityConfig:
     seed: int = field(default=0, metadata={
         "help": "Seed of the Poisson arrivals (the same at every step, scaled) and of the "
                 "resamples."})
+    replicates: int = field(default=1, metadata={
+        "help": "Sweeps of the same arms, each with its own seed (--seed + i) and a dithered "
+                "start, under OUT/replicate-NN/; with 2 or more the capacity ratio's interval "
+                "is across them (log ratio, with --process-spread), in OUT/replicates.json.",
+        "min": 1})
+    process_spread: float = field(default=0.02, metadata={
+        "help": "SD of one engine process's log capacity: the between-process term of the "
+                "interval across replicates (the same servers move every replicate alike).",
+        "min": 0})
+    target_half_width: float = field(default=0.08, metadata={
+        "help": "The log half-width the replicates report sizes the replicates for (0.08: "
+                "about +-8 %).", "min": 0, "min_open": True})
     models: dict[str, str] = field(default_factory=dict,
                                    metadata={"help": "arm -> model name to put in the body"})
     metrics_port: int | None = field(default=None, metadata={

@@ -86,7 +86,24 @@ def step_size(config: CapacityConfig, load: float, state: SweepState) -> int:
                                                                  int(2 * load))
     if rate is None:
         return least + int(2 * load)
-    return math.ceil(rate * config.warmup) + max(least, math.ceil(rate * config.min_duration))
+    # a bisection step (inside an arm's bracket) decides the interpolated knee: measured
+    # longer, its attainment's noise moves the capacity less
+    longer = config.knee_steps if near_knee(load, state, config) else 1.0
+    return math.ceil(rate * config.warmup) + math.ceil(
+        longer * max(least, math.ceil(rate * config.min_duration)))
+
+
+def near_knee(load: float, state: SweepState, config: CapacityConfig) -> bool:
+    """Whether `load` lies inside some arm's bracket [last pass, first fail]."""
+    by_arm: dict[str, list] = {}
+    for r in state.arm_steps():
+        by_arm.setdefault(r.arm, []).append(
+            (r.load, r.passes(config.slo_attainment, config.max_error_rate)))
+    for outcomes in by_arm.values():
+        failed = [x for x, ok in outcomes if not ok]
+        if failed and any(x < load for x, ok in outcomes if ok) and load < min(failed):
+            return True
+    return False
 
 
 def resumed(config: CapacityConfig, stored: dict) -> CapacityConfig:

@@ -43,6 +43,38 @@ def evaluate_sweep(path: str | Path, policy: Policy) -> GateResult:
     return apply_policy(policy, figures, manifest, [], sweep.path)
 
 
+def evaluate_replicates(path: str | Path, policy: Policy) -> GateResult:
+    """The verdict on replicate sweeps (`capacity --replicates`): the capacity ratio with
+    its interval across the replicates; incomplete while a replicate is."""
+    import json
+
+    from exporters.catalogue import OVERALL
+    from harness.capacity.replicates import REPORT
+
+    path = Path(path)
+    try:
+        report = json.loads((path / REPORT).read_text())
+    except (OSError, ValueError) as exc:
+        raise RunDirError(f"{path / REPORT}: cannot read the replicates' report: {exc}") \
+            from exc
+    ratio = report.get("capacity_ratio")
+    rows = report.get("replicates") or []
+    if ratio is None:
+        fig = Figure(CAPACITY_RATIO, None, CANDIDATE, OVERALL, status="not_computable",
+                     reason=report.get("why", "no interval across replicates"))
+    else:
+        fig = Figure(CAPACITY_RATIO, ratio["value"], CANDIDATE, OVERALL, ratio["ci_low"],
+                     ratio["ci_high"], n=ratio["replicates"], noise_floor=1.0,
+                     detail={"excess": ratio["value"] - 1, "excess_floor": "1 (replicates)",
+                             "excess_ci": [ratio["ci_low"] - 1, ratio["ci_high"] - 1],
+                             "replicates": rows, "unit": "ratio"})
+    done = all(SweepDir(path / r["dir"]).exists() and
+               SweepDir(path / r["dir"]).read().status == "complete" for r in rows)
+    manifest = {"id": path.name, "kind": "capacity-replicates",
+                "status": "complete" if done and rows else "running", "arms": {}}
+    return apply_policy(policy, [fig], manifest, [], path)
+
+
 def capacity_ratio(path: str | Path) -> Figure:
     """The candidate's capacity ratio in the sweep in `path` (a sweep takes one candidate,
     the arm `candidate`), with the sweep's baseline URL as `detail["baseline"]`; a

@@ -44,6 +44,7 @@ def _option(name: str, *flags: str, **attrs: Any):
 @_option("warmup", metavar="S")
 @_option("min_requests", metavar="N")
 @_option("min_duration", metavar="S")
+@_option("knee_steps", metavar="K")
 @_option("max_requests", metavar="N")
 @_option("max_time", metavar="S")
 @_option("resume")
@@ -52,6 +53,9 @@ def _option(name: str, *flags: str, **attrs: Any):
 @_option("processes", metavar="N")
 @_option("preflight_timeout", metavar="S")
 @_option("resamples", metavar="B")
+@_option("replicates", metavar="R")
+@_option("process_spread", metavar="TAU")
+@_option("target_half_width", metavar="W")
 @_option("seed")
 @_option("metrics_port")
 @_option("metrics_linger_s", "--metrics-linger", metavar="S")
@@ -71,6 +75,11 @@ def command(ctx: click.Context, **params: Any) -> None:
     saturate. Each step is stored as it completes (capacity.json, steps/NNN/ replay run
     directories); Ctrl-C leaves the sweep interrupted with its partial report, and
     --resume goes on. `layergate gate OUT` judges the report under a policy.
+
+    --replicates R runs R sweeps (OUT/replicate-NN/, each its own seed and a dithered
+    start) and gives the capacity ratio's interval across them (OUT/replicates.json, with
+    how many replicates --target-half-width needs): one sweep's own interval covers the
+    ratio far less often than it says (docs/METRICS.md, "Capacity at the SLO").
     """
     from harness.capacity.report import exit_of, print_sweep, sweep_figures
     from harness.capacity.sweep import run_capacity
@@ -90,6 +99,8 @@ def command(ctx: click.Context, **params: Any) -> None:
             models[CANDIDATE] = models.pop(name)
     try:
         config = CapacityConfig(arms=arms, models=models, **config_values(ctx, CapacityConfig))
+        if config.replicates > 1:
+            _replicated(config)
         state, config = run_capacity(config, echo=lambda line: click.echo(line, err=True))
     except KeyboardInterrupt:
         click.echo(f"interrupted: the sweep in {params['out']} is marked interrupted, its "
@@ -99,3 +110,18 @@ def command(ctx: click.Context, **params: Any) -> None:
     figures = sweep_figures(state, config)
     print_sweep(figures, state, config, echo=click.echo)
     raise SystemExit(exit_of(state, figures))
+
+
+def _replicated(config: CapacityConfig) -> None:
+    """--replicates R: R sweeps from their own seeds, then the interval across them."""
+    from harness.capacity.replicates import replicates_lines, run_replicates
+    from harness.capacity.sweep import run_capacity
+
+    def one(sub: CapacityConfig) -> None:
+        click.echo(f"replicate {sub.out.name}: seed {sub.seed}, start {sub.start:g}", err=True)
+        run_capacity(sub, echo=lambda line: click.echo(line, err=True))
+
+    report = run_replicates(config, one)
+    for line in replicates_lines(report):
+        click.echo(line)
+    raise SystemExit(ExitCode.PASS if report.get("capacity_ratio") else ExitCode.INCONCLUSIVE)

@@ -68,16 +68,17 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
 
     A run with several candidates (`replay --candidate NAME=URL ...`) judges each against
     the same baseline and noise floor, at a confidence adjusted across them by the policy's
-    `multiplicity` (Holm by default), and prints a leaderboard and the recommendation: the
-    passing candidate that saves the most (its RER, or with --capacity its capacity
-    sweep's ratio).
+    `multiplicity` (Holm by default), and prints a leaderboard (intervals at the family-wise
+    level) and the recommendation: of the passing candidates not worse than the best, the
+    one that saves the most (its RER, or with --capacity its capacity sweep's ratio).
 
     --sequential judges the requests in send order with confidence sequences instead
     (docs/METRICS.md, "Sequential verdicts"): the verdict `replay --until-decided` stopped on.
     """
     from rich.console import Console
 
-    from harness.capacity.verdict import evaluate_sweep
+    from harness.capacity.replicates import is_replicated
+    from harness.capacity.verdict import evaluate_replicates, evaluate_sweep
     from harness.gate import load_policy
     from harness.gate.family import CapacityError, RequireError, evaluate_family
     from harness.rundir import load_run
@@ -94,6 +95,10 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     if budget is not None:
         raise click.BadParameter("only with --sequential", param_hint="--budget")
     try:
+        if is_replicated(run_dir):  # `capacity --replicates`: the ratio across them
+            swept = evaluate_replicates(run_dir, policy)
+            _report_one(swept, swept.exit_code, json_path, junit_path, markdown_path,
+                        html_path, err)
         if is_sweep(run_dir):  # a `layergate capacity` sweep: its capacity figures
             with err.status(f"judging the capacity sweep in {run_dir}"):
                 swept = evaluate_sweep(run_dir, policy)
@@ -110,6 +115,9 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     except CapacityError as exc:
         raise click.BadParameter(str(exc), param_hint="--capacity") from exc
     paths = (json_path, junit_path, markdown_path, html_path)
+    stopped = optional_stopping(run.manifest)
+    if stopped:
+        err.print(f"warning: {stopped}", highlight=False, soft_wrap=True)
     for name, ratio in ratios.items():
         if ratio.detail.get(BASELINE) != run.manifest.arms.get(BASELINE):
             err.print(f"note: --capacity {name}: the sweep's baseline "
@@ -127,6 +135,18 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
 
     print_family(family)
     raise SystemExit(family.exit_code)
+
+
+def optional_stopping(manifest) -> str | None:
+    """Why the fixed gate's intervals do not hold on a run stopped by `--until-decided`
+    (None when it was not): they assume the sample size was fixed before the first look."""
+    stopped = sorted(manifest.arms_stopped) if manifest.arms_stopped else []
+    if not manifest.stopped_early and not stopped:
+        return None
+    which = f" (stopped: {', '.join(stopped)})" if stopped else ""
+    return (f"this run was stopped early by --until-decided{which}: the fixed gate's "
+            "intervals assume a sample size fixed in advance and do not hold after optional "
+            "stopping; judge it with `layergate gate --sequential` (the verdict it stopped on)")
 
 
 def _capacity_ratios(values: tuple[str, ...]) -> dict:
@@ -226,7 +246,8 @@ def _print_decision(decision, name: str | None) -> None:
             else f"undecided after {decision.n} requests")
     who = "" if name is None else f" of candidate {name}"
     click.echo(f"sequential verdict{who}: {decision.verdict.upper()} ({when}{budget_text}; "
-               f"{decision.available} judged in send order)")
+               f"{decision.available} judged in send order; confidence sequences at "
+               f"{decision.confidence:.4g})")
     for f in decision.figures:
         flag = "" if f.counts else " (not gating)"
         where = "" if f.scenario == OVERALL else f" [{f.scenario}]"

@@ -21,8 +21,11 @@ from exporters.catalogue import (
     UNDECIDED,
     Verdict,
 )
+from exporters.error_bound import error_upper_bound
 from exporters.figures import Figure
 from harness.gate.policy import MetricRule
+
+INF = float("inf")
 
 # a check is judged like a verdict, or skipped (not required, not computed), or only shown
 SKIPPED, INFO = "skipped", "info"
@@ -102,20 +105,20 @@ def judge(rule: MetricRule, figure: Figure | None, scenario: str, counts: bool) 
 
 def _compared(rule: MetricRule, figure: Figure
               ) -> tuple[float | None, float | None, float | None]:
-    """The point and interval compared to the threshold; an interval-less figure (e.g. a
-    cache-hit delta from counters) is its own interval."""
+    """The point and interval compared to the threshold. A missing end (an order-statistic
+    bound beyond the sample, a counter-only figure, an excess without resamples) is
+    unbounded on its side: judged as the point, passing got easier as the level rose."""
     if rule.subtract_noise_floor:
         excess = figure.detail.get("excess")
         if excess is None:
             return None, None, None
-        low, high = figure.detail.get("excess_ci") or (excess, excess)
-        return float(excess), _num(low, excess), _num(high, excess)
-    value = float(figure.value)
-    return value, _num(figure.ci_low, value), _num(figure.ci_high, value)
+        low, high = figure.detail.get("excess_ci") or (None, None)
+        return float(excess), _end(low, -INF), _end(high, INF)
+    return float(figure.value), _end(figure.ci_low, -INF), _end(figure.ci_high, INF)
 
 
-def _num(x: float | None, default: float) -> float:
-    return float(default if x is None else x)
+def _end(x: float | None, missing: float) -> float:
+    return missing if x is None else float(x)
 
 
 def _side(rule: MetricRule, low: float, high: float) -> CheckStatus:
@@ -145,18 +148,31 @@ def interval_reason(what: str, low: float, high: float, rule: MetricRule, status
     return f"{what} [{low:.4g}, {high:.4g}] {SIDES[status]} {rule.direction} {rule.threshold:g}"
 
 
-def error_rate_check(arm: str, failed: int, total: int, limit: float) -> Check:
-    """The fail-closed check of an arm's error rate: above `limit`, or no result at all,
-    fails whatever the figures show."""
+def error_rate_check(arm: str, failed: int, total: int, limit: float,
+                     confidence: float | None = None) -> Check:
+    """The fail-closed check of an arm's error rate: a rate above `limit`, or no result at
+    all, fails whatever the figures show. With `confidence` (policy
+    `error_rate_confidence`) it passes only when the exact (Clopper-Pearson) one-sided
+    upper bound at that level is within the limit, else it is inconclusive: on the point,
+    0 errors in 48 requests pass a 1 % limit at a true 5 % with probability 0.085. A zero
+    limit is "no error seen": no bound reaches 0."""
     base = dict(name=ERROR_RATE, scenario=OVERALL, arm=arm, critical=True, counts=True,
                 threshold=limit, direction="<=")
     if not total:
         return Check(status=FAIL, reason="no results recorded for this arm", **base)
     rate = failed / total
-    return Check(status=PASS if rate <= limit else FAIL, value=rate, compared=rate,
-                 compared_low=rate, compared_high=rate, n=total,
-                 reason=f"{failed} of {total} requests failed ({rate:.2%}; limit {limit:.2%})",
-                 **base)
+    said = f"{failed} of {total} requests failed ({rate:.2%}; limit {limit:.2%}"
+    if confidence is None or rate > limit:
+        return Check(status=PASS if rate <= limit else FAIL, value=rate, compared=rate,
+                     compared_low=rate, compared_high=rate, n=total, reason=f"{said})", **base)
+    upper = error_upper_bound(failed, total, confidence)
+    if limit == 0 or upper <= limit:
+        status, why = PASS, f"{said}; {confidence:.0%} upper bound {upper:.2%})"
+    else:
+        status, why = INCONCLUSIVE, (f"{said}; its {confidence:.0%} upper bound {upper:.2%} "
+                                     "is above the limit: too few requests to show it)")
+    return Check(status=status, value=rate, compared=rate, compared_low=0.0,
+                 compared_high=upper, n=total, reason=why, **base)
 
 
 def complete_check(name: str, manifest: dict[str, Any]) -> Check:

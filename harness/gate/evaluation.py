@@ -9,10 +9,11 @@ from exporters.catalogue import DETERMINISM_FIGURES
 from exporters.columns import ResultColumns
 from exporters.compute import compute_figures
 from exporters.config import MetricsConfig
+from exporters.conversations import conversations
 from harness.gate.policy import Policy, load_policy
 from harness.gate.result import GateResult
 from harness.gate.verdict import apply_policy
-from harness.rundir import Run, RunDirError, load_run
+from harness.rundir import TRAFFIC, Run, RunDirError, load_run
 
 
 def evaluate(run_dir: str | Path, policy_path: str | Path | Policy | None = None) -> GateResult:
@@ -59,10 +60,14 @@ def run_figures(run: Run, config: MetricsConfig) -> list:
     # beside (a recording from another server scored even an A/A run 0.9 on 20 saas-mix
     # requests). So the gate sees the same figures as `layergate metrics`.
     offsets = run.schedule.offsets if run.schedule else None
+    traffic = run.path / TRAFFIC
+    # a multi-turn conversation is the bootstrap's unit (its turns move together)
     try:
+        clusters = conversations(traffic) if traffic.is_file() else None
         figures = compute_figures(_taken(run), run.scrapes, determinism=determinism,
                                   config=config, offsets=offsets,
-                                  max_in_flight=run.manifest.in_flight_limit)
+                                  max_in_flight=run.manifest.in_flight_limit,
+                                  clusters=clusters)
     except ValueError as exc:  # two rows for one (request, arm), a malformed response...
         raise RunDirError(f"{run.path}: cannot compute figures from its results: {exc}") from exc
     return figures

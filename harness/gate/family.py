@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from exporters.catalogue import (
     BONFERRONI,
@@ -33,6 +36,12 @@ from exporters.catalogue import (
 from exporters.config import MetricsConfig
 from exporters.figures import OVERALL, Figure
 from exporters.records import ArmResult
+from harness.gate.best import (
+    Difference,
+    not_worse_than_best,
+    paired_differences,
+    selected_bounds,
+)
 from harness.gate.evaluation import evaluate_run, metrics_config, run_figures
 from harness.gate.policy import Policy
 from harness.gate.result import GateResult
@@ -139,18 +148,28 @@ def candidate_figures(run: Run, config: MetricsConfig) -> list[Figure]:
 class CandidateVerdict:
     name: str
     result: GateResult  # judged with `name` as the arm `candidate`
-    confidence: float  # the level its intervals were computed at, after the adjustment
+    confidence: float  # the level its verdict was judged at, after the adjustment
     capacity_ratio: Figure | None = None  # from the candidate's capacity sweep, if given
+    # judged at the family-wise level 1 - alpha/m: the intervals shown (Holm's later steps
+    # judge at lower levels, whose intervals do not hold for the family together)
+    family_wise: GateResult | None = None
+    family_wise_confidence: float | None = None
+    rer_resamples: object = None  # its overall RER's resamples (numpy), paired with the others'
 
     @property
     def verdict(self) -> str:
         return self.result.verdict
 
     @property
+    def shown(self) -> GateResult:
+        """The result whose intervals the leaderboard shows: the family-wise one."""
+        return self.family_wise if self.family_wise is not None else self.result
+
+    @property
     def saving(self) -> Saving:
         """The leaderboard's saving: from its capacity sweep where given, else its RER over
-        the whole run (harness/gate/saving.py)."""
-        return saving_of(next((f for f in self.result.figures if f.name == RER
+        the whole run (harness/gate/saving.py), with its family-wise interval."""
+        return saving_of(next((f for f in self.shown.figures if f.name == RER
                                and f.arm == CANDIDATE and f.scenario == OVERALL), None),
                          self.capacity_ratio)
 
@@ -176,11 +195,53 @@ class FamilyResult:
         return tuple(dataclasses.replace(check, arm=c.name) if check.arm == CANDIDATE
                      else check for c in self.candidates for check in c.result.checks)
 
+    @functools.cached_property
+    def _compared(self) -> tuple[tuple[str, ...], tuple[Difference, ...],
+                                 dict[str, tuple[float | None, float | None]]]:
+        """(the candidates not worse than the best, every pair's paired difference, each
+        candidate's saving interval simultaneous over the family) on the savings' shared
+        resamples; without them (a capacity saving, a single candidate) every candidate
+        is kept and the family-wise intervals stand."""
+        points = {c.name: c.saving.key for c in self.candidates}
+        boots = {c.name: np.asarray(c.rer_resamples, dtype=float) for c in self.candidates
+                 if c.saving.source == RER and c.rer_resamples is not None}
+        if len(boots) != len(self.candidates) or len({len(b) for b in boots.values()}) != 1:
+            return tuple(points), (), {}
+        return (not_worse_than_best(points, boots, self.alpha),
+                tuple(paired_differences(points, boots, self.alpha)),
+                selected_bounds(points, boots, self.alpha))
+
+    @property
+    def not_worse_than_best(self) -> tuple[str, ...]:
+        """The candidates whose saving may be the best at the family-wise level."""
+        return self._compared[0]
+
+    @property
+    def differences(self) -> tuple[Difference, ...]:
+        """Every pair of candidates' paired saving difference, all at 1 - alpha together."""
+        return self._compared[1]
+
     @property
     def recommended(self) -> CandidateVerdict | None:
-        """The passing candidate with the highest saving, or None."""
-        passing = [c for c in self.candidates if c.verdict == PASS]
+        """Among the passing candidates not worse than the best, the highest saving; None
+        when none passes. (The largest point of several equal candidates reads high: its
+        interval is `recommended_interval`, adjusted for the selection.)"""
+        best = set(self.not_worse_than_best)
+        passing = [c for c in self.candidates if c.verdict == PASS and c.name in best]
         return max(passing, key=lambda c: c.saving.key, default=None)
+
+    @property
+    def recommended_interval(self) -> tuple[float | None, float | None] | None:
+        """The recommended candidate's saving interval, simultaneous over every candidate
+        (so it holds whichever the data selected); without paired resamples, its
+        family-wise (Bonferroni-level) interval, which is simultaneous too."""
+        best = self.recommended
+        if best is None:
+            return None
+        bounds = self._compared[2]
+        if best.name in bounds:
+            return bounds[best.name]
+        return best.saving.estimate.low, best.saving.estimate.high
 
     def reasons(self) -> list[str]:
         """Why the run's verdict is what it is, in words."""
@@ -188,6 +249,10 @@ class FamilyResult:
                 "pass"}.get(self.require, f"candidate {self.require!r} must pass")
         lines = [f"--require {self.require}: {rule}"]
         best = self.recommended
+        kept = self.not_worse_than_best
+        if len(self.candidates) > 1 and len(kept) < len(self.candidates):
+            lines.append(f"not worse than the best (at {1 - self.alpha:.0%}): "
+                         f"{', '.join(kept)}")
         lines.append(f"recommended: {best.name}" if best is not None else
                      "recommended: none (no candidate passes)")
         return lines
@@ -217,27 +282,20 @@ def evaluate_family(run: Run, policy: Policy, require: str = REQUIRE_ANY,
     """Every candidate's verdict at its adjusted confidence, and the run's under `require`.
     `capacity`: candidate -> the capacity ratio of its sweep (its saving on the leaderboard).
 
-    Holm: all m candidates are judged at 1 - alpha/m; while some pass, the rest are judged
-    again at 1 - alpha/(m - passed). A candidate's verdict is the one at its last level.
+    The adjustment is `judge_family`'s.
     """
     names = candidates_of(run)
     require = check_require(require, names)
     base = config if config is not None else metrics_config(policy, run)
     alpha = round(1 - base.confidence, 12)
-    judged: dict[str, CandidateVerdict] = {}
-    remaining = list(names)
-    while remaining:
-        m = 1 if policy.multiplicity not in (HOLM, BONFERRONI) else (
-            len(remaining) if policy.multiplicity == HOLM else len(names))
-        level = 1 - alpha / m
-        at = dataclasses.replace(base, confidence=level)
-        for name in remaining:
-            judged[name] = CandidateVerdict(name, evaluate_run(as_candidate(run, name), policy,
-                                                               at), level)
-        passed = [n for n in remaining if judged[n].verdict == PASS]
-        if policy.multiplicity != HOLM or not passed or len(passed) == len(remaining):
-            break
-        remaining = [n for n in remaining if n not in passed]
+
+    def judge(name: str, level: float, keep: dict | None) -> CandidateVerdict:
+        # several candidates: each its own process draw, keyed by its name
+        at = dataclasses.replace(base, confidence=level, keep_resamples=keep,
+                                 process_key=name if len(names) > 1 else base.process_key)
+        return CandidateVerdict(name, evaluate_run(as_candidate(run, name), policy, at), level)
+
+    judged = judge_family(names, policy.multiplicity, alpha, judge)
     ratios = capacity or {}
     unknown = sorted(set(ratios) - set(names))
     if unknown:
@@ -245,4 +303,33 @@ def evaluate_family(run: Run, policy: Policy, require: str = REQUIRE_ANY,
                             f"({', '.join(names)}){did_you_mean(unknown[0], names)}")
     return FamilyResult(tuple(dataclasses.replace(judged[n], capacity_ratio=ratios.get(n))
                               for n in names), policy.multiplicity, alpha, require)
+
+
+def judge_family(names: tuple[str, ...], multiplicity: str, alpha: float,
+                 judge: Callable[[str, float, dict | None], CandidateVerdict]
+                 ) -> dict[str, CandidateVerdict]:
+    """Each candidate's verdict under `multiplicity`, `judge(name, level, keep)` judging
+    one at one level (`keep`: where its figures leave their resamples, on its first
+    judgement only). Holm: all m at 1 - alpha/m; while some pass, the rest again at
+    1 - alpha/(m - passed); a verdict is the one at its last level. Each verdict carries
+    its first judgement, at the family-wise level, as the one its intervals are shown at."""
+    judged: dict[str, CandidateVerdict] = {}
+    first: dict[str, tuple[CandidateVerdict, object]] = {}
+    remaining = list(names)
+    while remaining:
+        m = 1 if multiplicity not in (HOLM, BONFERRONI) else (
+            len(remaining) if multiplicity == HOLM else len(names))
+        level = 1 - alpha / m
+        for name in remaining:
+            kept: dict = {}
+            judged[name] = judge(name, level, None if name in first else kept)
+            if name not in first:
+                first[name] = (judged[name], kept.get((RER, CANDIDATE, OVERALL)))
+        passed = [n for n in remaining if judged[n].verdict == PASS]
+        if multiplicity != HOLM or not passed or len(passed) == len(remaining):
+            break
+        remaining = [n for n in remaining if n not in passed]
+    return {n: dataclasses.replace(judged[n], family_wise=first[n][0].result,
+                                   family_wise_confidence=first[n][0].confidence,
+                                   rer_resamples=first[n][1]) for n in names}
 

@@ -47,7 +47,7 @@ _RULE_KEYS = {"threshold", "direction", "critical", "min_samples", "subtract_noi
               "required", "arm"}
 _TOP_KEYS = {"extends", "name", "description", "require_complete", "min_samples", "target_rer",
              "max_error_rate", "gate_scenarios", "metrics", "scenarios", "rollout",
-             "process_spread", "max_send_lag_p99_s", "multiplicity"}
+             "process_spread", "max_send_lag_p99_s", "multiplicity", "error_rate_confidence"}
 DEFAULT_PROCESS_SPREAD = MetricsConfig.process_spread
 
 
@@ -77,6 +77,8 @@ class Policy:
     process_spread: float = DEFAULT_PROCESS_SPREAD
     max_error_rate: dict[str, float] = field(default_factory=dict)  # arm -> limit
     default_max_error_rate: float = DEFAULT_MAX_ERROR_RATE
+    # the error-rate rule passes on the exact upper bound at this level; None: on the point
+    error_rate_confidence: float | None = None
     gate_scenarios: bool = False  # per-scenario rows count toward the verdict
     rules: tuple[MetricRule, ...] = ()
     scenario_rules: dict[str, tuple[MetricRule, ...]] = field(default_factory=dict)
@@ -169,6 +171,7 @@ def parse_policy(raw: Any, path: Path | None = None) -> Policy:
         process_spread=spread,
         max_error_rate=limits,
         default_max_error_rate=default_limit,
+        error_rate_confidence=_error_confidence(raw.get("error_rate_confidence"), where),
         gate_scenarios=flag(raw.get("gate_scenarios", False), where, "gate_scenarios"),
         rules=rules,
         scenario_rules=_scenario_rules(raw.get("scenarios") or {}, metrics, where,
@@ -258,6 +261,16 @@ def _scenario_rules(raw: Any, metrics: dict, where: Where, min_samples: int,
                   min_samples, target)
             for name, spec in merged.items())
     return out
+
+
+def _error_confidence(raw: Any, where: Where) -> float | None:
+    if raw is None:
+        return None
+    level = number(raw, where, "error_rate_confidence")
+    if not 0.5 <= level < 1:
+        raise where.error("error_rate_confidence", f"must be in [0.5, 1) (the level of the "
+                          f"error rate's one-sided upper bound), got {level}")
+    return level
 
 
 def _error_limits(raw: Any, where: Where) -> tuple[float, dict[str, float]]:

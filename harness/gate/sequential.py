@@ -81,6 +81,8 @@ class SequentialDecision:
     figures: tuple[RuleState, ...]
     reasons: tuple[str, ...]
     saturated: dict[str, list[str]] = field(default_factory=dict)  # arm -> its signals, at n
+    # of every rule's confidence sequence (two-sided; 1 - alpha/m across m candidates)
+    confidence: float = MetricsConfig.confidence
 
     @property
     def exhausted(self) -> bool:
@@ -94,6 +96,7 @@ class SequentialDecision:
     def to_json(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "decided": self.decided, "n": self.n,
                 "available": self.available, "budget": self.budget,
+                "confidence": self.confidence,
                 "reasons": list(self.reasons), "saturated": self.saturated,
                 "figures": [vars(f) for f in self.figures]}
 
@@ -135,7 +138,8 @@ def decide(source: Source, policy: Policy | str | Path | None = None,
     prefix = _prefix(source, budget)
     if not prefix.order:
         return SequentialDecision(INCONCLUSIVE, False, 0, 0, prefix.budget, (),
-                                  ("no request answered by every arm yet",))
+                                  ("no request answered by every arm yet",),
+                                  confidence=confidence)
     ctx = _context(prefix, policy, confidence)
     tracks = _tracks(policy, ctx)
     errors = _errors(prefix)
@@ -145,7 +149,7 @@ def decide(source: Source, policy: Policy | str | Path | None = None,
     verdict, reasons = _verdict(policy, prefix, look, hopeless[look.at], errors, states)
     return SequentialDecision(verdict, look.decided and verdict != INCONCLUSIVE, look.at + 1,
                               prefix.available, prefix.budget, states, tuple(reasons),
-                              look.saturated)
+                              look.saturated, confidence)
 
 
 def _prefix(source: Source, budget: int | None) -> _Prefix:

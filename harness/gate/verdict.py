@@ -89,7 +89,8 @@ def _run_checks(policy: Policy, manifest: dict[str, Any],
     for arm in arms:
         total = sum(t.count for t in results if t.arm == arm)
         failed = sum(t.count for t in results if t.arm == arm and not t.ok)
-        checks.append(error_rate_check(arm, failed, total, policy.error_limit(arm)))
+        checks.append(error_rate_check(arm, failed, total, policy.error_limit(arm),
+                                       policy.error_rate_confidence))
     return checks
 
 

@@ -34,6 +34,13 @@ def family_dict(family: FamilyResult) -> dict[str, Any]:
             "method": family.multiplicity, "alpha": family.alpha,
             "description": MULTIPLICITY[family.multiplicity],
             "confidence": {c.name: c.confidence for c in family.candidates}},
+        "family_wise_confidence": {c.name: c.family_wise_confidence
+                                   for c in family.candidates},
+        "not_worse_than_best": list(family.not_worse_than_best),
+        "recommended_interval": family.recommended_interval,
+        "differences": [{"first": d.first, "second": d.second, "value": d.value,
+                         "ci_low": d.low, "ci_high": d.high, "confidence": d.confidence}
+                        for d in family.differences],
         "leaderboard": leaderboard.to_json(family),
         "candidates": {c.name: {**to_dict(c.result), "confidence": c.confidence}
                        for c in family.candidates},

@@ -31,7 +31,7 @@ class Row:
 
 
 def _cell(c: CandidateVerdict, name: str) -> Estimate:
-    return Estimate.of(next((f for f in c.result.figures if f.name == name
+    return Estimate.of(next((f for f in c.shown.figures if f.name == name
                              and f.arm == CANDIDATE and f.scenario == OVERALL), None))
 
 

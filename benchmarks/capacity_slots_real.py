@@ -1,0 +1,82 @@
+"""Replicated capacity sweeps on real slot servers: `layergate capacity --replicates R` end
+to end against the suite's stdlib echo servers with slots (benchmarks/echo_server.py
+--slots: an M/D/c queue, 0.1 s a token, 4 tokens a request), 4 slots against 6, repeated
+`--sweeps` times with fresh seeds; prints each sweep's interval across replicates and how
+often it covered the M/D/c truth (tests/support/slots.py, the steady state).
+
+    .venv/bin/python benchmarks/capacity_slots_real.py --sweeps 20 --replicates 3
+
+Expensive: one sweep of R replicates is R ladders of a few 7 s steps (minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.gate_simulation import share  # noqa: E402
+from benchmarks.rigs.echo import echo_server  # noqa: E402
+from benchmarks.rigs.traffic import traffic  # noqa: E402
+from harness.processes import layergate_command  # noqa: E402
+from tests.support.slots import true_capacity  # noqa: E402
+
+TOKEN_S, TOKENS, LIMIT_S, ATTAINMENT = 0.1, 4, 0.5, 0.9
+LADDER = ("--start", "5", "--factor", "2", "--bisections", "2", "--warmup", "2",
+          "--min-duration", "5", "--min-requests", "30", "--max-in-flight", "64",
+          "--resamples", "200", "--slo-attainment", str(ATTAINMENT), "--no-progress",
+          "--slo", f"ttft:{int(LIMIT_S * 1000)}ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sweeps", type=int, default=20)
+    parser.add_argument("--replicates", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=100)
+    args = parser.parse_args()
+    truth = (true_capacity(6, TOKEN_S * TOKENS, LIMIT_S - TOKEN_S, ATTAINMENT)
+             / true_capacity(4, TOKEN_S * TOKENS, LIMIT_S - TOKEN_S, ATTAINMENT))
+    print(f"true ratio (M/D/c steady state) {truth:.4f}; {args.sweeps} sweeps x "
+          f"{args.replicates} replicates")
+    covered = done = 0
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        urls = {arm: stack.enter_context(echo_server("--token-delay", str(TOKEN_S),
+                                                     "--slots", str(n)))
+                for arm, n in (("baseline", 4), ("candidate", 6))}
+        path = traffic(Path(tmp) / "t.jsonl", 16, 0.1)
+        for i in range(args.sweeps):
+            out = Path(tmp) / f"sweep-{i:02d}"
+            began = time.monotonic()
+            run = subprocess.run(layergate_command(
+                "capacity", "--traffic", str(path), "--baseline", urls["baseline"],
+                "--candidate", urls["candidate"], "--out", str(out), *LADDER,
+                "--replicates", str(args.replicates), "--seed",
+                str(args.seed + 100 * i)), capture_output=True, text=True)
+            report = json.loads((out / "replicates.json").read_text()) \
+                if (out / "replicates.json").is_file() else {}
+            ratio = report.get("capacity_ratio")
+            took = time.monotonic() - began
+            if ratio is None:
+                print(f"sweep {i}: exit {run.returncode}, no interval ({took:.0f} s): "
+                      f"{run.stderr[-300:]}")
+                continue
+            done += 1
+            hit = ratio["ci_low"] <= truth <= ratio["ci_high"]
+            covered += hit
+            print(f"sweep {i}: {ratio['value']:.3f} [{ratio['ci_low']:.3f}, "
+                  f"{ratio['ci_high']:.3f}] {'covers' if hit else 'MISSES'} ({took:.0f} s; "
+                  f"{report['target_text']})", flush=True)
+    if done:
+        print(f"coverage of the truth: {share(covered, done)} of {done} sweeps")
+
+
+if __name__ == "__main__":
+    main()

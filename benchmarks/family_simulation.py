@@ -1,0 +1,150 @@
+"""Several candidates judged as a family: is the family-wise false pass held, and does the
+recommendation's interval hold after it was selected? Simulated runs, real gate code.
+
+Each simulated family replays N requests through baseline A, baseline2 A' and three
+candidates, every arm's process with its own log speed factor u ~ N(0, tau^2) and every
+request on every arm its own log-time noise (benchmarks/gate_simulation.py's model and
+built-in inputs). Each candidate's figures come from the gate's calculators (alignment,
+resampled sums, exporters.rer with its between-process term, the candidate's own process
+draw), each candidate is judged by the real `judge` of an RER rule, the family by the real
+`judge_family` (Holm) and `FamilyResult` (comparisons with the best, the recommendation
+and its selection-adjusted interval).
+
+  threshold   all three candidates' true RER exactly at the rule's threshold (0.20):
+              any pass is a false pass; family-wise false pass should be <= alpha (0.05)
+  equal       all three at a true RER of 0.35 (each passes often): how often the
+              recommended candidate's lower bound lies above the truth (<= 2.5 % for a
+              two-sided 95 % interval), against the old rule (the largest point, its
+              interval at its own Holm level)
+
+    .venv/bin/python benchmarks/family_simulation.py --families 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.gate_simulation import built_in_inputs, share  # noqa: E402
+from exporters import rer  # noqa: E402
+from exporters.aligned import align  # noqa: E402
+from exporters.bootstrap import expanded, percentile_ci, resample_sums  # noqa: E402
+from exporters.catalogue import HOLM, PASS, REQUIRE_ANY  # noqa: E402
+from exporters.config import MetricsConfig  # noqa: E402
+from exporters.figures import OVERALL  # noqa: E402
+from exporters.records import ArmResult  # noqa: E402
+from harness.gate.family import CandidateVerdict, FamilyResult, judge_family  # noqa: E402
+from harness.gate.policy import parse_policy  # noqa: E402
+from harness.gate.verdict import apply_policy  # noqa: E402
+
+NAMES = ("c1", "c2", "c3")
+THRESHOLD = 0.20
+EXPERIMENTS = {"threshold": THRESHOLD, "equal": 0.35}
+POLICY = parse_policy({"name": "family-sim", "min_samples": 20, "metrics": {
+    "rer": {"direction": ">=", "threshold": THRESHOLD}}})
+
+
+def simulate(inputs: dict, n: int, tau: float, saving: float, rng: np.random.Generator
+             ) -> dict[str, list[ArmResult]]:
+    """Rows per arm: the reference arms, then each candidate at time ratio 1 - saving."""
+    tokens = rng.choice(inputs["tokens"], n)
+    ttft0 = rng.choice(inputs["ttft"], n)
+    tpot0 = rng.choice(inputs["tpot"], n)
+    out = {}
+    for arm in ("baseline", "baseline2", *NAMES):
+        u = rng.normal(0, tau)
+        scale = 1 - saving if arm in NAMES else 1.0
+        ttft = ttft0 * scale * np.exp(u + rng.normal(0, inputs["sigma_ttft"], n))
+        tpot = tpot0 * scale * np.exp(u + rng.normal(0, inputs["sigma_tpot"], n))
+        e2e = ttft + tpot * (tokens - 1)
+        out[arm] = [ArmResult(f"q{i:04d}", arm if arm not in NAMES else "candidate", "mix",
+                              True, ttft_s=float(ttft[i]), e2e_s=float(e2e[i]),
+                              output_tokens=int(tokens[i])) for i in range(n)]
+    return out
+
+
+def family(rows: dict[str, list[ArmResult]], config: MetricsConfig) -> FamilyResult:
+    manifest = {"id": "sim", "status": "complete", "arms": dict.fromkeys(
+        ("baseline", "baseline2", "candidate"), "http://127.0.0.1")}
+    made = {}
+    for name in NAMES:
+        arm_rows = rows["baseline"] + rows["baseline2"] + rows[name]
+        al = align(arm_rows)
+        table = resample_sums(rer.columns(al, config), al.strata, len(al.scenario_names),
+                              config.n_resamples, config.seed)
+        made[name] = (al, table, arm_rows)
+
+    def judge(name: str, level: float, keep: dict | None) -> CandidateVerdict:
+        al, table, arm_rows = made[name]
+        at = MetricsConfig(n_resamples=config.n_resamples, seed=config.seed,
+                           confidence=level, process_key=name, keep_resamples=keep,
+                           process_spread=config.process_spread)
+        figures = rer.figures(table, al, at)
+        return CandidateVerdict(name, apply_policy(POLICY, figures, manifest, arm_rows),
+                                level)
+
+    alpha = round(1 - config.confidence, 12)
+    judged = judge_family(NAMES, HOLM, alpha, judge)
+    return FamilyResult(tuple(judged[n] for n in NAMES), HOLM, alpha, REQUIRE_ANY)
+
+
+def old_recommendation_low(fam: FamilyResult, n: int) -> tuple[float, float] | None:
+    """The rule before: the passing candidate with the largest point; (its lower bound at
+    the level of its last Holm step, its own 95 % lower bound)."""
+    passing = [c for c in fam.candidates if c.verdict == PASS]
+    if not passing:
+        return None
+    best = max(passing, key=lambda c: c.saving.key)
+    fig = next(f for f in best.result.figures if f.name == "rer" and f.arm == "candidate"
+               and f.scenario == OVERALL)
+    own = percentile_ci(np.asarray(best.rer_resamples), expanded(0.95, n))[0]
+    return fig.ci_low, own
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--families", type=int, default=2000)
+    parser.add_argument("--requests", type=int, default=48)
+    parser.add_argument("--tau", type=float, default=0.02)
+    parser.add_argument("--resamples", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    inputs = built_in_inputs()
+    config = MetricsConfig(n_resamples=args.resamples, process_spread=args.tau)
+    print(f"{args.families} families of {len(NAMES)} candidates, {args.requests} requests, "
+          f"tau {args.tau}, rule rer >= {THRESHOLD}, Holm at alpha 0.05")
+    for label, saving in EXPERIMENTS.items():
+        rng = np.random.default_rng([args.seed, int(saving * 1000)])
+        started = time.time()
+        any_pass = rec = rec_miss = old = old_miss = own_miss = 0
+        for _ in range(args.families):
+            fam = family(simulate(inputs, args.requests, args.tau, saving, rng), config)
+            any_pass += any(c.verdict == PASS for c in fam.candidates)
+            interval = fam.recommended_interval
+            if interval is not None:
+                rec += 1
+                rec_miss += interval[0] is not None and interval[0] > saving
+            lows = old_recommendation_low(fam, args.requests)
+            if lows is not None:
+                old += 1
+                old_miss += lows[0] > saving
+                own_miss += lows[1] > saving
+        print(f"\n{label}: true RER {saving} for every candidate "
+              f"({time.time() - started:.0f} s)")
+        print(f"  family-wise pass (any candidate): {share(any_pass, args.families)}")
+        if rec and label == "equal":  # at the threshold every pass is above the truth
+            print(f"  recommended: {rec}; its lower bound above the truth: "
+                  f"{share(rec_miss, rec)}")
+            print(f"  old rule (largest point): its interval at its Holm level "
+                  f"{share(old_miss, old)}; its own 95 % interval {share(own_miss, old)}")
+
+
+if __name__ == "__main__":
+    main()

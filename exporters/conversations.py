@@ -1,0 +1,77 @@
+"""Which requests of a traffic file belong to one multi-turn conversation: the bootstrap's
+resampling unit (exporters/bootstrap.py), since the turns of one conversation share its
+topic, length and difficulty, so their figures move together.
+
+The traffic format has no conversation field (docs/FORMATS.md): a chat request carries the
+conversation up to its turn in `messages` (as `import-trace --format sharegpt` writes it),
+so a later turn is a request whose messages hold an assistant reply, and its conversation
+is named by its first non-system message. Requests sharing that first message, holding a
+later turn, and at two or more turn positions (so not one request repeated) form one
+conversation; every other request (repeats of one prompt, few-shot or not, as a mix draws
+them) is its own unit, as before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from exporters.traffic import CHAT
+
+
+def conversations(path: str | Path) -> dict[str, str]:
+    """Request id -> conversation key for the requests of multi-turn conversations in the
+    traffic file at `path` (empty when it has none: a cheap scan finds no assistant message,
+    and nothing is parsed)."""
+    path = Path(path)
+    with path.open(encoding="utf-8") as fh:
+        if not any('"assistant"' in line for line in fh):
+            return {}
+    first: dict[str, str] = {}  # id -> its first message's key
+    later: set[str] = set()  # keys of conversations with a later turn
+    turns: dict[str, set[int]] = {}  # key -> the turn positions (messages) seen
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            obj = json.loads(line)
+            if obj.get("endpoint") != CHAT:
+                continue
+            messages = obj.get("body", {}).get("messages") or []
+            key, turn = _opening(messages)
+            if key is None:
+                continue
+            first[str(obj["id"])] = key
+            turns.setdefault(key, set()).add(len(messages))
+            if turn:
+                later.add(key)
+    return {rid: key for rid, key in first.items() if key in later and len(turns[key]) > 1}
+
+
+def _opening(messages: list[Any]) -> tuple[str | None, bool]:
+    """(a key of the conversation's first non-system message, whether an assistant reply
+    precedes this request's turn)."""
+    said = [m for m in messages if isinstance(m, dict) and m.get("role") != "system"]
+    if not said:
+        return None, False
+    opening = json.dumps([said[0].get("role"), said[0].get("content")], sort_keys=True)
+    key = hashlib.blake2b(opening.encode(), digest_size=8).hexdigest()
+    return key, any(m.get("role") == "assistant" for m in said)
+
+
+def cluster_labels(request_ids: list[str] | tuple[str, ...],
+                   clusters: dict[str, str] | None) -> np.ndarray | None:
+    """An integer label per request (rows of one conversation share one; every other row
+    its own), for `exporters.bootstrap.resample_sums`; None when no request is in one."""
+    if not clusters or not any(rid in clusters for rid in request_ids):
+        return None
+    keys: dict[str, int] = {}
+    out = np.empty(len(request_ids), dtype=np.int64)
+    for i, rid in enumerate(request_ids):
+        key = clusters.get(rid)
+        out[i] = keys.setdefault(key, len(keys)) if key is not None else -(i + 1)
+    return out

@@ -1,0 +1,152 @@
+"""The capacity ratio's intervals: a resample that never fails is +inf (not the ladder's
+top), a bracket that ended on a flag is never narrower than the bracket, and the interval
+across replicate sweeps covers (by repetition on synthetic replicates; the sweeps'
+simulation is benchmarks/capacity_simulation.py, run here for a few sweeps)."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from exporters import capacity as cap
+from exporters.capacity_replicates import replicated_ratio, replicates_needed
+from exporters.capacity_step import StepArm
+from exporters.catalogue import BASELINE, CANDIDATE
+from harness.capacity.config import CapacityConfig
+from harness.capacity.replicates import dithered, replicate_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _step(arm: str, load: float, met: int, n: int = 60, saturated: bool = False) -> StepArm:
+    return StepArm(arm, load, (True,) * met + (False,) * (n - met), 0, n / load,
+                   ("in flight at the limit",) if saturated else ())
+
+
+def _fig(figures, name: str, arm: str):
+    return next(f for f in figures if f.name == name and f.arm == arm)
+
+
+def test_resamples_that_never_fail_leave_the_upper_end_open():
+    # the candidate's top step misses the target by one request: many resamples pass it
+    steps = [_step(BASELINE, 2, 60), _step(BASELINE, 4, 30),
+             _step(CANDIDATE, 2, 60), _step(CANDIDATE, 4, 56)]
+    figures = cap.figures(steps, cap.SweepJudge(resamples=400), "req/s")
+    capacity = _fig(figures, "capacity", CANDIDATE)
+    assert capacity.value is not None and capacity.ci_high is None  # beyond the ladder
+    assert _fig(figures, "capacity_ratio", CANDIDATE).ci_high is None
+
+
+def test_a_bracket_ended_on_a_flag_is_the_intervals_least_width():
+    # the baseline's first failing step met the SLO but saturated: its capacity is
+    # anywhere in [2, 4]; held fixed in the resamples, the flag gave a zero-width interval
+    steps = [_step(BASELINE, 2, 60), _step(BASELINE, 4, 60, saturated=True),
+             _step(CANDIDATE, 2, 60), _step(CANDIDATE, 4, 60), _step(CANDIDATE, 8, 20)]
+    figures = cap.figures(steps, cap.SweepJudge(resamples=200), "req/s")
+    base = _fig(figures, "capacity", BASELINE)
+    assert base.value == 2 and base.ci_low <= 2 and base.ci_high >= 4
+    ratio = _fig(figures, "capacity_ratio", CANDIDATE)
+    assert ratio.ci_low <= ratio.value / 2 + 1e-9 and ratio.ci_high >= ratio.value
+
+
+def test_the_interval_across_replicates_covers_by_repetition():
+    """Replicates' log ratios: a process offset shared by the sweep (SD sqrt(2) tau) plus
+    each replicate's own noise; 2000 sweeps of 5 replicates."""
+    rng = np.random.default_rng(3)
+    tau, truth, covered, reps = 0.02, 1.2, 0, 2000
+    for _ in range(reps):
+        shared = rng.normal(0, math.sqrt(2) * tau)
+        logs = math.log(truth) + shared + rng.normal(0, 0.06, 5)
+        got = replicated_ratio(np.exp(logs).tolist(), tau)
+        covered += got.low <= truth <= got.high
+    assert 0.93 <= covered / reps <= 0.97
+    # without the process term the same replicates under-cover
+    short = sum(replicated_ratio(np.exp(math.log(truth) + rng.normal(0, math.sqrt(2) * tau)
+                                        + rng.normal(0, 0.01, 5)).tolist(), 0.0).low > truth
+                or False for _ in range(400))
+    assert short / 400 > 0.05
+
+
+def test_replicates_needed_for_a_width():
+    assert replicates_needed(0.1, 0.02, 0.08) > replicates_needed(0.05, 0.02, 0.08) >= 2
+    assert replicates_needed(0.1, 0.05, 0.08) is None  # the process term alone is wider
+    got = replicated_ratio([1.1, 1.2, 1.3, 1.25], 0.02)
+    assert got.replicates_for(got.half_width_log) <= 4
+    with pytest.raises(ValueError, match="at least 2"):
+        replicated_ratio([1.2])
+    with pytest.raises(ValueError, match="finite and > 0"):
+        replicated_ratio([1.2, math.inf])
+
+
+def test_replicates_have_their_own_seed_directory_and_dithered_start(tmp_path):
+    config = CapacityConfig(out=tmp_path / "sweep", arms={BASELINE: "http://127.0.0.1:1",
+                                                          CANDIDATE: "http://127.0.0.1:2"},
+                            slo="ttft:1s", traffic=tmp_path / "t.jsonl", start=2, factor=2,
+                            replicates=3)
+    subs = [replicate_config(config, i) for i in range(3)]
+    assert [s.out.name for s in subs] == ["replicate-00", "replicate-01", "replicate-02"]
+    assert [s.seed for s in subs] == [0, 1, 2] and all(s.replicates == 1 for s in subs)
+    assert all(1 < s.start <= 2 for s in subs) and len({s.start for s in subs}) == 3
+    assert dithered(4, 2, 5, users=True) == float(round(4 / 2 ** __import__(
+        "random").Random(5).random()))
+
+
+def test_the_capacity_simulation_benchmark_runs():
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "capacity_simulation.py"),
+                           "--sweeps", "2", "--replicates", "2", "--resamples", "50",
+                           "--duration", "20", "--requests", "60", "--warmup", "5",
+                           "--truths", "aa,policy"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert "replicated interval: coverage" in done.stdout
+
+
+def test_steps_near_the_knee_are_longer(tmp_path):
+    from harness.capacity.sweep import near_knee, step_size
+    from harness.sweepdir import Step, SweepState
+
+    config = CapacityConfig(out=tmp_path / "s", arms={BASELINE: "http://127.0.0.1:1",
+                                                      CANDIDATE: "http://127.0.0.1:2"},
+                            slo="ttft:1s", traffic=tmp_path / "t.jsonl", warmup=2,
+                            min_duration=10, min_requests=20, knee_steps=2)
+    state = SweepState({})
+    for i, (load, met) in enumerate(((2, 60), (4, 20))):
+        state.steps.append(Step(i, load, (BASELINE,), 60, 1.0, (_step(BASELINE, load, met),)))
+    assert near_knee(3, state, config) and not near_knee(8, state, config)
+    assert step_size(config, 3, state) == 3 * 2 + 2 * 30  # twice the measured requests
+    assert step_size(config, 1, state) == 1 * 2 + 20
+    plain = CapacityConfig(**{**vars(config), "knee_steps": 1.0})
+    assert step_size(plain, 3, state) == 3 * 2 + 30
+
+
+def test_the_gate_judges_the_ratio_across_replicates(tmp_path):
+    import json
+
+    from harness.capacity.verdict import evaluate_replicates
+    from harness.gate.policy import parse_policy
+    from harness.sweepdir import SweepDir, SweepState
+
+    rows = []
+    for i in range(3):
+        state = SweepState({})
+        state.status = "complete"
+        SweepDir(tmp_path / f"replicate-{i:02d}").write(state)
+        rows.append({"dir": f"replicate-{i:02d}", "ratio": 1.3})
+    report = {"kind": "capacity-replicates", "replicates": rows, "capacity_ratio": {
+        "value": 1.3, "ci_low": 1.22, "ci_high": 1.38, "replicates": 3}}
+    (tmp_path / "replicates.json").write_text(json.dumps(report))
+    policy = parse_policy({"min_samples": 2, "metrics": {"capacity_ratio": {
+        "direction": ">=", "threshold": 1.2}}})  # a sample is a replicate
+    judged = evaluate_replicates(tmp_path, policy)
+    assert judged.verdict == "pass", judged.reasons
+    report["capacity_ratio"]["ci_low"] = 1.15
+    (tmp_path / "replicates.json").write_text(json.dumps(report))
+    assert evaluate_replicates(tmp_path, policy).verdict == "inconclusive"
+    state = SweepState({})
+    SweepDir(tmp_path / "replicate-02").write(state)  # one still running
+    assert evaluate_replicates(tmp_path, policy).verdict == "fail"
