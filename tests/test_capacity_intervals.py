@@ -20,6 +20,8 @@ from exporters.catalogue import BASELINE, CANDIDATE
 from harness.capacity.config import CapacityConfig
 from harness.capacity.replicates import dithered, replicate_config
 
+pytestmark = [pytest.mark.locust]  # what it starts (tests/support/starts.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -10,6 +10,8 @@ from exporters.records import ArmResult
 from harness.gate import apply_policy
 from harness.gate.policy import parse_policy
 
+pytestmark = [pytest.mark.locust]  # what it starts (tests/support/starts.py)
+
 ARMS = {"baseline": "http://a", "baseline2": "http://a2", "candidate": "http://b"}
 COMPLETE = {"id": "r1", "status": "complete", "arms": ARMS}
 
