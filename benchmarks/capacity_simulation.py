@@ -9,7 +9,7 @@ ladder (`harness.capacity.ladder.next_step`, `harness.capacity.sweep.step_size`)
 fresh seed, every step a fresh Poisson schedule starting on idle servers (the sweep's idle
 check), judged by the real `exporters.capacity` (attainment of a TTFT SLO); the replicates
 share the sweep's processes (the same servers). The interval is
-`exporters.capacity_replicates.replicated_ratio` (log ratio across replicates with the
+`layergate.exporters.capacity_replicates.replicated_ratio` (log ratio across replicates with the
 between-process term). Beside it: the single sweep's own bootstrap interval (its first
 replicate), which is what `layergate capacity` gave before.
 
@@ -38,15 +38,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.gate_simulation import share  # noqa: E402
-from exporters import capacity as cap  # noqa: E402
-from exporters.capacity_replicates import replicated_ratio  # noqa: E402
-from exporters.capacity_step import StepArm  # noqa: E402
-from exporters.catalogue import BASELINE, CANDIDATE, CAPACITY_RATIO  # noqa: E402
-from harness.capacity.config import CapacityConfig  # noqa: E402
-from harness.capacity.ladder import next_step  # noqa: E402
-from harness.capacity.replicates import dithered  # noqa: E402
-from harness.capacity.sweep import step_size  # noqa: E402
-from harness.sweepdir import Step, SweepState  # noqa: E402
+from layergate.exporters import capacity as cap  # noqa: E402
+from layergate.exporters.capacity_replicates import replicated_ratio  # noqa: E402
+from layergate.exporters.capacity_step import StepArm  # noqa: E402
+from layergate.exporters.catalogue import BASELINE, CANDIDATE, CAPACITY_RATIO  # noqa: E402
+from layergate.harness.capacity.config import CapacityConfig  # noqa: E402
+from layergate.harness.capacity.ladder import next_step  # noqa: E402
+from layergate.harness.capacity.replicates import dithered  # noqa: E402
+from layergate.harness.capacity.sweep import step_size  # noqa: E402
+from layergate.harness.sweepdir import Step, SweepState  # noqa: E402
 
 SERVICE_S, WAIT_S = 0.8, 0.8  # a request takes 0.8 s; the SLO lets it wait 0.8 s for a slot
 TARGET = 0.95

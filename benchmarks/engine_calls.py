@@ -11,7 +11,7 @@ import uuid
 def greedy_request(engine, ids: list[int], max_tokens: int,
                    timeout: float = 600) -> tuple[dict, float]:
     """Submit `ids` greedily, wait for the finish; returns (the `layergate` extension, seconds)."""
-    from reference_engine.api import FinishEvent, GenerationRequest, SamplingParams
+    from layergate.reference_engine.api import FinishEvent, GenerationRequest, SamplingParams
 
     events: queue.Queue = queue.Queue()
     start = time.perf_counter()

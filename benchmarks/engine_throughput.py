@@ -23,7 +23,7 @@ import httpx
 from engine_calls import greedy_request
 from prometheus_client import CollectorRegistry
 
-from harness.stack import engines
+from layergate.harness.stack import engines
 
 PROMPTS = ["Tell me about the moon.", "Write a short poem about rain.",
            "Explain what a CPU cache is.", "Give three tips for learning to cook.",
@@ -69,9 +69,9 @@ def batch1(args) -> None:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from reference_engine.config import EngineConfig
-    from reference_engine.engine import Engine
-    from reference_engine.loading import ensure_converted
+    from layergate.reference_engine.config import EngineConfig
+    from layergate.reference_engine.engine import Engine
+    from layergate.reference_engine.loading import ensure_converted
 
     torch.set_num_threads(args.threads)
     engine = Engine(EngineConfig(threads=args.threads, prefix_cache="off"), CollectorRegistry())

@@ -8,8 +8,8 @@ another), and every request on every arm its own noise e ~ N(0, sigma^2) in log 
 sigma measured from the same real run's A'-vs-A pairs. The candidate's true time ratio is
 1 (A/A), 0.85 (`faster`: a true 15 % saving) or 1.20 (`slow`: +20 % latency).
 
-The figures come from the gate's own code (alignment, resampled sums, exporters.rer and
-exporters.latency with their intervals) and are judged by the shipped policies' rules
+The figures come from the gate's own code (alignment, resampled sums, layergate.exporters.rer and
+layergate.exporters.latency with their intervals) and are judged by the shipped policies' rules
 (`default`, `tight`), under each method:
 
   per-request    the per-request paired bootstrap alone (process_spread 0), latency
@@ -40,14 +40,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from exporters import latency, rer  # noqa: E402
-from exporters.aligned import align  # noqa: E402
-from exporters.bootstrap import resample_sums  # noqa: E402
-from exporters.config import MetricsConfig  # noqa: E402
-from exporters.figures import OVERALL  # noqa: E402
-from exporters.records import ArmResult  # noqa: E402
-from harness.gate.checks import judge  # noqa: E402
-from harness.gate.policy import default_policy_dir, load_policy  # noqa: E402
+from layergate.exporters import latency, rer  # noqa: E402
+from layergate.exporters.aligned import align  # noqa: E402
+from layergate.exporters.bootstrap import resample_sums  # noqa: E402
+from layergate.exporters.config import MetricsConfig  # noqa: E402
+from layergate.exporters.figures import OVERALL  # noqa: E402
+from layergate.exporters.records import ArmResult  # noqa: E402
+from layergate.harness.gate.checks import judge  # noqa: E402
+from layergate.harness.gate.policy import default_policy_dir, load_policy  # noqa: E402
 
 EXPERIMENTS = {"aa": 1.0, "faster": 0.85, "slow": 1.20}
 FIGURES = {"rer": 0.0, "rer_decode": 0.0, "latency_ratio": 1.0, "ttft_latency_ratio": 1.0,
@@ -74,7 +74,7 @@ def share(k: int, n: int) -> str:
 def measured_inputs(run_dir: Path) -> dict:
     """Per-request costs of the run's baseline and the per-request noise sigma from its
     A'-vs-A pairs (the first third of the run in send order: before any queue built up)."""
-    from harness.rundir import load_run
+    from layergate.harness.rundir import load_run
 
     run = load_run(run_dir)
     order = {t.id: t.offset_s for t in run.traffic.records}

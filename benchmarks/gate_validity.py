@@ -65,16 +65,16 @@ sys.path.insert(0, str(ROOT))  # run as a script from anywhere: the checkout's h
 
 from rigs.delay_proxy import DelayProxy  # noqa: E402
 
-from harness.gate import GateResult, evaluate_run  # noqa: E402
-from harness.gate.evaluation import metrics_config, run_figures  # noqa: E402
-from harness.gate.policy import default_policy_dir, load_policy  # noqa: E402
-from harness.gate.sequential import decide  # noqa: E402
-from harness.processes import ManagedProcess  # noqa: E402
-from harness.replay import ReplayConfig, run_replay  # noqa: E402
-from harness.rundir import load_run  # noqa: E402
-from harness.stack.demo_config import DemoConfig  # noqa: E402
-from harness.stack.demo_traffic import demo_traffic  # noqa: E402
-from harness.stack.engines import start_engine  # noqa: E402
+from layergate.harness.gate import GateResult, evaluate_run  # noqa: E402
+from layergate.harness.gate.evaluation import metrics_config, run_figures  # noqa: E402
+from layergate.harness.gate.policy import default_policy_dir, load_policy  # noqa: E402
+from layergate.harness.gate.sequential import decide  # noqa: E402
+from layergate.harness.processes import ManagedProcess  # noqa: E402
+from layergate.harness.replay import ReplayConfig, run_replay  # noqa: E402
+from layergate.harness.rundir import load_run  # noqa: E402
+from layergate.harness.stack.demo_config import DemoConfig  # noqa: E402
+from layergate.harness.stack.demo_traffic import demo_traffic  # noqa: E402
+from layergate.harness.stack.engines import start_engine  # noqa: E402
 
 EXPERIMENTS = ("aa", "static", "slow", "faster", "speculative", "cache")
 POLICIES = ("no-regression", "default", "tight")
@@ -348,9 +348,9 @@ def log_offset(plain: list[float | None], figure: str) -> tuple[float, float] | 
     baseline) and its per-request standard error, read off the +-1 SE (expanded) interval."""
     from scipy.stats import norm
 
-    from exporters.bootstrap import expanded
-    from exporters.catalogue import figure_spec
-    from exporters.process_spread import to_ratio
+    from layergate.exporters.bootstrap import expanded
+    from layergate.exporters.catalogue import figure_spec
+    from layergate.exporters.process_spread import to_ratio
 
     value, low, high, n = plain
     if value is None or low is None or high is None or not n:

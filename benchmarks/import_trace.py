@@ -73,7 +73,7 @@ def main() -> None:
         print(f"trace: {args.rows} {args.format} rows, {trace.stat().st_size / 1e6:.0f} MB, "
               f"written in {time.perf_counter() - started:.1f} s", flush=True)
         out = Path(tmp) / "traffic.jsonl"
-        cmd = [sys.executable, "-m", "harness.cli", "import-trace", "--format", args.format,
+        cmd = [sys.executable, "-m", "layergate", "import-trace", "--format", args.format,
                str(trace), "--out", str(out), *(["--tokenizer", args.tokenizer]
                                                 if args.tokenizer else [])]
         started = time.perf_counter()

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from rigs.synthetic_run import write_run
 
-from exporters.config import MetricsConfig
-from harness.rundir import RunDir
+from layergate.exporters.config import MetricsConfig
+from layergate.harness.rundir import RunDir
 
 # exit codes that mean the command did its work (the gate's verdict is any of these)
 DONE = {"metrics": {0}, "gate": {0, 1, 3}}
@@ -37,7 +37,7 @@ def measure(command: str, run: RunDir, out: Path) -> tuple[float, float, float]:
     process."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", command, str(run.path),
+    proc = subprocess.Popen([sys.executable, "-m", "layergate.harness.cli", command, str(run.path),
                              "--json", str(out)], stdout=subprocess.DEVNULL, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     took = time.perf_counter() - start

@@ -36,13 +36,13 @@ from pathlib import Path
 from rigs.echo import start_echo
 from rigs.locust_probe import Probe, probed
 
-from exporters.traffic import TrafficRecord, read_traffic, write_traffic
-from harness.processes import free_port
-from harness.replay import ReplayConfig, run_replay
-from harness.replay.client import Target, send
-from harness.replay.transport import HttpxTransport
-from harness.rundir import RunDir
-from harness.scenarios import SCENARIOS_DIR
+from layergate.exporters.traffic import TrafficRecord, read_traffic, write_traffic
+from layergate.harness.processes import free_port
+from layergate.harness.replay import ReplayConfig, run_replay
+from layergate.harness.replay.client import Target, send
+from layergate.harness.replay.transport import HttpxTransport
+from layergate.harness.rundir import RunDir
+from layergate.harness.scenarios import SCENARIOS_DIR
 
 HERE = Path(__file__).resolve().parent
 

@@ -20,8 +20,8 @@ from replay_overhead import make_traffic
 from rigs.echo import start_echo
 from rigs.locust_probe import probed
 
-from harness.processes import free_port
-from harness.replay import ReplayConfig, run_replay
+from layergate.harness.processes import free_port
+from layergate.harness.replay import ReplayConfig, run_replay
 
 
 def main() -> None:

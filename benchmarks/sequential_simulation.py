@@ -41,13 +41,13 @@ from scipy.stats import beta
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from exporters.compute import compute_figures  # noqa: E402
-from exporters.config import MetricsConfig  # noqa: E402
-from exporters.records import ArmResult  # noqa: E402
-from harness.gate import load_policy  # noqa: E402
-from harness.gate.policy import default_policy_dir  # noqa: E402
-from harness.gate.sequential import decide  # noqa: E402
-from harness.gate.verdict import apply_policy  # noqa: E402
+from layergate.exporters.compute import compute_figures  # noqa: E402
+from layergate.exporters.config import MetricsConfig  # noqa: E402
+from layergate.exporters.records import ArmResult  # noqa: E402
+from layergate.harness.gate import load_policy  # noqa: E402
+from layergate.harness.gate.policy import default_policy_dir  # noqa: E402
+from layergate.harness.gate.sequential import decide  # noqa: E402
+from layergate.harness.gate.verdict import apply_policy  # noqa: E402
 
 FIXED_N = 48
 CAP = 32

@@ -58,12 +58,12 @@ def main() -> None:
 
     import torch
 
-    from reference_engine.calibration.prompts import load_prompts
-    from reference_engine.calibration.sweep import Draft, measure_times
-    from reference_engine.config import EngineConfig
-    from reference_engine.engine import Engine
-    from reference_engine.loading import load_model
-    from reference_engine.skip_policies.rules import load_rules
+    from layergate.reference_engine.calibration.prompts import load_prompts
+    from layergate.reference_engine.calibration.sweep import Draft, measure_times
+    from layergate.reference_engine.config import EngineConfig
+    from layergate.reference_engine.engine import Engine
+    from layergate.reference_engine.loading import load_model
+    from layergate.reference_engine.skip_policies.rules import load_rules
 
     torch.set_num_threads(args.threads)
     loaded = load_model(EngineConfig(threads=args.threads))
@@ -97,7 +97,7 @@ def main() -> None:
     spec = next(a for a in arms if a.name == "speculative")
     draft = rules.speculative
     longest = max(traffic.prompts, key=lambda p: len(p.prompt_ids))
-    from reference_engine.calibration.reference import Reference
+    from layergate.reference_engine.calibration.reference import Reference
 
     ref = Reference(longest, tuple(arms[0].results[traffic.prompts.index(longest)]["token_ids"])
                     or (0,))

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))  # run as a script from anywhere: the checkout's h
 
 from rigs.watch_rig import Rig, run_rig  # noqa: E402
 
-from harness.stack.engines import start_engine  # noqa: E402
+from layergate.harness.stack.engines import start_engine  # noqa: E402
 
 POLICY = {"name": "bench", "alpha": 0.05, "metrics": {
     "e2e_ratio": {"direction": "<=", "threshold": 1.5},

@@ -1,7 +1,7 @@
 """How often does `layergate watch` roll back a candidate it should not, and how fast does it
 roll back one it should? Simulated windows through the real decision code.
 
-Each rollout feeds `harness.watch.stages.StageMachine` (the policy and stage plan the CLI
+Each rollout feeds `layergate.harness.watch.stages.StageMachine` (the policy and stage plan the CLI
 uses) with windows drawn like Prometheus would report them: per arm, the sums and counts of
 the E2E / TTFT / TPOT histograms and the request and error counters over one window. Per
 window, requests arrive Poisson at `--rate` req/s split by the stage's share; each request's
@@ -39,10 +39,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from exporters.canary import ArmWindow, Window  # noqa: E402
-from exporters.sequential import rate_difference_sequence, windows_needed  # noqa: E402
-from harness.watch.policy import load_watch_policy  # noqa: E402
-from harness.watch.stages import StageMachine, StagePlan, WatchStatus  # noqa: E402
+from layergate.exporters.canary import ArmWindow, Window  # noqa: E402
+from layergate.exporters.sequential import rate_difference_sequence, windows_needed  # noqa: E402
+from layergate.harness.watch.policy import load_watch_policy  # noqa: E402
+from layergate.harness.watch.stages import StageMachine, StagePlan, WatchStatus  # noqa: E402
 
 EXPERIMENTS = ("aa", "threshold", "slow", "turn", "errors")
 LATENCIES = (("e2e", 2.0, 0.6), ("ttft", 0.2, 0.8), ("tpot", 0.03, 0.3))  # median s, sigma

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from exporters.catalogue import BASELINE, BASELINE2, CANDIDATE, arm_lacks
-from exporters.columns import (
+from layergate.exporters.catalogue import BASELINE, BASELINE2, CANDIDATE, arm_lacks
+from layergate.exporters.columns import (
     Output,
     Outputs,
     ResultColumns,
@@ -20,7 +20,7 @@ from exporters.columns import (
     flat_token_ids,
     from_results,
 )
-from exporters.records import ArmResult
+from layergate.exporters.records import ArmResult
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class ArmColumns:
     has: dict[str, np.ndarray]
     has_ids: np.ndarray  # bool: token ids returned
     ids_len: np.ndarray  # int
-    ids_key: np.ndarray  # digests of the outputs (exporters.columns)
+    ids_key: np.ndarray  # digests of the outputs (layergate.exporters.columns)
     text_key: np.ndarray
     itl_start: np.ndarray  # int: where each row's gaps start in `all_itl`
     itl_len: np.ndarray  # int: how many gaps each row has (0 where absent)

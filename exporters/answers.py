@@ -9,8 +9,8 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from exporters.catalogue import RECORDED
-from exporters.records import ArmResult
+from layergate.exporters.catalogue import RECORDED
+from layergate.exporters.records import ArmResult
 
 UNRECORDED = "unrecorded"  # a run written before answers said where their counts came from
 

@@ -19,14 +19,18 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from exporters.aligned import Aligned, compared_arms, lacking
-from exporters.bootstrap import SumTable
-from exporters.catalogue import BASELINE, BASELINE2, CACHE_HIT_DELTA, CANDIDATE, arm_lacks
-from exporters.config import MetricsConfig
-from exporters.estimate import SumStat, estimate, status_for
-from exporters.figures import OVERALL, Figure
-from exporters.prom_text import cache_counters, has_metrics_endpoint, server_without_counters
-from exporters.records import MetricsScrape
+from layergate.exporters.aligned import Aligned, compared_arms, lacking
+from layergate.exporters.bootstrap import SumTable
+from layergate.exporters.catalogue import BASELINE, BASELINE2, CACHE_HIT_DELTA, CANDIDATE, arm_lacks
+from layergate.exporters.config import MetricsConfig
+from layergate.exporters.estimate import SumStat, estimate, status_for
+from layergate.exporters.figures import OVERALL, Figure
+from layergate.exporters.prom_text import (
+    cache_counters,
+    has_metrics_endpoint,
+    server_without_counters,
+)
+from layergate.exporters.records import MetricsScrape
 
 
 def hit_rate(scrapes: Sequence[MetricsScrape], arm: str) -> tuple[float | None, str]:

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from exporters.capacity_step import StepArm
-from exporters.catalogue import (
+from layergate.exporters.capacity_step import StepArm
+from layergate.exporters.catalogue import (
     BASELINE,
     BASELINE2,
     CAPACITY,
@@ -37,7 +37,7 @@ from exporters.catalogue import (
     CAPACITY_RATIO,
     CAPACITY_REALISATION,
 )
-from exporters.figures import OVERALL, Figure
+from layergate.exporters.figures import OVERALL, Figure
 
 EXACT, AT_LEAST, NONE = "exact", "at_least", "none"
 

@@ -1,9 +1,9 @@
 """A run's shadow-replay results as columns: one row per (request, arm), the numbers as numpy
 arrays, each output by a digest, the outputs themselves fetched only for the rows that
-need them. `exporters.aligned` lays these out per arm.
+need them. `layergate.exporters.aligned` lays these out per arm.
 
 Built from `ArmResult`s here (`from_results`) or read from a run's store
-(`harness.store.columns`), with the same values either way, so a million results need no
+(`layergate.harness.store.columns`), with the same values either way, so a million results need no
 million objects. A digest is 8 bytes of BLAKE2b of the text (of the token ids: their JSON,
 as the store writes it), the same in every process: equal outputs have equal digests;
 unequal ones collide with probability 2^-64 per pair, far below any figure's resolution.
@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from exporters.records import ArmResult
+from layergate.exporters.records import ArmResult
 
 # the `layergate` extension's numbers the calculators read, in `ResultColumns.ext` order
 EXT_KEYS = ("theoretical_saving", "computed_tokens", "peak_memory_bytes",

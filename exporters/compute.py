@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from exporters import (
+from layergate.exporters import (
     cache_hit,
     consistency,
     determinism_figures,
@@ -17,15 +17,15 @@ from exporters import (
     saturation,
     termination,
 )
-from exporters.aligned import align
-from exporters.bootstrap import compact, resample_sums
-from exporters.catalogue import RER
-from exporters.columns import ResultColumns
-from exporters.config import MetricsConfig
-from exporters.conversations import cluster_labels
-from exporters.figures import Figure
-from exporters.records import ArmResult, MetricsScrape
-from exporters.traffic import Offsets
+from layergate.exporters.aligned import align
+from layergate.exporters.bootstrap import compact, resample_sums
+from layergate.exporters.catalogue import RER
+from layergate.exporters.columns import ResultColumns
+from layergate.exporters.config import MetricsConfig
+from layergate.exporters.conversations import cluster_labels
+from layergate.exporters.figures import Figure
+from layergate.exporters.records import ArmResult, MetricsScrape
+from layergate.exporters.traffic import Offsets
 
 _SUM_CALCULATORS = (rer, termination, consistency, latency)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from layergate.exporters.catalogue import CANDIDATE
+
 
 @dataclass(frozen=True)
 class MetricsConfig:
@@ -28,7 +30,7 @@ class MetricsConfig:
         "help": "Prior SD of one engine process's log speed factor (between-process "
                 "variance) added to the intervals of RER and the latency ratios; 0: the "
                 "per-request bootstrap alone.", "min": 0})
-    process_key: str = field(default="candidate", metadata={
+    process_key: str = field(default=CANDIDATE, metadata={
         "help": "The name the candidate's process effect is drawn under: each candidate of "
                 "a run its own name, so two candidates never share one process draw."})
     # where estimate() leaves each figure's resamples (figure, arm, scenario) -> array,

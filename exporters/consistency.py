@@ -6,7 +6,7 @@ first_divergence mean length of the common prefix (tokens; whitespace words with
                  the position of the first differing token, the full length when identical
 bleu, chrf       sacreBLEU corpus scores of the arm's texts against the baseline's, on at
                  most `text_sample` pairs (a seeded sample, proportional per scenario)
-token_kl         mean per-token KL (see exporters.token_kl) when top_logprobs are present
+token_kl         mean per-token KL (see layergate.exporters.token_kl) when top_logprobs are present
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from exporters import tokenizer
-from exporters.aligned import Aligned, ArmColumns, compared_arms, lacking
-from exporters.bootstrap import SumTable, compact
-from exporters.catalogue import (
+from layergate.exporters import tokenizer
+from layergate.exporters.aligned import Aligned, ArmColumns, compared_arms, lacking
+from layergate.exporters.bootstrap import SumTable, compact
+from layergate.exporters.catalogue import (
     BASELINE,
     BASELINE2,
     BLEU,
@@ -32,10 +32,10 @@ from exporters.catalogue import (
     compared_tokens,
     same_output,
 )
-from exporters.config import MetricsConfig
-from exporters.estimate import SumStat, estimate
-from exporters.figures import Figure
-from exporters.textstats import (
+from layergate.exporters.config import MetricsConfig
+from layergate.exporters.estimate import SumStat, estimate
+from layergate.exporters.figures import Figure
+from layergate.exporters.textstats import (
     BLEU_ORDER,
     CHRF_ORDER,
     bleu_score,
@@ -43,7 +43,7 @@ from exporters.textstats import (
     chrf_score,
     chrf_stats,
 )
-from exporters.token_kl import request_kl
+from layergate.exporters.token_kl import request_kl
 
 BLEU_COLS = 2 + 2 * BLEU_ORDER
 CHRF_COLS = 3 * CHRF_ORDER

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from exporters.traffic import CHAT
+from layergate.exporters.traffic import CHAT
 
 
 def conversations(path: str | Path) -> dict[str, str]:
@@ -66,7 +66,7 @@ def _opening(messages: list[Any]) -> tuple[str | None, bool]:
 def cluster_labels(request_ids: list[str] | tuple[str, ...],
                    clusters: dict[str, str] | None) -> np.ndarray | None:
     """An integer label per request (rows of one conversation share one; every other row
-    its own), for `exporters.bootstrap.resample_sums`; None when no request is in one."""
+    its own), for `layergate.exporters.bootstrap.resample_sums`; None when no request is in one."""
     if not clusters or not any(rid in clusters for rid in request_ids):
         return None
     keys: dict[str, int] = {}

@@ -1,7 +1,7 @@
 """The determinism figures of each arm, from a repeat suite (the same prompts sent N times).
 
 output_determinism   share of prompts whose repeats are all the same output as the first
-                     (exporters.catalogue.same_output); per concurrency level in detail
+                     (layergate.exporters.catalogue.same_output); per concurrency level in detail
 resource_determinism mean over prompts of the standard deviation of per-request peak
                      memory across repeats (bytes, from the `layergate` extension)
 latency_determinism  P99 / P50 of E2E over all repeats (conservative CI from the
@@ -16,19 +16,19 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from exporters.bootstrap import resample_sums
-from exporters.catalogue import (
+from layergate.exporters.bootstrap import resample_sums
+from layergate.exporters.catalogue import (
     LATENCY_DETERMINISM,
     OUTPUT_DETERMINISM,
     RESOURCE_DETERMINISM,
     arm_lacks,
     same_output,
 )
-from exporters.config import MetricsConfig
-from exporters.estimate import SumStat, estimate, scenarios, status_for
-from exporters.figures import Figure
-from exporters.records import ArmResult
-from exporters.stats import quantile_ci
+from layergate.exporters.config import MetricsConfig
+from layergate.exporters.estimate import SumStat, estimate, scenarios, status_for
+from layergate.exporters.figures import Figure
+from layergate.exporters.records import ArmResult
+from layergate.exporters.stats import quantile_ci
 
 Key = tuple[str, str, str, int]  # scenario, arm, request id, concurrency
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from exporters.catalogue import ExitCode
+from layergate.exporters.catalogue import ExitCode
 
 
 class LayergateError(Exception):

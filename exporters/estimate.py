@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from exporters.bootstrap import SumTable, expanded, percentile_ci
-from exporters.catalogue import BASELINE2, CANDIDATE, figure_spec
-from exporters.config import MetricsConfig
-from exporters.figures import OVERALL, Figure
-from exporters.process_spread import process_draws, spread, with_process
+from layergate.exporters.bootstrap import SumTable, expanded, percentile_ci
+from layergate.exporters.catalogue import BASELINE2, CANDIDATE, figure_spec
+from layergate.exporters.config import MetricsConfig
+from layergate.exporters.figures import OVERALL, Figure
+from layergate.exporters.process_spread import process_draws, spread, with_process
 
 
 @dataclass(frozen=True)

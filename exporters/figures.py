@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from exporters.catalogue import CANDIDATE, OVERALL, FigureSpec, figure_spec
+from layergate.exporters.catalogue import CANDIDATE, OVERALL, FigureSpec, figure_spec
 
 Status = Literal["ok", "insufficient", "not_computable"]
 
@@ -14,7 +14,7 @@ Status = Literal["ok", "insufficient", "not_computable"]
 class Figure:
     """One metric value for one arm (or arm pair) and one scenario.
 
-    `name` is a catalogued figure (exporters.catalogue), which gives its unit and meaning.
+    `name` is a catalogued figure (layergate.exporters.catalogue), which gives its unit and meaning.
     `status` says whether `value` can be trusted: "insufficient" when there were fewer
     samples than the minimum, "not_computable" when the definition does not apply
     (e.g. cache-hit delta with a baseline hit rate of 0); `reason` says why in words.

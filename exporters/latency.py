@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from exporters.aligned import Aligned, ArmColumns, compared_arms, lacking
-from exporters.bootstrap import SumTable
-from exporters.catalogue import (
+from layergate.exporters.aligned import Aligned, ArmColumns, compared_arms, lacking
+from layergate.exporters.bootstrap import SumTable
+from layergate.exporters.catalogue import (
     BASELINE,
     BASELINE2,
     CANDIDATE,
@@ -32,10 +32,10 @@ from exporters.catalogue import (
     TPOT_LATENCY_RATIO,
     TTFT_LATENCY_RATIO,
 )
-from exporters.config import MetricsConfig
-from exporters.estimate import SumStat, estimate, scenarios, status_for
-from exporters.figures import Figure
-from exporters.stats import quantiles_ci, wilcoxon
+from layergate.exporters.config import MetricsConfig
+from layergate.exporters.estimate import SumStat, estimate, scenarios, status_for
+from layergate.exporters.figures import Figure
+from layergate.exporters.stats import quantiles_ci, wilcoxon
 
 
 def measured_arms(al: Aligned) -> tuple[str, ...]:

@@ -17,7 +17,7 @@ GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 TOKENIZER_FILE = "tokenizer.json"
 # the module that converts the GGUF into the cache when run with `python -m`; named, never
 # imported, by the harness (which converts in a child process to stay free of torch)
-CONVERTER = "reference_engine.loading"
+CONVERTER = "layergate.reference_engine.loading"
 
 
 class ModelLoadError(ValueError):

@@ -18,9 +18,9 @@ from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, V
 from opentelemetry.sdk.resources import Resource
 from prometheus_client import CollectorRegistry
 
-from exporters.catalogue import figure_spec
-from exporters.figures import Figure
-from exporters.records import ArmResult
+from layergate.exporters.catalogue import figure_spec
+from layergate.exporters.figures import Figure
+from layergate.exporters.records import ArmResult
 
 LATENCY_BOUNDARIES = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
                       10.0, 30.0, 60.0, 120.0)

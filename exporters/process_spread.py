@@ -22,7 +22,7 @@ import zlib
 
 import numpy as np
 
-from exporters.catalogue import ARMS, BASELINE, CANDIDATE
+from layergate.exporters.catalogue import ARMS, BASELINE, CANDIDATE
 
 PRIOR_WEIGHT = 4  # the prior τ counts as this many A'/A observations
 

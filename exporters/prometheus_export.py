@@ -15,8 +15,8 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from exporters.catalogue import VERDICTS, exit_code, figure_spec
-from exporters.figures import Figure
+from layergate.exporters.catalogue import VERDICTS, exit_code, figure_spec
+from layergate.exporters.figures import Figure
 
 PREFIX = "layergate_run_"
 LABELS = ("run", "arm", "scenario")

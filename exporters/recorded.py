@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from exporters.catalogue import RECORDED
-from exporters.records import ArmResult
+from layergate.exporters.catalogue import RECORDED
+from layergate.exporters.records import ArmResult
 
 
 def recorded_result(request_id: str, scenario: str, response: Mapping[str, Any]) -> ArmResult:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporters.catalogue import CHARACTERS
+from layergate.exporters.catalogue import CHARACTERS
 
 
 @dataclass(frozen=True)

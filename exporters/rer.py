@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from exporters.aligned import Aligned, compared_arms, lacking
-from exporters.bootstrap import SumTable
-from exporters.catalogue import (
+from layergate.exporters.aligned import Aligned, compared_arms, lacking
+from layergate.exporters.bootstrap import SumTable
+from layergate.exporters.catalogue import (
     BASELINE,
     BASELINE2,
     CANDIDATE,
@@ -22,9 +22,9 @@ from exporters.catalogue import (
     RER_REALISATION,
     RER_THEORETICAL,
 )
-from exporters.config import MetricsConfig
-from exporters.estimate import SumStat, estimate
-from exporters.figures import Figure
+from layergate.exporters.config import MetricsConfig
+from layergate.exporters.estimate import SumStat, estimate
+from layergate.exporters.figures import Figure
 
 
 def _masked(valid: np.ndarray, x: np.ndarray) -> np.ndarray:

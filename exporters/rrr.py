@@ -1,7 +1,7 @@
 """The `rrr` figure: RRR = (RER - target) / target (target: MetricsConfig.target_rer), and
 the rollout stage that saving alone would justify.
 
-The stage comes from the catalogue's default bounds on RRR (exporters.catalogue.STAGES:
+The stage comes from the catalogue's default bounds on RRR (layergate.exporters.catalogue.STAGES:
 vip >= 0, public_5pct >= 0.25, full >= 0.5, internal below), the gate policy's defaults
 too, so the figure and the gate's recommendation agree unless a policy moves them. It is
 taken from the lower CI bound of RRR when there is one (roll out only as far as the
@@ -11,9 +11,9 @@ business: this figure says what the saving alone would justify.
 
 from __future__ import annotations
 
-from exporters.catalogue import CANDIDATE, RER, RRR, stage_for
-from exporters.config import MetricsConfig
-from exporters.figures import Figure
+from layergate.exporters.catalogue import CANDIDATE, RER, RRR, stage_for
+from layergate.exporters.config import MetricsConfig
+from layergate.exporters.figures import Figure
 
 
 def figures(rer: list[Figure], config: MetricsConfig) -> list[Figure]:

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from exporters.aligned import Aligned
-from exporters.catalogue import RECORDED, TTFT_GROWTH
-from exporters.figures import OVERALL, Figure
+from layergate.exporters.aligned import Aligned
+from layergate.exporters.catalogue import RECORDED, TTFT_GROWTH
+from layergate.exporters.figures import OVERALL, Figure
 
 GROWTH = 2.0
 RHO = 0.5

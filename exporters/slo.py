@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from exporters.records import ArmResult
+from layergate.exporters.records import ArmResult
 
 SLO_KEYS = ("ttft", "tpot", "e2e")
 _UNITS = {"ms": 1e-3, "s": 1.0}

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from exporters.aligned import Aligned, compared_arms, lacking
-from exporters.bootstrap import SumTable
-from exporters.catalogue import (
+from layergate.exporters.aligned import Aligned, compared_arms, lacking
+from layergate.exporters.bootstrap import SumTable
+from layergate.exporters.catalogue import (
     BASELINE,
     BASELINE2,
     CANDIDATE,
@@ -33,9 +33,9 @@ from exporters.catalogue import (
     TERMINATION_PREMATURE,
     TERMINATION_TRUNCATED,
 )
-from exporters.config import MetricsConfig
-from exporters.estimate import SumStat, estimate
-from exporters.figures import Figure
+from layergate.exporters.config import MetricsConfig
+from layergate.exporters.estimate import SumStat, estimate
+from layergate.exporters.figures import Figure
 
 KINDS = ("correct", "truncated", "premature", "overrun")
 NAMES = {"correct": TERMINATION_ACCURACY, "truncated": TERMINATION_TRUNCATED,

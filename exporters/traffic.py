@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from exporters.errors import UsageError
+from layergate.exporters.errors import UsageError
 
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions")
 CHAT, COMPLETIONS = ENDPOINTS

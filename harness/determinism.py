@@ -24,15 +24,20 @@ from typing import Any
 
 from rich.progress import Progress
 
-from exporters import tokenizer
-from exporters.catalogue import SEED_IGNORED, same_output
-from exporters.records import ArmResult
-from exporters.traffic import TrafficRecord, read_traffic
-from harness.manifest import Manifest
-from harness.replay.client import Target, send
-from harness.replay.config import ConfigError, check_tokenizer, logprobs_field, tokenizer_field
-from harness.replay.transport import HttpxTransport, Transport
-from harness.rundir import RunDir
+from layergate.exporters import tokenizer
+from layergate.exporters.catalogue import SEED_IGNORED, same_output
+from layergate.exporters.records import ArmResult
+from layergate.exporters.traffic import TrafficRecord, read_traffic
+from layergate.harness.manifest import Manifest
+from layergate.harness.replay.client import Target, send
+from layergate.harness.replay.config import (
+    ConfigError,
+    check_tokenizer,
+    logprobs_field,
+    tokenizer_field,
+)
+from layergate.harness.replay.transport import HttpxTransport, Transport
+from layergate.harness.rundir import RunDir
 
 
 class DeterminismError(ValueError):

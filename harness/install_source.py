@@ -23,7 +23,7 @@ from importlib.metadata import Distribution, distributions
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from exporters.errors import UsageError
+from layergate.exporters.errors import UsageError
 
 DIST = "layergate"
 WHEELS = "wheels"  # the starter's folder for a file source

@@ -25,8 +25,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporters import tokenizer
-from exporters.catalogue import (
+from layergate.exporters import tokenizer
+from layergate.exporters.catalogue import (
     CHARACTERS,
     CLOSED_EARLY,
     ERROR_IN_STREAM,
@@ -41,8 +41,8 @@ from exporters.catalogue import (
     TOKENIZER,
     USAGE,
 )
-from exporters.records import ArmResult
-from exporters.traffic import TrafficRecord
+from layergate.exporters.records import ArmResult
+from layergate.exporters.traffic import TrafficRecord
 
 DONE = "[DONE]"
 # json.loads, less its checks for bytes and a BOM (a BOM fails to decode all the same): the

@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 
-from exporters.catalogue import did_you_mean
-from exporters.errors import UsageError
+from layergate.exporters.catalogue import did_you_mean
+from layergate.exporters.errors import UsageError
 
 
 class PolicyError(UsageError, ValueError):

@@ -30,7 +30,7 @@ def free_port() -> int:
 
 def layergate_command(*args: str) -> list[str]:
     """`layergate ARGS` run by this interpreter, whether or not the script is on PATH."""
-    return [sys.executable, "-m", "harness.cli", *args]
+    return [sys.executable, "-m", "layergate.harness.cli", *args]
 
 
 @dataclass(frozen=True)

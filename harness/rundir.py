@@ -20,14 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from exporters import tokenizer
-from exporters.answers import Tally
-from exporters.columns import ResultColumns, concat, from_results, select
-from exporters.errors import InfrastructureError
-from exporters.recorded import recorded_results
-from exporters.records import ArmResult, MetricsScrape
-from exporters.schedule_lag import ScheduleLag, schedule_lag
-from exporters.traffic import (
+from layergate.exporters import tokenizer
+from layergate.exporters.answers import Tally
+from layergate.exporters.columns import ResultColumns, concat, from_results, select
+from layergate.exporters.errors import InfrastructureError
+from layergate.exporters.recorded import recorded_results
+from layergate.exporters.records import ArmResult, MetricsScrape
+from layergate.exporters.schedule_lag import ScheduleLag, schedule_lag
+from layergate.exporters.traffic import (
     Schedule,
     TrafficError,
     TrafficFile,
@@ -37,9 +37,9 @@ from exporters.traffic import (
     traffic_sha256,
     write_traffic,
 )
-from harness.manifest import Manifest, parse_manifest
-from harness.store import ResultStore, StoreError
-from harness.store.columns import Scan, rowids
+from layergate.harness.manifest import Manifest, parse_manifest
+from layergate.harness.store import ResultStore, StoreError
+from layergate.harness.store.columns import Scan, rowids
 
 MANIFEST = "manifest.json"
 RESULTS = "results.sqlite"
@@ -154,7 +154,7 @@ class Run:
 
     @functools.cached_property
     def _stored(self) -> Scan:
-        """The store read once for everything below (harness.store.columns)."""
+        """The store read once for everything below (layergate.harness.store.columns)."""
         with self._store() as store:
             return store.scan()
 

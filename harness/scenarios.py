@@ -22,9 +22,9 @@ from typing import Any
 
 import yaml
 
-from exporters import bundled
-from exporters.errors import UsageError
-from exporters.traffic import TrafficError, TrafficRecord, read_traffic
+from layergate.exporters import bundled
+from layergate.exporters.errors import UsageError
+from layergate.exporters.traffic import TrafficError, TrafficRecord, read_traffic
 
 SCENARIOS_DIR = bundled.scenarios_dir()
 MIXES_DIR = bundled.path(*bundled.MIXES.folder)

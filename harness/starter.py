@@ -2,7 +2,7 @@
 own traffic against its own servers and gate the candidate, locally (docker compose) and
 in CI.
 
-Everything comes from the bundled data (exporters.bundled): the stack's docker-compose.yml
+Everything comes from the bundled data (layergate.exporters.bundled): the stack's docker-compose.yml
 (the repository's own), the Prometheus config and recording rules, the Grafana
 provisioning and dashboards, the default gate policy with its `extends` chain merged in
 (one file to edit), a sample traffic file (the `smoke` mix's requests) and the templates of
@@ -19,11 +19,11 @@ from pathlib import Path
 
 import yaml
 
-from exporters import bundled
-from exporters.traffic import dumps_record
-from harness.gate.policy import flattened
-from harness.install_source import InstallSource
-from harness.scenarios import build_traffic
+from layergate.exporters import bundled
+from layergate.exporters.traffic import dumps_record
+from layergate.harness.gate.policy import flattened
+from layergate.harness.install_source import InstallSource
+from layergate.harness.scenarios import build_traffic
 
 # the dashboards folder's files a stack mounts (its README and promtool tests stay behind)
 DASHBOARD_PARTS = ("prometheus.yml", "rules.yml", "provisioning", "grafana", "rollout")

@@ -1,7 +1,7 @@
 """What a replay's stop hook answers (`run_replay(config, should_stop)`): the arms whose
 question is answered, so sending to them stops while the others go on, and the reason to
 stop sending altogether. The gate's sequential predicate
-(`harness.gate.sequential.until_decided`) answers with it; the replay acts on it."""
+(`layergate.harness.gate.sequential.until_decided`) answers with it; the replay acts on it."""
 
 from __future__ import annotations
 

@@ -11,9 +11,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from exporters.capacity_step import StepArm
-from exporters.errors import InfrastructureError
-from harness.manifest import now_iso
+from layergate.exporters.capacity_step import StepArm
+from layergate.exporters.errors import InfrastructureError
+from layergate.harness.manifest import now_iso
 
 STATE = "capacity.json"
 REPORT = "capacity-report.json"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from exporters.catalogue import FULL_DEPTH
-from exporters.model_files import DEFAULT_MODEL
-from reference_engine.skip_policies.registry import skip_policy_names
+from layergate.exporters.catalogue import FULL_DEPTH
+from layergate.exporters.model_files import DEFAULT_MODEL
+from layergate.reference_engine.skip_policies.registry import skip_policy_names
 
 DTYPES = ("fp32", "bf16")
 DEVICES = ("auto", "cpu", "cuda")

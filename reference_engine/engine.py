@@ -17,24 +17,24 @@ from typing import Any
 import torch
 from prometheus_client import CollectorRegistry
 
-from reference_engine.api import EventSink, FinishEvent, GenerationRequest, TokenEvent
-from reference_engine.config import EngineConfig
-from reference_engine.extension import build_extension
-from reference_engine.loading import LoadedModel, load_model
-from reference_engine.metrics import EngineMetrics, RequestRecord
-from reference_engine.prefix_cache import PrefixCache
-from reference_engine.runner import ForwardOutput, ModelRunner
-from reference_engine.sampling import RequestSampler, SampledToken, StopChecker
-from reference_engine.scheduler import (
+from layergate.reference_engine.api import EventSink, FinishEvent, GenerationRequest, TokenEvent
+from layergate.reference_engine.config import EngineConfig
+from layergate.reference_engine.extension import build_extension
+from layergate.reference_engine.loading import LoadedModel, load_model
+from layergate.reference_engine.metrics import EngineMetrics, RequestRecord
+from layergate.reference_engine.prefix_cache import PrefixCache
+from layergate.reference_engine.runner import ForwardOutput, ModelRunner
+from layergate.reference_engine.sampling import RequestSampler, SampledToken, StopChecker
+from layergate.reference_engine.scheduler import (
     EngineStopped,
     QueueFull,
     RequestQueue,
     group_by,
     prefill_groups,
 )
-from reference_engine.sequence import SequenceState
-from reference_engine.skip_policies.base import SkipPolicy, StepResult
-from reference_engine.skip_policies.registry import create_skip_policy
+from layergate.reference_engine.sequence import SequenceState
+from layergate.reference_engine.skip_policies.base import SkipPolicy, StepResult
+from layergate.reference_engine.skip_policies.registry import create_skip_policy
 
 __all__ = ["Engine", "EngineStopped", "QueueFull"]
 log = logging.getLogger("layergate.engine")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reference_engine.sequence import SequenceState
+from layergate.reference_engine.sequence import SequenceState
 
 EXTENSION_KEYS = (
     "policy", "dry_run", "policy_fingerprint", "layers_total", "layer_mask",

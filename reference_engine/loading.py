@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from exporters.model_files import (  # noqa: F401 (GGUF_*: this module's names too)
+from layergate.exporters.model_files import (  # noqa: F401 (GGUF_*: this module's names too)
     GGUF_FILE,
     GGUF_PACKAGE,
     ModelLoadError,
@@ -24,7 +24,7 @@ from exporters.model_files import (  # noqa: F401 (GGUF_*: this module's names t
     converted_dir,
     gguf_path,
 )
-from reference_engine.config import DEFAULT_MODEL, EngineConfig
+from layergate.reference_engine.config import DEFAULT_MODEL, EngineConfig
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from reference_engine.kv_cache import SequenceKV
+from layergate.reference_engine.kv_cache import SequenceKV
 
 KVBlock = list[tuple[torch.Tensor, torch.Tensor] | None]
 

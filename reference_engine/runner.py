@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from reference_engine.kv_cache import BatchKV, SequenceKV
+from layergate.reference_engine.kv_cache import BatchKV, SequenceKV
 
 
 @dataclass(frozen=True)

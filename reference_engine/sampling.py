@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from reference_engine.api import SamplingParams
+from layergate.reference_engine.api import SamplingParams
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from typing import TypeVar
 
-from reference_engine.api import EventSink, GenerationRequest
+from layergate.reference_engine.api import EventSink, GenerationRequest
 
 T = TypeVar("T")
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from reference_engine.api import EventSink, GenerationRequest
-from reference_engine.kv_cache import SequenceKV
-from reference_engine.sampling import RequestSampler, StopChecker
+from layergate.reference_engine.api import EventSink, GenerationRequest
+from layergate.reference_engine.kv_cache import SequenceKV
+from layergate.reference_engine.sampling import RequestSampler, StopChecker
 
 if TYPE_CHECKING:
-    from reference_engine.skip_policies.base import LayerPlan
+    from layergate.reference_engine.skip_policies.base import LayerPlan
 
 
 @dataclass

@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from reference_engine.api import FinishEvent, SamplingParams
+from layergate.reference_engine.api import FinishEvent, SamplingParams
 
 GEN_AI_SYSTEM = "layergate"
 _PROPAGATOR = TraceContextTextMapPropagator()

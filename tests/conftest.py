@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness.processes import ManagedProcess
-from harness.stack.engines import start_engine
+from layergate.harness.processes import ManagedProcess
+from layergate.harness.stack.engines import start_engine
 from tests.support.replay_rig import echo  # noqa: F401 (the echo server, a module fixture)
 from tests.support.starts import KINDS, Starts
 
@@ -81,8 +81,8 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
 @pytest.fixture(scope="session")
 def real_model():
     """The real SmolLM2, loaded once in-process (fp32, 1 thread) for every engine-level test."""
-    from reference_engine.config import EngineConfig
-    from reference_engine.loading import load_model
+    from layergate.reference_engine.config import EngineConfig
+    from layergate.reference_engine.loading import load_model
 
     return load_model(EngineConfig(threads=1))
 

@@ -1,6 +1,6 @@
-"""`python -m harness.stack.await_arms`, the compose stack's wait for the arms, against real
-HTTP servers on 127.0.0.1: a server that is loading (503) is not up, one that refuses the
-request (401) is, and a port nobody listens on never is."""
+"""`python -m layergate.harness.stack.await_arms`: the compose stack's wait for the arms,
+against real HTTP servers on 127.0.0.1: a server that is loading (503) is not up, one that
+refuses the request (401) is, and a port nobody listens on never is."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 
-from exporters.catalogue import ExitCode
-from harness.processes import free_port
-from harness.stack import await_arms
+from layergate.exporters.catalogue import ExitCode
+from layergate.harness.processes import free_port
+from layergate.harness.stack import await_arms
 from tests.support.http_server import serving
 
 

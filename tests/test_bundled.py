@@ -13,12 +13,12 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from exporters import bundled, extras
-from harness.cli import main
-from harness.gate import PolicyError, load_policy
-from harness.gate.policy import flattened
-from harness.scenarios import MixError, load_mix
-from harness.watch.policy import load_watch_policy
+from layergate.exporters import bundled, extras
+from layergate.harness.cli import main
+from layergate.harness.gate import PolicyError, load_policy
+from layergate.harness.gate.policy import flattened
+from layergate.harness.scenarios import MixError, load_mix
+from layergate.harness.watch.policy import load_watch_policy
 from tests.test_gate_cli import build_run
 
 pytestmark = [pytest.mark.locust]

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from exporters.compute import compute_figures
-from exporters.config import MetricsConfig
-from exporters.figures import Figure
-from exporters.records import ArmResult, MetricsScrape
+from layergate.exporters.compute import compute_figures
+from layergate.exporters.config import MetricsConfig
+from layergate.exporters.figures import Figure
+from layergate.exporters.records import ArmResult, MetricsScrape
 
 pytestmark = [pytest.mark.locust]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness.cli import main
-from reference_engine.skip_policies.rules import load_rules
+from layergate.harness.cli import main
+from layergate.reference_engine.skip_policies.rules import load_rules
 
 CALIBRATION = Path(__file__).resolve().parents[1] / "scenarios" / "traffic" / "calibration.jsonl"
 

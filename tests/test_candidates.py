@@ -16,12 +16,12 @@ from click.testing import CliRunner
 from junitparser import JUnitXml
 
 from benchmarks.rigs.traffic import traffic
-from exporters.catalogue import FAIL, PASS, REQUIRE_ALL, REQUIRE_ANY, exit_code
-from harness.cli import main
-from harness.gate.family import decide_each, evaluate_family
-from harness.gate.policy import load_policy
-from harness.processes import layergate_command
-from harness.rundir import RunDir, load_run
+from layergate.exporters.catalogue import FAIL, PASS, REQUIRE_ALL, REQUIRE_ANY, exit_code
+from layergate.harness.cli import main
+from layergate.harness.gate.family import decide_each, evaluate_family
+from layergate.harness.gate.policy import load_policy
+from layergate.harness.processes import layergate_command
+from layergate.harness.rundir import RunDir, load_run
 from tests.support.replay_rig import family, pairs, rows, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.locust]

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from exporters.catalogue import FAIL, PASS
-from harness.gate.family import evaluate_family
-from harness.gate.policy import parse_policy
-from harness.replay import ReplayConfig, run_replay
-from harness.rundir import load_run
-from harness.stack.demo_config import CANDIDATES
-from harness.stack.engines import start_engine
+from layergate.exporters.catalogue import FAIL, PASS
+from layergate.harness.gate.family import evaluate_family
+from layergate.harness.gate.policy import parse_policy
+from layergate.harness.replay import ReplayConfig, run_replay
+from layergate.harness.rundir import load_run
+from layergate.harness.stack.demo_config import CANDIDATES
+from layergate.harness.stack.engines import start_engine
 
 pytestmark = [pytest.mark.locust]
 

@@ -11,20 +11,20 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from exporters import capacity as cap
-from exporters.capacity_step import StepArm
-from exporters.catalogue import BASELINE, BASELINE2, CANDIDATE, FIGURES
-from exporters.figures import Figure
-from exporters.records import ArmResult
-from exporters.slo import SLO, SLOError, parse_slo
-from harness.capacity.config import CapacityConfig
-from harness.capacity.ladder import DONE_BRACKETED, DONE_NONE, next_step, propose
-from harness.capacity.report import build_report
-from harness.capacity.sweep import step_size
-from harness.cli import main
-from harness.report.capacity_plots import FRONTIER, write_frontier
-from harness.sweepdir import Step, SweepState
-from tests.support.slots import simulated_step, true_capacity
+from benchmarks.rigs.slots import simulated_step, true_capacity
+from layergate.exporters import capacity as cap
+from layergate.exporters.capacity_step import StepArm
+from layergate.exporters.catalogue import BASELINE, BASELINE2, CANDIDATE, FIGURES
+from layergate.exporters.figures import Figure
+from layergate.exporters.records import ArmResult
+from layergate.exporters.slo import SLO, SLOError, parse_slo
+from layergate.harness.capacity.config import CapacityConfig
+from layergate.harness.capacity.ladder import DONE_BRACKETED, DONE_NONE, next_step, propose
+from layergate.harness.capacity.report import build_report
+from layergate.harness.capacity.sweep import step_size
+from layergate.harness.cli import main
+from layergate.harness.report.capacity_plots import FRONTIER, write_frontier
+from layergate.harness.sweepdir import Step, SweepState
 
 pytestmark = [pytest.mark.locust, pytest.mark.prometheus]
 
@@ -117,7 +117,7 @@ def test_the_ladder_is_geometric_then_bisects_and_an_arm_that_failed_stops() -> 
 
 
 def _simulated_sweep(slots: dict[str, int], config: CapacityConfig) -> list[StepArm]:
-    """The sweep's ladder and judge on ideal slot servers (tests/support/slots.py)."""
+    """The sweep's ladder and judge on ideal slot servers (benchmarks/rigs/slots.py)."""
     state, out = SweepState({}), []
     while True:
         outcomes = {arm: [(s.load, s.passes(config.slo_attainment, config.max_error_rate))
@@ -191,7 +191,7 @@ def test_bad_input_is_a_usage_error(tmp_path: Path, args: list[str], words: str)
 
 def _sweep_dir(tmp_path: Path, status: str) -> Path:
     """A stored sweep: the baseline and baseline2 carry about 4 req/s, the candidate 8."""
-    from harness.sweepdir import SweepDir
+    from layergate.harness.sweepdir import SweepDir
 
     config = _config(out=tmp_path / "sweep", arms={BASELINE: "http://a", BASELINE2: "http://c",
                                                    CANDIDATE: "http://b"})
@@ -240,10 +240,10 @@ def test_each_step_and_the_capacity_are_served_to_prometheus(tmp_path: Path) -> 
     import httpx
     from prometheus_client.parser import text_string_to_metric_families
 
-    from harness.capacity.live import SweepMetrics
-    from harness.capacity.report import sweep_figures
-    from harness.processes import free_port
-    from harness.sweepdir import SweepDir
+    from layergate.harness.capacity.live import SweepMetrics
+    from layergate.harness.capacity.report import sweep_figures
+    from layergate.harness.processes import free_port
+    from layergate.harness.sweepdir import SweepDir
 
     out = _sweep_dir(tmp_path, "complete")
     state = SweepDir(out).read()
@@ -313,8 +313,8 @@ def test_a_candidates_capacity_sweep_is_its_saving_on_the_leaderboard(tmp_path: 
 
 
 def test_the_sweep_prints_each_arm_s_capacity_and_the_ratios(tmp_path: Path) -> None:
-    from harness.capacity.report import print_sweep, sweep_figures
-    from harness.sweepdir import SweepDir
+    from layergate.harness.capacity.report import print_sweep, sweep_figures
+    from layergate.harness.sweepdir import SweepDir
 
     out = _sweep_dir(tmp_path, "complete")
     state, config = SweepDir(out).read(), _config(out=out)

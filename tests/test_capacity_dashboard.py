@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.capacity.live import SweepMetrics
-from harness.capacity.report import sweep_figures
-from harness.processes import free_port
-from harness.stack.processes import ProcessSet
-from harness.stack.prometheus import start_prometheus
-from harness.stack.prometheus_config import ScrapeTargets
-from harness.sweepdir import SweepDir
+from layergate.harness.capacity.live import SweepMetrics
+from layergate.harness.capacity.report import sweep_figures
+from layergate.harness.processes import free_port
+from layergate.harness.stack.processes import ProcessSet
+from layergate.harness.stack.prometheus import start_prometheus
+from layergate.harness.stack.prometheus_config import ScrapeTargets
+from layergate.harness.sweepdir import SweepDir
 from tests.test_capacity import _config, _sweep_dir
 
 pytestmark = [pytest.mark.locust, pytest.mark.prometheus]

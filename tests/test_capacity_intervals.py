@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from exporters import capacity as cap
-from exporters.capacity_replicates import replicated_ratio, replicates_needed
-from exporters.capacity_step import StepArm
-from exporters.catalogue import BASELINE, CANDIDATE
-from harness.capacity.config import CapacityConfig
-from harness.capacity.replicates import dithered, replicate_config
+from layergate.exporters import capacity as cap
+from layergate.exporters.capacity_replicates import replicated_ratio, replicates_needed
+from layergate.exporters.capacity_step import StepArm
+from layergate.exporters.catalogue import BASELINE, CANDIDATE
+from layergate.harness.capacity.config import CapacityConfig
+from layergate.harness.capacity.replicates import dithered, replicate_config
 
 pytestmark = [pytest.mark.locust]  # what it starts (tests/support/starts.py)
 
@@ -109,8 +109,8 @@ def test_the_capacity_simulation_benchmark_runs():
 
 
 def test_steps_near_the_knee_are_longer(tmp_path):
-    from harness.capacity.sweep import near_knee, step_size
-    from harness.sweepdir import Step, SweepState
+    from layergate.harness.capacity.sweep import near_knee, step_size
+    from layergate.harness.sweepdir import Step, SweepState
 
     config = CapacityConfig(out=tmp_path / "s", arms={BASELINE: "http://127.0.0.1:1",
                                                       CANDIDATE: "http://127.0.0.1:2"},
@@ -129,9 +129,9 @@ def test_steps_near_the_knee_are_longer(tmp_path):
 def test_the_gate_judges_the_ratio_across_replicates(tmp_path):
     import json
 
-    from harness.capacity.verdict import evaluate_replicates
-    from harness.gate.policy import parse_policy
-    from harness.sweepdir import SweepDir, SweepState
+    from layergate.harness.capacity.verdict import evaluate_replicates
+    from layergate.harness.gate.policy import parse_policy
+    from layergate.harness.sweepdir import SweepDir, SweepState
 
     rows = []
     for i in range(3):

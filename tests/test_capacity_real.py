@@ -20,11 +20,11 @@ import httpx
 import pytest
 
 from benchmarks.rigs.traffic import traffic
-from exporters.catalogue import BASELINE, CANDIDATE, ExitCode
-from exporters.traffic import read_traffic
-from harness.processes import ManagedProcess, layergate_command
-from harness.stack.engines import engine
-from harness.sweepdir import REPORT
+from layergate.exporters.catalogue import BASELINE, CANDIDATE, ExitCode
+from layergate.exporters.traffic import read_traffic
+from layergate.harness.processes import ManagedProcess, layergate_command
+from layergate.harness.stack.engines import engine
+from layergate.harness.sweepdir import REPORT
 
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.locust]
 

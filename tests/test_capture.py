@@ -14,11 +14,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from exporters.traffic import read_traffic
-from harness.capture.redact import redact, redact_text
-from harness.processes import ManagedProcess, free_port, layergate_command
-from harness.replay import ReplayConfig, run_replay
-from harness.rundir import load_run
+from layergate.exporters.traffic import read_traffic
+from layergate.harness.capture.redact import redact, redact_text
+from layergate.harness.processes import ManagedProcess, free_port, layergate_command
+from layergate.harness.replay import ReplayConfig, run_replay
+from layergate.harness.rundir import load_run
 
 pytestmark = [pytest.mark.locust]
 
@@ -139,8 +139,8 @@ def test_redaction_patterns() -> None:
 
 def test_length_class_estimate_agrees_with_the_bundled_labels() -> None:
     """The proxy has no tokenizer; its estimate must label like the tokenizer-made labels."""
-    from harness.capture.recorder import prompt_token_estimate
-    from harness.scenarios import SCENARIOS_DIR, length_class
+    from layergate.harness.capture.recorder import prompt_token_estimate
+    from layergate.harness.scenarios import SCENARIOS_DIR, length_class
 
     records = [r for name in ("eval", "chat-multiturn", "calibration")
                for r in read_traffic(SCENARIOS_DIR / "traffic" / f"{name}.jsonl").records]

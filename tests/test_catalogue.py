@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from exporters import capacity
-from exporters.capacity_step import StepArm
-from exporters.catalogue import (
+from layergate.exporters import capacity
+from layergate.exporters.capacity_step import StepArm
+from layergate.exporters.catalogue import (
     ARMS,
     FIGURES,
     STAGE_BOUNDS,
@@ -23,14 +23,14 @@ from exporters.catalogue import (
     same_output,
     stage_for,
 )
-from exporters.compute import compute_figures
-from exporters.config import MetricsConfig
-from exporters.consistency import compare
-from exporters.figures import OVERALL, Figure
-from exporters.recorded import recorded_result
-from exporters.records import ArmResult, MetricsScrape
-from harness.gate.policy import PolicyError, parse_policy
-from harness.report.pairs import Pair
+from layergate.exporters.compute import compute_figures
+from layergate.exporters.config import MetricsConfig
+from layergate.exporters.consistency import compare
+from layergate.exporters.figures import OVERALL, Figure
+from layergate.exporters.recorded import recorded_result
+from layergate.exporters.records import ArmResult, MetricsScrape
+from layergate.harness.gate.policy import PolicyError, parse_policy
+from layergate.harness.report.pairs import Pair
 
 pytestmark = [pytest.mark.locust]
 

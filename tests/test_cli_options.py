@@ -11,20 +11,20 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from exporters.cli_options import FieldOption, config_field, field_choices, field_default
-from exporters.config import MetricsConfig
-from harness.capacity.config import CapacityConfig
-from harness.capture.config import CaptureConfig
-from harness.cli import COMMANDS, main
-from harness.determinism import DeterminismConfig
-from harness.replay.config import ReplayConfig
-from harness.replay.workers import WorkerConfig
-from harness.stack.demo_config import DemoConfig
-from harness.traces.config import ImportConfig
-from harness.watch.config import WatchConfig
-from reference_engine.calibration.config import CalibrationConfig
-from reference_engine.config import EngineConfig
-from reference_engine.skip_policies.registry import skip_policy_names
+from layergate.exporters.cli_options import FieldOption, config_field, field_choices, field_default
+from layergate.exporters.config import MetricsConfig
+from layergate.harness.capacity.config import CapacityConfig
+from layergate.harness.capture.config import CaptureConfig
+from layergate.harness.cli import COMMANDS, main
+from layergate.harness.determinism import DeterminismConfig
+from layergate.harness.replay.config import ReplayConfig
+from layergate.harness.replay.workers import WorkerConfig
+from layergate.harness.stack.demo_config import DemoConfig
+from layergate.harness.traces.config import ImportConfig
+from layergate.harness.watch.config import WatchConfig
+from layergate.reference_engine.calibration.config import CalibrationConfig
+from layergate.reference_engine.config import EngineConfig
+from layergate.reference_engine.skip_policies.registry import skip_policy_names
 
 pytestmark = [pytest.mark.locust, pytest.mark.prometheus]
 
@@ -101,7 +101,7 @@ def test_serve_offers_the_skip_policy_registry() -> None:
 def test_an_old_flag_still_works_and_says_so(command: str, old: str, new: str, value: str,
                                              field: str, expected: object,
                                              capsys: pytest.CaptureFixture) -> None:
-    from exporters.cli_options import config_values
+    from layergate.exporters.cli_options import config_values
 
     config = CONFIGS[command][0]
     ctx = _command(command).make_context(command, [old, value])

@@ -17,11 +17,11 @@ from typing import Any
 import httpx
 import pytest
 
-from exporters.records import ArmResult
-from exporters.traffic import TrafficRecord
-from harness.processes import free_port
-from harness.replay.client import Target, send
-from harness.replay.transport import HttpxTransport
+from layergate.exporters.records import ArmResult
+from layergate.exporters.traffic import TrafficRecord
+from layergate.harness.processes import free_port
+from layergate.harness.replay.client import Target, send
+from layergate.harness.replay.transport import HttpxTransport
 from tests.support.stream_server import (
     FIXTURES,
     SLOW_HEADERS_S,
@@ -292,7 +292,7 @@ def test_a_refusal_that_is_not_about_the_added_fields_is_not_retried_away() -> N
 def test_a_geventhttpclient_without_its_body_buffer_is_read_with_its_readline() -> None:
     # in a process of its own: gevent stays out of the suite's
     probe = """
-from harness.replay.gevent_transport import _GeventResponse
+from layergate.harness.replay.gevent_transport import _GeventResponse
 class Response:  # no _body_buffer, no _sock: another geventhttpclient
     status_code = 200
     def __init__(self): self.left = [b'data: 1\\n', b'data: 2\\r\\n', b'\\n', b'no end']

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from benchmarks.rigs.delay_proxy import DelayProxy
 from benchmarks.rigs.echo import echo_server
 from benchmarks.rigs.traffic import traffic
-from harness.cli import main
-from harness.processes import layergate_command
+from layergate.harness.cli import main
+from layergate.harness.processes import layergate_command
 from tests.support.replay_rig import TOKEN_DELAY_S
 
 pytestmark = [pytest.mark.slow, pytest.mark.locust]

@@ -11,7 +11,7 @@ import click
 import pytest
 import yaml
 
-from harness.cli import main
+from layergate.harness.cli import main
 
 pytestmark = [pytest.mark.locust, pytest.mark.prometheus]
 
@@ -198,7 +198,7 @@ def test_grafana_anonymous_viewer_admin_password_from_env() -> None:
 
 
 def test_watch_service_keeps_its_state_on_a_volume_under_a_profile() -> None:
-    from harness.cli.watch import command as watch
+    from layergate.harness.cli.watch import command as watch
 
     service = SERVICES["watch"]
     assert service["profiles"] == ["watch"] and "watch-state:/state" in service["volumes"]
@@ -217,7 +217,7 @@ def test_the_arms_are_variables_and_the_replay_waits_for_them() -> None:
         assert replay[replay.index(flag) + 1] == url
     assert SERVICES["arms"]["build"] == "." and "profiles" not in SERVICES["arms"]  # builds
     arms = SERVICES["arms"]["command"]
-    assert arms[:3] == ["python", "-m", "harness.stack.await_arms"]
+    assert arms[:3] == ["python", "-m", "layergate.harness.stack.await_arms"]
     assert arms[-3:] == list(ARM_URLS.values())
     for engine in ("baseline", "baseline2", "candidate"):
         assert SERVICES[engine]["profiles"] == ["engines"]

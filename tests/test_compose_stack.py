@@ -31,11 +31,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from exporters.catalogue import INCONCLUSIVE, PASS, ExitCode
-from exporters.traffic import traffic_sha256, write_traffic
-from harness import install_source
-from harness.scenarios import build_traffic
-from harness.starter import starter_files, write_files
+from layergate.exporters.catalogue import INCONCLUSIVE, PASS, ExitCode
+from layergate.exporters.traffic import traffic_sha256, write_traffic
+from layergate.harness import install_source
+from layergate.harness.scenarios import build_traffic
+from layergate.harness.starter import starter_files, write_files
 from tests.support import dist
 from tests.support.compose_stack import ComposeStack, poll
 from tests.support.docker_engine import DockerEngine, docker_engine

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from exporters.traffic import read_traffic, write_traffic
-from harness.processes import free_port
-from harness.replay import ReplayConfig, run_replay
-from harness.stack import EngineSpec, NativeStack, StackConfig
-from harness.stack.native import RULES_FILE, RunningStack
+from layergate.exporters.traffic import read_traffic, write_traffic
+from layergate.harness.processes import free_port
+from layergate.harness.replay import ReplayConfig, run_replay
+from layergate.harness.stack import EngineSpec, NativeStack, StackConfig
+from layergate.harness.stack.native import RULES_FILE, RunningStack
 
 pytestmark = [pytest.mark.locust, pytest.mark.prometheus]
 
@@ -81,7 +81,7 @@ def observed(full_engine, tmp_path_factory, prometheus_bin) -> Iterator[Observed
                          extra_jobs=(watch_job,))
     with NativeStack(config) as stack:
         stack.processes.start("watch", [
-            sys.executable, "-m", "harness.cli", "watch", "--prometheus", stack.prometheus.url,
+            sys.executable, "-m", "layergate", "watch", "--prometheus", stack.prometheus.url,
             "--baseline", 'arm="baseline"', "--candidate", 'arm="candidate"', "--window", "3s",
             "--lag", "1s", "--min-windows", "1000", "--max-windows", "1000",
             "--no-data-windows", "1000", "--serve", str(watch_port)])

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness.cli import main
-from harness.processes import free_port
+from layergate.harness.cli import main
+from layergate.harness.processes import free_port
 
 pytestmark = [pytest.mark.prometheus]
 

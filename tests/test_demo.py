@@ -24,10 +24,10 @@ import pytest
 import yaml
 from junitparser import JUnitXml
 
-from exporters.catalogue import FAIL, INCONCLUSIVE, PASS, REQUIRE_ANY
-from harness.gate.policy import flattened
-from harness.stack.demo_config import DEFAULT_CANDIDATES as CANDIDATES
-from harness.stack.demo_config import QUICK
+from layergate.exporters.catalogue import FAIL, INCONCLUSIVE, PASS, REQUIRE_ANY
+from layergate.harness.gate.policy import flattened
+from layergate.harness.stack.demo_config import DEFAULT_CANDIDATES as CANDIDATES
+from layergate.harness.stack.demo_config import QUICK
 
 pytestmark = [pytest.mark.chromium, pytest.mark.locust, pytest.mark.prometheus]
 
@@ -48,7 +48,7 @@ def test_quick_demo_ends_with_a_verdict_and_a_report(tmp_path: Path,
     policy["metrics"]["output_determinism"]["min_samples"] = QUICK["determinism_prompts"]
     policy_path = tmp_path / "quick-default.yaml"
     policy_path.write_text(yaml.safe_dump(policy, sort_keys=False))
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "demo", "--quick",
+    proc = subprocess.run([sys.executable, "-m", "layergate.harness.cli", "demo", "--quick",
                            "--policy", str(policy_path), "--out", str(out)],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
     log = proc.stdout + proc.stderr

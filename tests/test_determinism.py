@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from exporters.traffic import TrafficRecord, read_traffic, write_traffic
-from harness.cli.determinism import command
-from harness.processes import ManagedProcess
-from harness.rundir import load_run
-from harness.scenarios import SCENARIOS_DIR
+from layergate.exporters.traffic import TrafficRecord, read_traffic, write_traffic
+from layergate.harness.cli.determinism import command
+from layergate.harness.processes import ManagedProcess
+from layergate.harness.rundir import load_run
+from layergate.harness.scenarios import SCENARIOS_DIR
 
 
 def _traffic(path: Path) -> Path:

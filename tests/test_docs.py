@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 import pytest
 
-from harness.cli import main
+from layergate.harness.cli import main
 
 pytestmark = [pytest.mark.locust]
 
@@ -64,9 +64,9 @@ def test_the_readme_is_short() -> None:
 
 def test_the_readme_s_counts_are_the_code_s() -> None:
     """The policies, skip policies, trace formats and commands the README counts."""
-    from exporters import bundled
-    from harness.traces.formats import names as formats
-    from reference_engine.skip_policies.registry import skip_policy_names
+    from layergate.exporters import bundled
+    from layergate.harness.traces.formats import names as formats
+    from layergate.reference_engine.skip_policies.registry import skip_policy_names
 
     text = " ".join(README.read_text().split())
     policies = len(bundled.names(bundled.POLICIES))

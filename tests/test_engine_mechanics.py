@@ -10,18 +10,18 @@ import pytest
 import torch
 from prometheus_client import CollectorRegistry
 
-from reference_engine.api import FinishEvent, GenerationRequest, SamplingParams
-from reference_engine.engine import Engine, QueueFull
-from reference_engine.runner import ModelRunner
-from reference_engine.sampling import RequestSampler, StopChecker
-from reference_engine.skip_policies.base import SkipPolicy
-from reference_engine.skip_policies.decider import Rule
-from reference_engine.skip_policies.registry import (
+from layergate.reference_engine.api import FinishEvent, GenerationRequest, SamplingParams
+from layergate.reference_engine.engine import Engine, QueueFull
+from layergate.reference_engine.runner import ModelRunner
+from layergate.reference_engine.sampling import RequestSampler, StopChecker
+from layergate.reference_engine.skip_policies.base import SkipPolicy
+from layergate.reference_engine.skip_policies.decider import Rule
+from layergate.reference_engine.skip_policies.registry import (
     get_skip_policy,
     register,
     skip_policy_names,
 )
-from reference_engine.skip_policies.rules import RulesFile, SpeculativeDraft, save_rules
+from layergate.reference_engine.skip_policies.rules import RulesFile, SpeculativeDraft, save_rules
 from tests.support.engine_runs import run_one, run_requests
 from tests.support.tiny_llama import tiny_config, tiny_loaded, tiny_model
 

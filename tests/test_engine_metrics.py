@@ -11,8 +11,8 @@ import torch
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from reference_engine.api import SamplingParams
-from reference_engine.engine import Engine
+from layergate.reference_engine.api import SamplingParams
+from layergate.reference_engine.engine import Engine
 from tests.support.engine_runs import run_requests
 from tests.support.tiny_llama import tiny_config, tiny_loaded
 

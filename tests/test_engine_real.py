@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from reference_engine.api import SamplingParams
-from reference_engine.config import EngineConfig
-from reference_engine.engine import Engine
-from reference_engine.extension import EXTENSION_KEYS
+from layergate.reference_engine.api import SamplingParams
+from layergate.reference_engine.config import EngineConfig
+from layergate.reference_engine.engine import Engine
+from layergate.reference_engine.extension import EXTENSION_KEYS
 from tests.support.engine_runs import run_one, run_requests
 
 pytestmark = pytest.mark.model

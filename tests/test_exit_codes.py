@@ -11,9 +11,9 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from exporters.catalogue import ExitCode
-from harness.cli import main
-from harness.cli.exits import declared_exit_codes
+from layergate.exporters.catalogue import ExitCode
+from layergate.harness.cli import main
+from layergate.harness.cli.exits import declared_exit_codes
 
 pytestmark = [pytest.mark.locust]
 

@@ -15,12 +15,12 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from prometheus_client import CollectorRegistry, generate_latest
 
-from exporters.compute import compute_figures
-from exporters.config import MetricsConfig
-from exporters.figures import Figure
-from exporters.otel_export import LATENCY_BOUNDARIES, OtelRunExporter
-from exporters.prometheus_export import RunFiguresCollector, register_run
-from exporters.records import ArmResult
+from layergate.exporters.compute import compute_figures
+from layergate.exporters.config import MetricsConfig
+from layergate.exporters.figures import Figure
+from layergate.exporters.otel_export import LATENCY_BOUNDARIES, OtelRunExporter
+from layergate.exporters.prometheus_export import RunFiguresCollector, register_run
+from layergate.exporters.records import ArmResult
 
 pytestmark = [pytest.mark.prometheus]
 

@@ -9,10 +9,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exporters.bootstrap import resample_sums
-from exporters.compute import compute_figures
-from exporters.config import MetricsConfig
-from exporters.records import ArmResult
+from layergate.exporters.bootstrap import resample_sums
+from layergate.exporters.compute import compute_figures
+from layergate.exporters.config import MetricsConfig
+from layergate.exporters.records import ArmResult
 
 CFG = MetricsConfig(n_resamples=100, min_samples=2)
 SETTINGS = settings(max_examples=25, deadline=None,

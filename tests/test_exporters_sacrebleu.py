@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from exporters.compute import compute_figures
-from exporters.config import MetricsConfig
-from exporters.records import ArmResult
-from exporters.textstats import bleu_stats, chrf_stats
+from layergate.exporters.compute import compute_figures
+from layergate.exporters.config import MetricsConfig
+from layergate.exporters.records import ArmResult
+from layergate.exporters.textstats import bleu_stats, chrf_stats
 
 WORDS = ("The", "cat", "sat", "on", "the", "mat", ".", "It's", "a", "dog,", "isn't", "it?",
          "Paris", "(France)", "3.14", "—", "naïve", "café", "x+y=z", "end")

@@ -14,15 +14,15 @@ import numpy as np
 import pytest
 
 from benchmarks.rigs.synthetic_run import write_run
-from exporters import bootstrap
-from exporters.bootstrap import Sparse, compact, dense, resample_sums
-from exporters.config import MetricsConfig
-from exporters.traffic import Offsets
-from harness.gate import load_policy
-from harness.gate.evaluation import evaluate_run, run_figures
-from harness.report.html import render_html
-from harness.rundir import load_run
-from harness.store import columns as store_columns
+from layergate.exporters import bootstrap
+from layergate.exporters.bootstrap import Sparse, compact, dense, resample_sums
+from layergate.exporters.config import MetricsConfig
+from layergate.exporters.traffic import Offsets
+from layergate.harness.gate import load_policy
+from layergate.harness.gate.evaluation import evaluate_run, run_figures
+from layergate.harness.report.html import render_html
+from layergate.harness.rundir import load_run
+from layergate.harness.store import columns as store_columns
 from tests.test_figures_columnar import assert_same_figures
 
 pytestmark = [pytest.mark.locust]
@@ -132,7 +132,7 @@ def test_reports_show_a_seeded_sample_of_a_run_above_the_limit(
     assert len(rows) == 12 * 3  # every arm's row of each request drawn
     assert ids == {r.request_id for r in load_run(run_dir).shown(limit=12)[0]}  # seeded
     assert load_run(run_dir).shown(limit=300) == (run.results, None)
-    monkeypatch.setattr("harness.rundir.SHOWN_REQUESTS", 12)
+    monkeypatch.setattr("layergate.harness.rundir.SHOWN_REQUESTS", 12)
     result = evaluate_run(load_run(run_dir), load_policy("default"))
     assert result.shown_sampled_from == 300
     assert "From a seeded sample of 12 of the run&#x27;s 300 requests" in render_html(result) \

@@ -15,18 +15,18 @@ import numpy as np
 import pytest
 
 from benchmarks.rigs.synthetic_run import synthetic, write_run
-from exporters.columns import from_results
-from exporters.compute import compute_figures
-from exporters.config import MetricsConfig
-from exporters.figures import Figure
-from exporters.records import ArmResult
-from exporters.schedule_lag import schedule_lag
-from exporters.traffic import TrafficRecord
-from harness.gate.evaluation import run_figures
-from harness.manifest import Manifest, now_iso
-from harness.rundir import RunDir, load_run
-from harness.store import ResultStore
-from harness.store.tail import Latest, StoreTail
+from layergate.exporters.columns import from_results
+from layergate.exporters.compute import compute_figures
+from layergate.exporters.config import MetricsConfig
+from layergate.exporters.figures import Figure
+from layergate.exporters.records import ArmResult
+from layergate.exporters.schedule_lag import schedule_lag
+from layergate.exporters.traffic import TrafficRecord
+from layergate.harness.gate.evaluation import run_figures
+from layergate.harness.manifest import Manifest, now_iso
+from layergate.harness.rundir import RunDir, load_run
+from layergate.harness.store import ResultStore
+from layergate.harness.store.tail import Latest, StoreTail
 
 pytestmark = [pytest.mark.locust]
 
@@ -126,7 +126,7 @@ def test_store_columns_give_the_figures_of_the_records(tmp_path: Path, stored: s
     loaded = load_run(run.path)
     got = run_figures(loaded, CFG)
     offsets = {f"r{i}": i * 0.1 for i in range(31)} | {"r99": 3.0}
-    from exporters.recorded import recorded_result
+    from layergate.exporters.recorded import recorded_result
 
     extra = [recorded_result(rid, "chat", recorded) for rid in ("r1", "r2")]
     want = compute_figures([*rows, *extra], config=CFG, offsets=offsets)
@@ -190,7 +190,7 @@ def test_the_stop_hooks_reader_reads_each_row_once(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("bad", ["{not json", '{"id": "r1"}'])
 def test_an_unreadable_traffic_line_is_an_error_naming_it(tmp_path: Path, bad: str) -> None:
-    from harness.rundir import RunDirError
+    from layergate.harness.rundir import RunDirError
 
     run = _write(tmp_path / "run", varied_rows()[:6], {})
     run.traffic_path.write_text(bad + "\n")
@@ -199,7 +199,7 @@ def test_an_unreadable_traffic_line_is_an_error_naming_it(tmp_path: Path, bad: s
 
 
 def test_the_lean_schedule_reads_what_the_full_reader_reads(tmp_path: Path) -> None:
-    from exporters.traffic import read_schedule, read_traffic, write_traffic
+    from layergate.exporters.traffic import read_schedule, read_traffic, write_traffic
 
     response = {"choices": [{"text": "x", "finish_reason": "stop"}],
                 "usage": {"completion_tokens": 1}}

@@ -11,21 +11,21 @@ from pathlib import Path
 
 import pytest
 
-from exporters.answers import answer_summary, describe
-from exporters.cache_hit import delta, hit_rate
-from exporters.catalogue import (
+from layergate.exporters.answers import answer_summary, describe
+from layergate.exporters.cache_hit import delta, hit_rate
+from layergate.exporters.catalogue import (
     CHARACTERS,
     FIGURES,
     SEED_IGNORED,
     TOKENIZER,
     USAGE,
 )
-from exporters.compute import compute_figures
-from exporters.config import MetricsConfig
-from exporters.prom_text import CACHE_COUNTERS, NO_METRICS_ENDPOINT
-from exporters.records import ArmResult, MetricsScrape
-from exporters.traffic import TrafficRecord
-from harness.determinism import mark_seed_ignored
+from layergate.exporters.compute import compute_figures
+from layergate.exporters.config import MetricsConfig
+from layergate.exporters.prom_text import CACHE_COUNTERS, NO_METRICS_ENDPOINT
+from layergate.exporters.records import ArmResult, MetricsScrape
+from layergate.exporters.traffic import TrafficRecord
+from layergate.harness.determinism import mark_seed_ignored
 
 METRICS = Path(__file__).resolve().parent / "fixtures" / "metrics"
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from exporters.catalogue import ARMS, CANDIDATE
-from exporters.process_spread import process_draws
-from harness.gate.best import not_worse_than_best, paired_differences, selected_bounds
+from layergate.exporters.catalogue import ARMS, CANDIDATE
+from layergate.exporters.process_spread import process_draws
+from layergate.harness.gate.best import not_worse_than_best, paired_differences, selected_bounds
 
 NAMES = ("c1", "c2", "c3")
 

@@ -12,11 +12,11 @@ import pytest
 from click.testing import CliRunner
 from junitparser import Error, Failure, JUnitXml, Skipped
 
-from exporters.records import ArmResult
-from exporters.traffic import TrafficRecord
-from harness.cli import main
-from harness.manifest import Manifest
-from harness.rundir import RunDir
+from layergate.exporters.records import ArmResult
+from layergate.exporters.traffic import TrafficRecord
+from layergate.harness.cli import main
+from layergate.harness.manifest import Manifest
+from layergate.harness.rundir import RunDir
 
 pytestmark = [pytest.mark.locust]
 
@@ -277,7 +277,7 @@ def test_bad_policy_is_a_usage_error(runs, tmp_path):
 
 
 def _policy_file(name: str) -> Path:
-    from harness.gate.policy import default_policy_dir
+    from layergate.harness.gate.policy import default_policy_dir
 
     return default_policy_dir() / name
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.gate import PolicyError, load_policy
-from harness.gate.policy import default_policy_dir
+from layergate.harness.gate import PolicyError, load_policy
+from layergate.harness.gate.policy import default_policy_dir
 
 
 def _write(tmp_path: Path, text: str, name: str = "p.yaml") -> Path:
@@ -46,8 +46,8 @@ def test_shipped_policies_load_and_default_adds_rer_to_no_regression():
 
 
 def test_process_spread_is_a_policy_key(tmp_path):
-    from harness.gate.evaluation import metrics_config
-    from harness.rundir import load_run
+    from layergate.harness.gate.evaluation import metrics_config
+    from layergate.harness.rundir import load_run
     from tests.test_gate_cli import build_run
 
     run = load_run(build_run(tmp_path / "run"))
@@ -115,7 +115,7 @@ def test_extends_merges_rules_key_by_key(tmp_path):
 def test_policy_min_samples_below_the_default_is_honoured(tmp_path):
     """A policy asking 10 samples judges a 12-request run; the figures were once computed
     with the default minimum of 20 whatever the policy said, so every one was insufficient."""
-    from harness.gate import evaluate
+    from layergate.harness.gate import evaluate
     from tests.test_gate_cli import Shape, build_run
 
     run = build_run(tmp_path / "run", Shape(n=12))
@@ -133,7 +133,7 @@ def test_policy_min_samples_below_the_default_is_honoured(tmp_path):
 def test_cache_hit_excess_over_the_noise_floor_is_gateable(tmp_path):
     """docs/METRICS.md: the cache-hit delta's excess over the noise floor can be gated with
     subtract_noise_floor (the loader once refused it)."""
-    from harness.gate import evaluate
+    from layergate.harness.gate import evaluate
     from tests.test_gate_cli import Shape, build_run, write_cache_scrapes
 
     text = ("metrics:\n  cache_hit_delta: {direction: '<=', threshold: 0.05, "

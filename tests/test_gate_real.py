@@ -9,10 +9,10 @@ import pytest
 from click.testing import CliRunner
 from junitparser import JUnitXml
 
-from harness.cli import main
-from harness.gate.policy import default_policy_dir
-from harness.replay import ReplayConfig, run_replay
-from harness.rundir import load_run
+from layergate.harness.cli import main
+from layergate.harness.gate.policy import default_policy_dir
+from layergate.harness.replay import ReplayConfig, run_replay
+from layergate.harness.rundir import load_run
 
 pytestmark = [pytest.mark.locust]
 

@@ -11,23 +11,23 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from exporters import latency
-from exporters.aligned import align
-from exporters.catalogue import ExitCode
-from exporters.compute import compute_figures
-from exporters.config import MetricsConfig
-from exporters.figures import OVERALL
-from exporters.rer import _rer
-from exporters.sequential import linearised_path, t_mean_path
-from exporters.sequential.betting import bounded_mean_path, rejected
-from exporters.sequential.bound import intersected
-from exporters.sequential.figures import figure_path
-from harness.cli import main
-from harness.gate.send_order import load
-from harness.gate.sequential import decide, error_rate_above, until_decided
-from harness.manifest import Manifest
-from harness.rundir import RunDir
-from harness.store.results import StoredResult
+from layergate.exporters import latency
+from layergate.exporters.aligned import align
+from layergate.exporters.catalogue import ExitCode
+from layergate.exporters.compute import compute_figures
+from layergate.exporters.config import MetricsConfig
+from layergate.exporters.figures import OVERALL
+from layergate.exporters.rer import _rer
+from layergate.exporters.sequential import linearised_path, t_mean_path
+from layergate.exporters.sequential.betting import bounded_mean_path, rejected
+from layergate.exporters.sequential.bound import intersected
+from layergate.exporters.sequential.figures import figure_path
+from layergate.harness.cli import main
+from layergate.harness.gate.send_order import load
+from layergate.harness.gate.sequential import decide, error_rate_above, until_decided
+from layergate.harness.manifest import Manifest
+from layergate.harness.rundir import RunDir
+from layergate.harness.store.results import StoredResult
 from tests.test_gate_cli import Shape, build_run
 from tests.test_saturation import POLICY as SATURATION_POLICY
 from tests.test_saturation import _gate as fixed_saturation_gate

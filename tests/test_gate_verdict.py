@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from exporters.figures import Figure
-from exporters.records import ArmResult
-from harness.gate import apply_policy
-from harness.gate.policy import parse_policy
+from layergate.exporters.figures import Figure
+from layergate.exporters.records import ArmResult
+from layergate.harness.gate import apply_policy
+from layergate.harness.gate.policy import parse_policy
 
 pytestmark = [pytest.mark.locust]  # what it starts (tests/support/starts.py)
 
@@ -192,7 +192,7 @@ def test_error_rate_bound_false_pass_measured_by_repetition():
     # bound can pass) at most the bound's 5 %
     import numpy as np
 
-    from harness.gate.checks import error_rate_check
+    from layergate.harness.gate.checks import error_rate_check
     rng = np.random.default_rng(3)
     for n, true in ((48, 0.05), (600, 0.01)):
         failed = rng.binomial(n, true, size=400)

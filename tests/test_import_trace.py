@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from exporters import tokenizer
-from exporters.traffic import read_traffic
-from harness.cli import main
-from harness.traces import ImportConfig, TraceError, import_trace
+from layergate.exporters import tokenizer
+from layergate.exporters.traffic import read_traffic
+from layergate.harness.cli import main
+from layergate.harness.traces import ImportConfig, TraceError, import_trace
 
 TRACES = Path(__file__).resolve().parent / "fixtures" / "traces"
 FILES = {"mooncake": "mooncake.jsonl", "azure": "azure.csv", "burstgpt": "burstgpt.csv",
@@ -27,7 +27,7 @@ BLOCK = 16  # the mooncake fixture's block size: small prompts
 @pytest.fixture(scope="module")
 def tok() -> str:
     """The embedded model's tokenizer.json (converted once, like the engine does)."""
-    from reference_engine.loading import ensure_converted
+    from layergate.reference_engine.loading import ensure_converted
 
     return str(ensure_converted() / "tokenizer.json")
 

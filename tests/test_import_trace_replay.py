@@ -13,17 +13,17 @@ from pathlib import Path
 import pytest
 
 from benchmarks.rigs.echo import echo_server
-from exporters.catalogue import SCHEDULE_LAG
-from exporters.prom_text import cache_counters
-from exporters.traffic import TrafficRecord, write_traffic
-from harness.gate import evaluate
-from harness.processes import ManagedProcess
-from harness.replay import ReplayConfig, run_replay
-from harness.report.json_report import to_dict
-from harness.rundir import load_run
-from harness.stack.engines import start_engine
-from harness.traces import ImportConfig, import_trace
-from reference_engine.config import EngineConfig
+from layergate.exporters.catalogue import SCHEDULE_LAG
+from layergate.exporters.prom_text import cache_counters
+from layergate.exporters.traffic import TrafficRecord, write_traffic
+from layergate.harness.gate import evaluate
+from layergate.harness.processes import ManagedProcess
+from layergate.harness.replay import ReplayConfig, run_replay
+from layergate.harness.report.json_report import to_dict
+from layergate.harness.rundir import load_run
+from layergate.harness.stack.engines import start_engine
+from layergate.harness.traces import ImportConfig, import_trace
+from layergate.reference_engine.config import EngineConfig
 
 pytestmark = [pytest.mark.slow, pytest.mark.locust]
 
@@ -66,7 +66,7 @@ def expected_hits(rows: list[dict]) -> list[int]:
 
 def test_an_imported_mooncake_trace_hits_the_prefix_cache_as_the_trace_shares(
         tmp_path: Path, tiny_engine: ManagedProcess, echo: str) -> None:
-    from reference_engine.loading import ensure_converted
+    from layergate.reference_engine.loading import ensure_converted
 
     traffic = tmp_path / "mooncake.jsonl"
     import_trace(ImportConfig(format="mooncake", source=TRACE, out=traffic,

@@ -19,14 +19,15 @@ import pytest
 pytestmark = [pytest.mark.locust]
 
 # run only inside the Locust process (Locust monkey-patches the standard library)
-LOCUST_ONLY = {"harness.replay.locustfile", "harness.replay.gevent_transport",
-               "harness.replay.channel_work"}
+LOCUST_ONLY = {"layergate.harness.replay.locustfile",
+               "layergate.harness.replay.gevent_transport",
+               "layergate.harness.replay.channel_work"}
 
 SCRIPT = """
 import importlib, pkgutil, sys
 skip = set(sys.argv[1:])
 names = []
-for package in ("exporters", "harness"):
+for package in ("layergate.exporters", "layergate.harness"):
     root = importlib.import_module(package)
     for info in pkgutil.walk_packages(root.__path__, package + "."):
         if info.name not in skip and not info.name.endswith("__main__"):
@@ -46,18 +47,18 @@ def test_harness_and_exporters_never_import_torch() -> None:
     assert heavy == "", f"importing harness/exporters loaded {heavy}"
 
 
+def _folder_name(module: str) -> str:
+    """An import of layergate's, named by the repository's folders (`layergate.harness.gate`
+    is `harness.gate`): the layers and rooms are folders."""
+    return module.removeprefix("layergate.")
+
+
 def _imported_modules(package: str) -> dict[str, set[str]]:
-    """module path -> the modules it imports anywhere (inside functions too)."""
+    """module path -> the modules it imports anywhere (inside functions too), layergate's
+    named by folder."""
     root = Path(__file__).resolve().parents[1] / package
-    out = {}
-    for path in root.rglob("*.py"):
-        tree = ast.parse(path.read_text(), str(path))
-        names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
-                 for alias in node.names}
-        names |= {node.module for node in ast.walk(tree)
-                  if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
-        out[str(path.relative_to(root.parent))] = names
-    return out
+    return {str(Path(path).relative_to(root.parent)): {_folder_name(n) for n in names}
+            for path, names in _raw_imports(root).items()}
 
 
 def _imported_packages(package: str) -> dict[str, set[str]]:
@@ -170,3 +171,32 @@ def test_harness_and_exporters_import_only_what_layergate_installs() -> None:
             if missing:
                 wrong[path] = sorted(missing)
     assert not wrong, f"imports outside what pyproject's core dependencies install: {wrong}"
+
+
+BARE = ("harness", "exporters", "reference_engine")
+
+
+def test_every_import_of_the_project_is_under_layergate() -> None:
+    """An install has no top-level `harness`, `exporters` or `reference_engine`; a checkout
+    does (the folders), so a bare import would work here and fail installed, or load a
+    module twice under two names."""
+    root = Path(__file__).resolve().parents[1]
+    wrong = []
+    for folder in (*BARE, "tests", "benchmarks", "layergate"):
+        for path, names in _raw_imports(root / folder).items():
+            bare = sorted(n for n in names if n.split(".")[0] in BARE)
+            if bare:
+                wrong.append(f"{path}: {', '.join(bare)}")
+    assert not wrong, "imports outside the layergate package:\n" + "\n".join(wrong)
+
+
+def _raw_imports(root: Path) -> dict[str, set[str]]:
+    """file -> the modules it imports anywhere, as written."""
+    out = {}
+    for path in root.rglob("*.py"):
+        tree = ast.parse(path.read_text(), str(path))
+        out[str(path)] = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                          for alias in node.names} | {
+            node.module for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
+    return out

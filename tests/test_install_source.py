@@ -13,11 +13,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from exporters.catalogue import ExitCode
-from harness import install_source
-from harness.cli import main
-from harness.install_source import InstallSource, InstallSourceError
-from harness.starter import starter_files
+from layergate.exporters.catalogue import ExitCode
+from layergate.harness import install_source
+from layergate.harness.cli import main
+from layergate.harness.install_source import InstallSource, InstallSourceError
+from layergate.harness.starter import starter_files
 
 INSTALL_STEP = "Install layergate (the harness only, no torch)"
 

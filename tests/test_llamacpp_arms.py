@@ -19,12 +19,12 @@ import pytest
 from click.testing import CliRunner, Result
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporters.catalogue import LOGPROBS, NO_USAGE, SEED_IGNORED, USAGE, arm_lacks
-from exporters.traffic import TrafficRecord, read_traffic, write_traffic
-from harness.cli import main
-from harness.processes import ManagedProcess, free_port, layergate_command
-from harness.rundir import load_run
-from harness.scenarios import SCENARIOS_DIR
+from layergate.exporters.catalogue import LOGPROBS, NO_USAGE, SEED_IGNORED, USAGE, arm_lacks
+from layergate.exporters.traffic import TrafficRecord, read_traffic, write_traffic
+from layergate.harness.cli import main
+from layergate.harness.processes import ManagedProcess, free_port, layergate_command
+from layergate.harness.rundir import load_run
+from layergate.harness.scenarios import SCENARIOS_DIR
 from tests.support.llamacpp import SMOKE_PROMPT, check_alive, generate, start_llamacpp
 
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.llamacpp, pytest.mark.locust]
@@ -69,7 +69,7 @@ def traffic(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def tokenizer() -> str:
     """The tokenizer.json of the engine's converted model (no torch in the harness)."""
-    from reference_engine.loading import ensure_converted
+    from layergate.reference_engine.loading import ensure_converted
 
     return str(ensure_converted())
 

@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from harness.cli import main as cli
-from reference_engine.config import EngineConfig
-from reference_engine.loading import ModelLoadError, ensure_converted, load_model
+from layergate.harness.cli import main as cli
+from layergate.reference_engine.config import EngineConfig
+from layergate.reference_engine.loading import ModelLoadError, ensure_converted, load_model
 from tests.support.tiny_llama import write_tiny_checkpoint
 
 

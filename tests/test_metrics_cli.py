@@ -14,15 +14,15 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from exporters.records import ArmResult
-from exporters.traffic import TrafficRecord, write_traffic
-from harness.cli import main
-from harness.manifest import Manifest
-from harness.processes import ManagedProcess, free_port, layergate_command
-from harness.rundir import RunDir, load_run
-from harness.stack.processes import ProcessSet
-from harness.stack.prometheus import start_prometheus
-from harness.stack.prometheus_config import ScrapeTargets
+from layergate.exporters.records import ArmResult
+from layergate.exporters.traffic import TrafficRecord, write_traffic
+from layergate.harness.cli import main
+from layergate.harness.manifest import Manifest
+from layergate.harness.processes import ManagedProcess, free_port, layergate_command
+from layergate.harness.rundir import RunDir, load_run
+from layergate.harness.stack.processes import ProcessSet
+from layergate.harness.stack.prometheus import start_prometheus
+from layergate.harness.stack.prometheus_config import ScrapeTargets
 
 pytestmark = [pytest.mark.locust, pytest.mark.prometheus]
 
@@ -209,8 +209,8 @@ def test_real_replay_end_to_end(full_engine: ManagedProcess, tmp_path: Path,
     """run_replay against the real engine (as all three arms), live metrics and engine
     counters through the recording rules in a real Prometheus, a repeat suite in the run's
     determinism/ directory, then `layergate metrics`."""
-    from harness.determinism import DeterminismConfig, run_determinism
-    from harness.replay import ReplayConfig, run_replay
+    from layergate.harness.determinism import DeterminismConfig, run_determinism
+    from layergate.harness.replay import ReplayConfig, run_replay
 
     url = full_engine.url
     arms = {"baseline": url, "baseline2": url, "candidate": url}

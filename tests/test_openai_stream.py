@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from exporters.catalogue import (
+from layergate.exporters.catalogue import (
     CHARACTERS,
     ERROR_IN_STREAM,
     LOGPROBS,
@@ -23,8 +23,8 @@ from exporters.catalogue import (
     TOKENIZER,
     USAGE,
 )
-from exporters.traffic import TrafficRecord
-from harness.openai_stream import (
+from layergate.exporters.traffic import TrafficRecord
+from layergate.harness.openai_stream import (
     BodyShape,
     ResultBuilder,
     StreamAccumulator,

@@ -9,12 +9,12 @@ import pytest
 import torch
 from prometheus_client import CollectorRegistry
 
-from reference_engine.api import SamplingParams
-from reference_engine.config import EngineConfig
-from reference_engine.engine import Engine
-from reference_engine.prefix_cache import PrefixCache, block_hashes
-from reference_engine.runner import ModelRunner
-from reference_engine.skip_policies.base import SkipPolicy, mask_fingerprint
+from layergate.reference_engine.api import SamplingParams
+from layergate.reference_engine.config import EngineConfig
+from layergate.reference_engine.engine import Engine
+from layergate.reference_engine.prefix_cache import PrefixCache, block_hashes
+from layergate.reference_engine.runner import ModelRunner
+from layergate.reference_engine.skip_policies.base import SkipPolicy, mask_fingerprint
 from tests.support.engine_runs import run_one, run_requests
 from tests.support.tiny_llama import tiny_config, tiny_loaded, tiny_model
 

@@ -16,13 +16,13 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from exporters.traffic import TrafficRecord, read_traffic, traffic_sha256, write_traffic
-from harness.processes import ManagedProcess, free_port, layergate_command
-from harness.replay import ReplayConfig, run_replay
-from harness.replay.live import ReplayMetrics
-from harness.rundir import RunDir, load_run
-from harness.scenarios import SCENARIOS_DIR
-from harness.stack.engines import start_engine
+from layergate.exporters.traffic import TrafficRecord, read_traffic, traffic_sha256, write_traffic
+from layergate.harness.processes import ManagedProcess, free_port, layergate_command
+from layergate.harness.replay import ReplayConfig, run_replay
+from layergate.harness.replay.live import ReplayMetrics
+from layergate.harness.rundir import RunDir, load_run
+from layergate.harness.scenarios import SCENARIOS_DIR
+from layergate.harness.stack.engines import start_engine
 from tests.support.processes import interruptible
 
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.locust]

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from harness.cli import main
-from harness.manifest import Manifest
-from harness.rundir import RunDir
+from layergate.harness.cli import main
+from layergate.harness.manifest import Manifest
+from layergate.harness.rundir import RunDir
 
 pytestmark = [pytest.mark.locust]
 

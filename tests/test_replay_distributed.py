@@ -22,10 +22,10 @@ import httpx
 import pytest
 
 from benchmarks.rigs.traffic import traffic
-from harness.processes import free_port, layergate_command
-from harness.replay import ReplayConfig, run_replay
-from harness.replay.channel_work import SKEW_ENV
-from harness.rundir import RunDir, load_run
+from layergate.harness.processes import free_port, layergate_command
+from layergate.harness.replay import ReplayConfig, run_replay
+from layergate.harness.replay.channel_work import SKEW_ENV
+from layergate.harness.rundir import RunDir, load_run
 from tests.support.replay_rig import (
     Worker,
     completed,

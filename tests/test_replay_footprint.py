@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.replay.runner import _footprint
-from harness.rundir import RunDir
+from layergate.harness.replay.runner import _footprint
+from layergate.harness.rundir import RunDir
 
 pytestmark = [pytest.mark.locust]
 

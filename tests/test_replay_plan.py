@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from exporters.traffic import TrafficRecord
-from harness.replay.client import Target
-from harness.replay.plan import pending_items
-from harness.replay.work import LEASE_MARGIN_S, PLAN_ENV, WorkerPlan
+from layergate.exporters.traffic import TrafficRecord
+from layergate.harness.replay.client import Target
+from layergate.harness.replay.plan import pending_items
+from layergate.harness.replay.work import LEASE_MARGIN_S, PLAN_ENV, WorkerPlan
 
 pytestmark = [pytest.mark.locust]
 

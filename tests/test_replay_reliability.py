@@ -15,11 +15,11 @@ import pytest
 from click.testing import CliRunner
 
 from benchmarks.rigs.traffic import traffic
-from harness.cli import main
-from harness.processes import free_port, layergate_command
-from harness.replay.breaker import DEFAULT_LIMIT
-from harness.replay.channel_work import SKEW_ENV
-from harness.rundir import RunDir, load_run
+from layergate.harness.cli import main
+from layergate.harness.processes import free_port, layergate_command
+from layergate.harness.replay.breaker import DEFAULT_LIMIT
+from layergate.harness.replay.channel_work import SKEW_ENV
+from layergate.harness.rundir import RunDir, load_run
 from tests.support.replay_rig import (
     Worker,
     completed,

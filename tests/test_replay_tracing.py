@@ -10,8 +10,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from exporters.records import ArmResult
-from harness.replay.tracing import Propagated, arm_span, exporting, replay_tracer
+from layergate.exporters.records import ArmResult
+from layergate.harness.replay.tracing import Propagated, arm_span, exporting, replay_tracer
 
 pytestmark = [pytest.mark.locust]
 

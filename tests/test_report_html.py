@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.gate import evaluate
-from harness.report import render_markdown, write_html
-from harness.report.html import PLOTS
+from layergate.harness.gate import evaluate
+from layergate.harness.report import render_markdown, write_html
+from layergate.harness.report.html import PLOTS
 from tests.test_gate_cli import Shape, build_run
 
 pytestmark = [pytest.mark.chromium]

@@ -13,13 +13,13 @@ import click
 import pytest
 import yaml
 
-from exporters.catalogue import WatchVerdict
-from harness.cli.watch import command as watch_command
-from harness.watch.board import Board
-from harness.watch.flagger import HOOKS, Payload
-from harness.watch.metric_map import load_engine_metrics
-from harness.watch.policy import load_watch_policy
-from harness.watch.stages import StageMachine, StagePlan
+from layergate.exporters.catalogue import WatchVerdict
+from layergate.harness.cli.watch import command as watch_command
+from layergate.harness.watch.board import Board
+from layergate.harness.watch.flagger import HOOKS, Payload
+from layergate.harness.watch.metric_map import load_engine_metrics
+from layergate.harness.watch.policy import load_watch_policy
+from layergate.harness.watch.stages import StageMachine, StagePlan
 
 DIR = Path(__file__).resolve().parents[1] / "dashboards" / "rollout"
 # Flagger's webhook types (CRD enum of spec.analysis.webhooks[].type) the example uses

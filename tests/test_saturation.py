@@ -9,17 +9,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from exporters.compute import compute_figures
-from exporters.config import MetricsConfig
-from exporters.records import ArmResult
-from exporters.saturation import peak_in_flight
-from exporters.traffic import TrafficRecord
-from harness.gate import apply_policy
-from harness.gate.evaluation import run_figures
-from harness.gate.policy import parse_policy
-from harness.manifest import Manifest
-from harness.replay.config import ReplayConfig
-from harness.rundir import RunDir, load_run
+from layergate.exporters.compute import compute_figures
+from layergate.exporters.config import MetricsConfig
+from layergate.exporters.records import ArmResult
+from layergate.exporters.saturation import peak_in_flight
+from layergate.exporters.traffic import TrafficRecord
+from layergate.harness.gate import apply_policy
+from layergate.harness.gate.evaluation import run_figures
+from layergate.harness.gate.policy import parse_policy
+from layergate.harness.manifest import Manifest
+from layergate.harness.replay.config import ReplayConfig
+from layergate.harness.rundir import RunDir, load_run
 
 pytestmark = [pytest.mark.locust]
 
@@ -158,9 +158,9 @@ def test_peak_in_flight_counts_overlaps_not_touching_ends():
 
 
 def test_the_report_and_the_demo_say_saturated_and_lower_the_rate():
-    from harness.report.html import render_html
-    from harness.report.markdown import render_markdown
-    from harness.stack.demo_words import plain_words
+    from layergate.harness.report.html import render_html
+    from layergate.harness.report.markdown import render_markdown
+    from layergate.harness.stack.demo_words import plain_words
 
     _, result = _gate(*_run(queue_s=0.5))
     markdown = render_markdown(result)

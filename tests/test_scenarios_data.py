@@ -148,8 +148,8 @@ def test_every_record_is_valid_traffic(traffic):
 def test_the_harness_reads_the_files_and_mixes():
     """The consumers accept the data: the traffic reader drops nothing, every mix draws its
     default count."""
-    from exporters.traffic import read_traffic
-    from harness.scenarios import build_traffic
+    from layergate.exporters.traffic import read_traffic
+    from layergate.harness.scenarios import build_traffic
 
     for name in TRAFFIC:
         path = SCENARIOS / "traffic" / name

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from exporters.catalogue import SCHEDULE_LAG
-from exporters.records import ArmResult
-from exporters.schedule_lag import schedule_lag
-from harness.gate.policy import PolicyError, default_policy_dir, load_policy, parse_policy
-from harness.gate.schedule import schedule_check
-from harness.store import ResultStore
+from layergate.exporters.catalogue import SCHEDULE_LAG
+from layergate.exporters.records import ArmResult
+from layergate.exporters.schedule_lag import schedule_lag
+from layergate.harness.gate.policy import PolicyError, default_policy_dir, load_policy, parse_policy
+from layergate.harness.gate.schedule import schedule_check
+from layergate.harness.store import ResultStore
 
 RULES = {"metrics": {"exact_match": {"threshold": -0.1}}}
 

@@ -8,7 +8,7 @@ import sys
 
 from click.testing import CliRunner
 
-from harness.cli import main
+from layergate.harness.cli import main
 
 
 def test_unknown_skip_policy_lists_the_choices():
@@ -36,8 +36,8 @@ def test_help_explains_and_import_stays_free_of_torch():
     assert result.exit_code == 0
     for option in ("--skip-policy", "--api-key", "--max-queue", "--batch-invariant", "--padding"):
         assert option in result.output
-    probe = ("import sys, reference_engine.cli.serve; "
-             "bad = [m for m in ('torch', 'transformers', 'reference_engine.engine') "
+    probe = ("import sys, layergate.reference_engine.cli.serve; "
+             "bad = [m for m in ('torch', 'transformers', 'layergate.reference_engine.engine') "
              "if m in sys.modules]; print(bad); sys.exit(bool(bad))")
     run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          timeout=60)

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from harness.stack.engines import start_engine
+from layergate.harness.stack.engines import start_engine
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 from prometheus_client import CollectorRegistry
 
-from reference_engine.tracing import tracer_provider_from_env
+from layergate.reference_engine.tracing import tracer_provider_from_env
 
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
 PARENT_ID = "b7ad6b7169203331"
@@ -28,7 +28,7 @@ def tiny_llama(path):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from reference_engine.loading import ensure_converted
+    from layergate.reference_engine.loading import ensure_converted
 
     torch.manual_seed(0)
     real = ensure_converted()
@@ -46,9 +46,9 @@ def tiny_llama(path):
 def traced(tmp_path_factory):
     import torch
 
-    from reference_engine.config import EngineConfig
-    from reference_engine.engine import Engine
-    from reference_engine.server import create_app
+    from layergate.reference_engine.config import EngineConfig
+    from layergate.reference_engine.engine import Engine
+    from layergate.reference_engine.server import create_app
 
     torch.set_num_threads(1)
     model_dir = tiny_llama(tmp_path_factory.mktemp("tiny-llama"))

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from reference_engine.api import SamplingParams
-from reference_engine.config import EngineConfig
-from reference_engine.engine import Engine
-from reference_engine.skip_policies.decider import Condition, Rule
-from reference_engine.skip_policies.rules import RulesFile, SpeculativeDraft, save_rules
+from layergate.reference_engine.api import SamplingParams
+from layergate.reference_engine.config import EngineConfig
+from layergate.reference_engine.engine import Engine
+from layergate.reference_engine.skip_policies.decider import Condition, Rule
+from layergate.reference_engine.skip_policies.rules import RulesFile, SpeculativeDraft, save_rules
 from tests.support.engine_runs import run_one, run_requests
 
 pytestmark = pytest.mark.model

@@ -8,7 +8,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness.stack.engines import engine
+from layergate.harness.stack.engines import engine
 
 pytestmark = [pytest.mark.model]
 

@@ -9,9 +9,9 @@ import time
 import pytest
 import torch
 
-from reference_engine.skip_policies.decider import Condition, Rule, decide, mask_without
-from reference_engine.skip_policies.detector import FEATURES, detect
-from reference_engine.skip_policies.rules import (
+from layergate.reference_engine.skip_policies.decider import Condition, Rule, decide, mask_without
+from layergate.reference_engine.skip_policies.detector import FEATURES, detect
+from layergate.reference_engine.skip_policies.rules import (
     FORMAT,
     RulesError,
     RulesFile,

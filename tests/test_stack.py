@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.stack import ProcessSet, ScrapeTargets, render_prometheus_config
-from harness.stack.prometheus import start_prometheus
-from harness.stack.prometheus_config import write_prometheus_config
+from layergate.harness.stack import ProcessSet, ScrapeTargets, render_prometheus_config
+from layergate.harness.stack.prometheus import start_prometheus
+from layergate.harness.stack.prometheus_config import write_prometheus_config
 from tests.support.processes import interruptible
 
 pytestmark = [pytest.mark.locust, pytest.mark.prometheus]
@@ -103,7 +103,7 @@ def test_real_prometheus_starts_scrapes_and_stops(tmp_path: Path, prometheus_bin
 CHILD = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
-    from harness.stack import ProcessSet
+    from layergate.harness.stack import ProcessSet
     procs = ProcessSet(Path(sys.argv[1]))
     a = procs.start("sleeper", ["sleep", "300"])
     # a grandchild in the same group: must die with its leader
@@ -138,7 +138,7 @@ def test_every_child_stops_on_interrupt(tmp_path: Path, sig: int) -> None:
 
 
 def test_children_stop_at_exit_without_close(tmp_path: Path) -> None:
-    code = ("import sys; from pathlib import Path; from harness.stack import ProcessSet;"
+    code = ("import sys; from pathlib import Path; from layergate.harness.stack import ProcessSet;"
             "p = ProcessSet(Path(sys.argv[1])); print(p.start('s', ['sleep', '300']).pid)")
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
                          text=True, timeout=60, cwd=ROOT)

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from exporters.traffic import read_traffic
-from harness.cli import main
-from harness.stack.demo_config import CANDIDATES, DemoConfig
-from harness.stack.demo_traffic import demo_traffic, determinism_sample
-from harness.stack.demo_words import calibration_notes
+from layergate.exporters.traffic import read_traffic
+from layergate.harness.cli import main
+from layergate.harness.stack.demo_config import CANDIDATES, DemoConfig
+from layergate.harness.stack.demo_traffic import demo_traffic, determinism_sample
+from layergate.harness.stack.demo_words import calibration_notes
 
 pytestmark = [pytest.mark.locust]
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from exporters.records import ArmResult
-from exporters.traffic import TrafficRecord
-from harness.manifest import Manifest
-from harness.rundir import RunDir
-from harness.store import Completion, QueueEntry, QueueProgress, ResultStore, WorkItem
+from layergate.exporters.records import ArmResult
+from layergate.exporters.traffic import TrafficRecord
+from layergate.harness.manifest import Manifest
+from layergate.harness.rundir import RunDir
+from layergate.harness.store import Completion, QueueEntry, QueueProgress, ResultStore, WorkItem
 
 pytestmark = [pytest.mark.locust]
 
@@ -66,8 +66,8 @@ def test_a_repeated_pair_replaces_the_error(tmp_path: Path) -> None:
 
 WRITER = """
 import sys
-from exporters.records import ArmResult
-from harness.store import ResultStore
+from layergate.exporters.records import ArmResult
+from layergate.harness.store import ResultStore
 store = ResultStore(sys.argv[1])
 for i in range(300):
     store.put(ArmResult(f"{sys.argv[2]}-{i}", "baseline", "short", ok=True, output_tokens=i))
@@ -201,7 +201,7 @@ def test_a_work_item_travels_as_json() -> None:
 
 CLAIMER = """
 import json, sys
-from harness.store import ResultStore
+from layergate.harness.store import ResultStore
 store = ResultStore(sys.argv[1])
 seqs = []
 while True:
@@ -254,7 +254,7 @@ def test_an_unreadable_run_dir_exits_4_saying_what_is_wrong(tmp_path: Path,
                                                             command: str) -> None:
     from click.testing import CliRunner
 
-    from harness.cli import main
+    from layergate.harness.cli import main
 
     def says(run: Path, words: str) -> None:
         result = CliRunner().invoke(main, [command, str(run)])
@@ -317,9 +317,10 @@ def test_a_store_older_than_quirks_loads_and_takes_them(tmp_path: Path) -> None:
 
 
 def test_harness_parts_import_without_torch_or_locust() -> None:
-    code = ("import sys, harness.replay, harness.capture, harness.determinism, harness.rundir, "
-            "harness.scenarios, harness.cli.replay, harness.cli.capture, "
-            "harness.cli.determinism; "
+    code = ("import sys, layergate.harness.replay, layergate.harness.capture, "
+            "layergate.harness.determinism, layergate.harness.rundir, "
+            "layergate.harness.scenarios, layergate.harness.cli.replay, "
+            "layergate.harness.cli.capture, layergate.harness.cli.determinism; "
             "print(sorted(m for m in ('torch', 'transformers', 'locust', 'gevent') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

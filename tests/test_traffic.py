@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from exporters.traffic import (
+from layergate.exporters.traffic import (
     TrafficError,
     TrafficRecord,
     read_traffic,
     traffic_sha256,
     write_traffic,
 )
-from harness import scenarios
+from layergate.harness import scenarios
 
 GOOD = {"id": "a", "offset_s": 0.0, "scenario": "short", "endpoint": "/v1/chat/completions",
         "body": {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}}

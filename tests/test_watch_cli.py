@@ -9,10 +9,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from exporters.canary import available
-from exporters.catalogue import LIVE_FIGURES, ROLES
-from harness.cli import main
-from harness.watch.metric_map import (
+from layergate.exporters.canary import available
+from layergate.exporters.catalogue import LIVE_FIGURES, ROLES
+from layergate.harness.cli import main
+from layergate.harness.watch.metric_map import (
     MetricMapError,
     default_map_path,
     load_engine_metrics,

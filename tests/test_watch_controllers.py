@@ -14,12 +14,12 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from harness.watch.board import Board, Missing
-from harness.watch.flagger import Payload, WeightReading
-from harness.watch.journal import Journal
-from harness.watch.policy import parse_watch_policy
-from harness.watch.server import serve
-from harness.watch.stages import StageMachine, StagePlan
+from layergate.harness.watch.board import Board, Missing
+from layergate.harness.watch.flagger import Payload, WeightReading
+from layergate.harness.watch.journal import Journal
+from layergate.harness.watch.policy import parse_watch_policy
+from layergate.harness.watch.server import serve
+from layergate.harness.watch.stages import StageMachine, StagePlan
 from tests.support.controllers import AnalysisRun, FakeFlagger, Ticker
 from tests.test_rollout_manifests import DIR
 from tests.test_watch_decisions import POLICY, ROLES, window

@@ -10,17 +10,17 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
-from exporters.canary import ArmWindow, Window, evidence
-from exporters.catalogue import LIVE_FIGURES
-from harness.policy_file import PolicyError
-from harness.watch.board import Board, Missing
-from harness.watch.exposition import WatchCollector
-from harness.watch.flagger import Payload, WeightReading
-from harness.watch.hooks import Hooks, hook_env
-from harness.watch.journal import Journal
-from harness.watch.loop import WatchOutcome, _hook_error
-from harness.watch.policy import parse_watch_policy
-from harness.watch.stages import StageMachine, StagePlan, Transition
+from layergate.exporters.canary import ArmWindow, Window, evidence
+from layergate.exporters.catalogue import LIVE_FIGURES
+from layergate.harness.policy_file import PolicyError
+from layergate.harness.watch.board import Board, Missing
+from layergate.harness.watch.exposition import WatchCollector
+from layergate.harness.watch.flagger import Payload, WeightReading
+from layergate.harness.watch.hooks import Hooks, hook_env
+from layergate.harness.watch.journal import Journal
+from layergate.harness.watch.loop import WatchOutcome, _hook_error
+from layergate.harness.watch.policy import parse_watch_policy
+from layergate.harness.watch.stages import StageMachine, StagePlan, Transition
 
 pytestmark = [pytest.mark.locust]
 

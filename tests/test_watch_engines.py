@@ -22,9 +22,9 @@ import httpx
 import pytest
 
 from benchmarks.rigs.watch_rig import Rig, RigResult, run_rig
-from exporters.sequential import windows_needed
-from harness.stack.engines import start_engine
-from harness.watch.stages import MIN_N_OPT
+from layergate.exporters.sequential import windows_needed
+from layergate.harness.stack.engines import start_engine
+from layergate.harness.watch.stages import MIN_N_OPT
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.locust]
 

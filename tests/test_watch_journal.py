@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.watch.board import Board, Missing
-from harness.watch.flagger import Payload
-from harness.watch.journal import Journal, StateMismatch
+from layergate.harness.watch.board import Board, Missing
+from layergate.harness.watch.flagger import Payload
+from layergate.harness.watch.journal import Journal, StateMismatch
 from tests.test_watch_decisions import machine, window
 
 IDENTITY = {"baseline": 'arm="baseline"', "candidate": 'arm="candidate"', "stages": [5, 50, 100]}

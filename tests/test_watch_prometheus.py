@@ -20,10 +20,10 @@ import httpx
 import pytest
 import yaml
 
-from harness.processes import free_port, layergate_command
-from harness.stack.processes import ProcessSet
-from harness.stack.prometheus import PrometheusServer, start_prometheus
-from harness.stack.prometheus_config import ScrapeTargets
+from layergate.harness.processes import free_port, layergate_command
+from layergate.harness.stack.processes import ProcessSet
+from layergate.harness.stack.prometheus import PrometheusServer, start_prometheus
+from layergate.harness.stack.prometheus_config import ScrapeTargets
 from tests.support.vllm_exporter import FakeVllm
 
 pytestmark = [pytest.mark.prometheus]

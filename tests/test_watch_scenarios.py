@@ -32,11 +32,11 @@ import httpx
 import pytest
 import yaml
 
-from harness.processes import free_port, layergate_command
-from harness.stack.processes import ProcessSet
-from harness.stack.prometheus import start_prometheus
-from harness.stack.prometheus_config import ScrapeTargets
-from harness.watch.stages import StagePlan
+from layergate.harness.processes import free_port, layergate_command
+from layergate.harness.stack.processes import ProcessSet
+from layergate.harness.stack.prometheus import start_prometheus
+from layergate.harness.stack.prometheus_config import ScrapeTargets
+from layergate.harness.watch.stages import StagePlan
 from tests.support.controllers import ArgoRollout, FakeFlagger, FlaggerWeight, Ticker
 from tests.support.vllm_exporter import FakeVllm
 from tests.test_rollout_manifests import DIR

@@ -27,10 +27,10 @@ import pytest
 import yaml
 
 from benchmarks.rigs.echo import echo_server
-from exporters.bundled import MIXES, POLICIES, names
-from exporters.catalogue import ExitCode
-from harness import install_source
-from harness.starter import starter_files, write_files
+from layergate.exporters.bundled import MIXES, POLICIES, names
+from layergate.exporters.catalogue import ExitCode
+from layergate.harness import install_source
+from layergate.harness.starter import starter_files, write_files
 from tests.support import dist
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.locust,
@@ -132,8 +132,8 @@ def test_core_install_has_no_torch_and_runs_from_site_packages(installed: Instal
                                                                empty: Path) -> None:
     done = _run([installed.python, "-c", "import torch"], empty, installed.env)
     assert done.returncode != 0 and "No module named 'torch'" in done.stderr
-    where = _checked([installed.python, "-c", "import exporters.bundled as b; print(b.root())"],
-                     empty, env=installed.env).stdout.strip()
+    where = _checked([installed.python, "-c", "from layergate.exporters import bundled as b; "
+                      "print(b.root())"], empty, env=installed.env).stdout.strip()
     assert Path(where).is_relative_to(installed.venv), where
     meta = _checked([installed.python, "-c", "from importlib.metadata import requires; "
                      "print('\\n'.join(requires('layergate')))"], empty,
@@ -248,7 +248,7 @@ def test_init_writes_a_starter_that_checks_out(installed: Installed, replayed: P
         gated.stderr
     assert json.loads((stack / "g.json").read_text())["run"]["policy"]["name"] == "policy"
     # the sample traffic replays as a user's file would
-    assert _run([installed.python, "-c", "import sys; from exporters.traffic import "
+    assert _run([installed.python, "-c", "import sys; from layergate.exporters.traffic import "
                  "read_traffic; print(len(read_traffic(sys.argv[1]).records))",
                  "traffic.jsonl"], stack, installed.env).stdout.strip() == "8"
     # nothing is overwritten without --force

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from exporters.catalogue import (
+from layergate.exporters.catalogue import (
     ADVANCE,
     ARMS,
     EVERY_ARM,
@@ -85,7 +85,7 @@ def test_no_catalogued_word_is_written_outside_the_catalogue():
     found = _found()
     stray = [f"{path}:{lines[0]}: {word!r}" for (path, word), lines in sorted(found.items())
              if (path, word) not in ALLOWED]
-    assert not stray, "import these words from exporters.catalogue:\n" + "\n".join(stray)
+    assert not stray, "import these words from layergate.exporters.catalogue:\n" + "\n".join(stray)
 
 
 def test_every_allowed_literal_is_still_written():
@@ -102,8 +102,8 @@ def test_the_scan_sees_code_and_not_prose():
 
 
 def test_one_rollout_ladder_for_the_gate_and_the_watch():
-    from exporters.catalogue import STAGES, stage_for
-    from harness.watch.stages import StagePlan
+    from layergate.exporters.catalogue import STAGES, stage_for
+    from layergate.harness.watch.stages import StagePlan
 
     percents = [s.percent for s in STAGES]
     assert percents == sorted(percents) and STAGES[-1].percent == 100
@@ -117,7 +117,14 @@ def test_one_rollout_ladder_for_the_gate_and_the_watch():
 def test_the_verdict_types_spell_the_catalogued_states():
     from typing import get_args
 
-    from exporters.catalogue import NO_DATA, PENDING, VERDICTS, Transit, Verdict, WatchVerdict
+    from layergate.exporters.catalogue import (
+        NO_DATA,
+        PENDING,
+        VERDICTS,
+        Transit,
+        Verdict,
+        WatchVerdict,
+    )
 
     assert get_args(Verdict) == VERDICTS
     assert set(get_args(WatchVerdict)) == {*VERDICTS, PENDING, NO_DATA}

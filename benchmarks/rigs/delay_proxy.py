@@ -11,7 +11,7 @@ import time
 
 import httpx
 
-from harness.processes import free_port
+from layergate.harness.processes import free_port
 
 
 class DelayProxy:

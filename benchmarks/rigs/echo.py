@@ -10,8 +10,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness.processes import ManagedProcess, free_port, spawn
-from harness.stack.health import started
+from layergate.harness.processes import ManagedProcess, free_port, spawn
+from layergate.harness.stack.health import started
 
 ECHO = Path(__file__).resolve().parents[1] / "echo_server.py"
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
-from exporters.records import ArmResult
-from exporters.traffic import TrafficRecord
-from harness.manifest import Manifest, now_iso
-from harness.rundir import RunDir
+from layergate.exporters.records import ArmResult
+from layergate.exporters.traffic import TrafficRecord
+from layergate.harness.manifest import Manifest, now_iso
+from layergate.harness.rundir import RunDir
 
 WORDS = np.array("the a cat dog sat ran on under mat tree house red blue big small and".split())
 ARMS = (("baseline", 1.0, 1.0), ("baseline2", 1.0, 0.97), ("candidate", 0.8, 0.9))

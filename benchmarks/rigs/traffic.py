@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from exporters.traffic import TrafficRecord, read_traffic, write_traffic
-from harness.scenarios import SCENARIOS_DIR
+from layergate.exporters.traffic import TrafficRecord, read_traffic, write_traffic
+from layergate.harness.scenarios import SCENARIOS_DIR
 
 
 def traffic(path: Path, n: int, spacing: float) -> Path:

@@ -23,12 +23,12 @@ from pathlib import Path
 import httpx
 import yaml
 
-from exporters.traffic import read_traffic, write_traffic
-from harness.processes import free_port, layergate_command
-from harness.replay import ReplayConfig, run_replay
-from harness.stack.processes import ProcessSet
-from harness.stack.prometheus import start_prometheus
-from harness.stack.prometheus_config import ScrapeTargets
+from layergate.exporters.traffic import read_traffic, write_traffic
+from layergate.harness.processes import free_port, layergate_command
+from layergate.harness.replay import ReplayConfig, run_replay
+from layergate.harness.stack.processes import ProcessSet
+from layergate.harness.stack.prometheus import start_prometheus
+from layergate.harness.stack.prometheus_config import ScrapeTargets
 
 from .delay_proxy import DelayProxy
 

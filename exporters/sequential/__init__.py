@@ -19,10 +19,10 @@ observations are:
   asymptotic, so acted on only after a minimum count.
 """
 
-from exporters.sequential.betting import bounded_mean_path, bounded_mean_sequence
-from exporters.sequential.binomial import binomial_sequence, rate_difference_sequence
-from exporters.sequential.bound import SequenceBound, intersected
-from exporters.sequential.normal_mixture import (
+from layergate.exporters.sequential.betting import bounded_mean_path, bounded_mean_sequence
+from layergate.exporters.sequential.binomial import binomial_sequence, rate_difference_sequence
+from layergate.exporters.sequential.bound import SequenceBound, intersected
+from layergate.exporters.sequential.normal_mixture import (
     linearised_path,
     mean_path,
     mean_sequence,
@@ -30,7 +30,7 @@ from exporters.sequential.normal_mixture import (
     radius_factor,
     ratio_path,
 )
-from exporters.sequential.t_mixture import (
+from layergate.exporters.sequential.t_mixture import (
     t_factor,
     t_mean_path,
     t_mean_sequence,

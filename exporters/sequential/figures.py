@@ -41,9 +41,9 @@ from typing import Literal
 
 import numpy as np
 
-from exporters import consistency, rer
-from exporters.aligned import Aligned
-from exporters.catalogue import (
+from layergate.exporters import consistency, rer
+from layergate.exporters.aligned import Aligned
+from layergate.exporters.catalogue import (
     BASELINE2,
     BLEU,
     CACHE_HIT_DELTA,
@@ -65,10 +65,10 @@ from exporters.catalogue import (
     TTFT_LATENCY_RATIO,
     figure_spec,
 )
-from exporters.process_spread import PRIOR_WEIGHT, to_ratio
-from exporters.sequential.betting import bounded_mean_path
-from exporters.sequential.normal_mixture import linearised_path
-from exporters.sequential.t_mixture import t_mean_path
+from layergate.exporters.process_spread import PRIOR_WEIGHT, to_ratio
+from layergate.exporters.sequential.betting import bounded_mean_path
+from layergate.exporters.sequential.normal_mixture import linearised_path
+from layergate.exporters.sequential.t_mixture import t_mean_path
 
 Method = Literal["share", "log_mean", "linearised"]
 N_OPT = 50  # the mixtures are tightest near the fixed gate's usual 48 requests
@@ -90,7 +90,7 @@ METHODS: dict[str, Method] = {**dict.fromkeys(_SHARES, "share"),
 @dataclass(frozen=True)
 class FigurePath:
     """After each request in send order: the estimate, the interval (not yet intersected:
-    `exporters.sequential.intersected` watches it) and the samples counted so far;
+    `layergate.exporters.sequential.intersected` watches it) and the samples counted so far;
     `look` marks the requests after which the interval may be acted on."""
 
     method: Method

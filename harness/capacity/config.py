@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from exporters.catalogue import ARMS, REQUIRED_ARMS
-from exporters.slo import SLO, SLOError, parse_slo
-from harness.replay.config import ConfigError
+from layergate.exporters.catalogue import ARMS, REQUIRED_ARMS
+from layergate.exporters.slo import SLO, SLOError, parse_slo
+from layergate.harness.replay.config import ConfigError
 
 RATE, USERS = "rate", "users"
 UNITS = {RATE: "req/s", USERS: "users"}

@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from harness.capacity.config import USERS, CapacityConfig
+from layergate.harness.capacity.config import USERS, CapacityConfig
 
 DONE_NONE, DONE_BRACKETED, DONE_AT_MAX = "no step passed", "bracketed", "passed --max-load"
 

@@ -10,10 +10,10 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
-from exporters.capacity_export import CapacityStepsCollector
-from exporters.figures import Figure
-from exporters.prometheus_export import RunFiguresCollector
-from harness.replay.config import ConfigError
+from layergate.exporters.capacity_export import CapacityStepsCollector
+from layergate.exporters.figures import Figure
+from layergate.exporters.prometheus_export import RunFiguresCollector
+from layergate.harness.replay.config import ConfigError
 
 
 class _Figures(Collector):

@@ -22,11 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from exporters.capacity_replicates import replicated_ratio
-from exporters.catalogue import CANDIDATE, CAPACITY_RATIO
-from harness.capacity.config import USERS, CapacityConfig
-from harness.capacity.report import sweep_figures
-from harness.sweepdir import COMPLETE, SweepDir
+from layergate.exporters.capacity_replicates import replicated_ratio
+from layergate.exporters.catalogue import CANDIDATE, CAPACITY_RATIO
+from layergate.harness.capacity.config import USERS, CapacityConfig
+from layergate.harness.capacity.report import sweep_figures
+from layergate.harness.sweepdir import COMPLETE, SweepDir
 
 REPORT = "replicates.json"
 
@@ -49,7 +49,7 @@ def replicate_config(config: CapacityConfig, i: int) -> CapacityConfig:
 
 def run_replicates(config: CapacityConfig, run: Callable[[CapacityConfig], Any]
                    ) -> dict[str, Any]:
-    """Run (or resume) each replicate with `run` (harness.capacity.sweep.run_capacity),
+    """Run (or resume) each replicate with `run` (layergate.harness.capacity.sweep.run_capacity),
     then write and return the replicates' report (OUT/replicates.json)."""
     config.out.mkdir(parents=True, exist_ok=True)
     for i in range(config.replicates):
@@ -87,7 +87,7 @@ def replicates_report(config: CapacityConfig) -> dict[str, Any]:
         out["why"] = f"{len(ratios)} replicate(s) with a ratio: an interval needs 2"
         return out
     got = replicated_ratio(ratios, config.process_spread)
-    out["capacity_ratio"] = {
+    out[CAPACITY_RATIO] = {
         "value": got.value, "ci_low": got.low, "ci_high": got.high, "unit": "ratio",
         "confidence": got.confidence, "replicates": got.replicates, "sd_log": got.sd_log,
         "half_width_log": got.half_width_log}
@@ -106,9 +106,9 @@ def replicates_lines(report: dict[str, Any]) -> list[str]:
     lines = [f"replicate {r['dir']}: ratio "
              f"{'n/a (' + r['why'] + ')' if r['ratio'] is None else format(r['ratio'], '.3f')}"
              for r in report["replicates"]]
-    ratio = report.get("capacity_ratio")
+    ratio = report.get(CAPACITY_RATIO)
     if ratio is None:
-        return [*lines, f"capacity_ratio across replicates: n/a ({report['why']})"]
+        return [*lines, f"{CAPACITY_RATIO} across replicates: n/a ({report['why']})"]
     return [*lines, f"capacity_ratio across {ratio['replicates']} replicates: "
             f"{ratio['value']:.3f} [{ratio['ci_low']:.3f}, {ratio['ci_high']:.3f}] "
             f"({ratio['confidence']:.0%}, log ratio, between-process tau "

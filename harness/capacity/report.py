@@ -7,12 +7,12 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from exporters import capacity as cap
-from exporters.capacity_step import StepArm
-from exporters.catalogue import CAPACITY, CAPACITY_RATIO, ExitCode
-from exporters.figures import Figure
-from harness.capacity.config import CapacityConfig
-from harness.sweepdir import COMPLETE, KIND, SweepState
+from layergate.exporters import capacity as cap
+from layergate.exporters.capacity_step import StepArm
+from layergate.exporters.catalogue import CAPACITY, CAPACITY_RATIO, ExitCode
+from layergate.exporters.figures import Figure
+from layergate.harness.capacity.config import CapacityConfig
+from layergate.harness.sweepdir import COMPLETE, KIND, SweepState
 
 
 def judge_of(config: CapacityConfig) -> cap.SweepJudge:

@@ -21,20 +21,20 @@ from typing import ClassVar
 
 from rich.console import Console
 
-from exporters.capacity_step import StepArm, step_arms
-from exporters.catalogue import PASS
-from exporters.traffic import TrafficRecord, read_traffic, write_traffic
-from harness import scenarios
-from harness.capacity.config import RATE, USERS, CapacityConfig
-from harness.capacity.ladder import next_step
-from harness.capacity.live import SweepMetrics
-from harness.capacity.report import build_report, sweep_figures
-from harness.manifest import now_iso
-from harness.replay.config import ConfigError, ReplayConfig
-from harness.replay.runner import run_replay
-from harness.report.capacity_plots import write_frontier
-from harness.rundir import RunDir
-from harness.sweepdir import (
+from layergate.exporters.capacity_step import StepArm, step_arms
+from layergate.exporters.catalogue import PASS
+from layergate.exporters.traffic import TrafficRecord, read_traffic, write_traffic
+from layergate.harness import scenarios
+from layergate.harness.capacity.config import RATE, USERS, CapacityConfig
+from layergate.harness.capacity.ladder import next_step
+from layergate.harness.capacity.live import SweepMetrics
+from layergate.harness.capacity.report import build_report, sweep_figures
+from layergate.harness.manifest import now_iso
+from layergate.harness.replay.config import ConfigError, ReplayConfig
+from layergate.harness.replay.runner import run_replay
+from layergate.harness.report.capacity_plots import write_frontier
+from layergate.harness.rundir import RunDir
+from layergate.harness.sweepdir import (
     COMPLETE,
     INTERRUPTED,
     Step,

@@ -10,15 +10,15 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from exporters.catalogue import BASELINE, CANDIDATE, CAPACITY_RATIO
-from exporters.figures import Figure
-from harness.capacity.config import CapacityConfig
-from harness.capacity.report import sweep_figures
-from harness.gate.policy import Policy
-from harness.gate.result import GateResult
-from harness.gate.verdict import apply_policy
-from harness.rundir import RunDirError
-from harness.sweepdir import KIND, StateError, SweepDir, SweepState
+from layergate.exporters.catalogue import BASELINE, CANDIDATE, CAPACITY_RATIO
+from layergate.exporters.figures import Figure
+from layergate.harness.capacity.config import CapacityConfig
+from layergate.harness.capacity.report import sweep_figures
+from layergate.harness.gate.policy import Policy
+from layergate.harness.gate.result import GateResult
+from layergate.harness.gate.verdict import apply_policy
+from layergate.harness.rundir import RunDirError
+from layergate.harness.sweepdir import KIND, StateError, SweepDir, SweepState
 
 
 def _read(sweep: SweepDir) -> tuple[SweepState, list[Figure]]:
@@ -48,8 +48,8 @@ def evaluate_replicates(path: str | Path, policy: Policy) -> GateResult:
     its interval across the replicates; incomplete while a replicate is."""
     import json
 
-    from exporters.catalogue import OVERALL
-    from harness.capacity.replicates import REPORT
+    from layergate.exporters.catalogue import OVERALL
+    from layergate.harness.capacity.replicates import REPORT
 
     path = Path(path)
     try:
@@ -57,7 +57,7 @@ def evaluate_replicates(path: str | Path, policy: Policy) -> GateResult:
     except (OSError, ValueError) as exc:
         raise RunDirError(f"{path / REPORT}: cannot read the replicates' report: {exc}") \
             from exc
-    ratio = report.get("capacity_ratio")
+    ratio = report.get(CAPACITY_RATIO)
     rows = report.get("replicates") or []
     if ratio is None:
         fig = Figure(CAPACITY_RATIO, None, CANDIDATE, OVERALL, status="not_computable",

@@ -18,8 +18,8 @@ import httpx
 import uvicorn
 from prometheus_client import CollectorRegistry, generate_latest
 
-from harness.capture.config import CaptureConfig
-from harness.capture.recorder import CaptureStats, Recorder
+from layergate.harness.capture.config import CaptureConfig
+from layergate.harness.capture.recorder import CaptureStats, Recorder
 
 log = logging.getLogger(__name__)
 METRICS_PATH = "/-/capture/metrics"

@@ -22,7 +22,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
 
-from exporters.traffic import (
+from layergate.exporters.traffic import (
     COMPLETIONS,
     ENDPOINTS,
     TrafficError,
@@ -31,9 +31,9 @@ from exporters.traffic import (
     dumps_record,
     parse_record,
 )
-from harness.capture.redact import redact
-from harness.openai_stream import StreamAccumulator, StreamError
-from harness.scenarios import length_class
+from layergate.harness.capture.redact import redact
+from layergate.harness.openai_stream import StreamAccumulator, StreamError
+from layergate.harness.scenarios import length_class
 
 log = logging.getLogger(__name__)
 _PIECES = re.compile(r"\w+|[^\w\s]")

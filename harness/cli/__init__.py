@@ -1,6 +1,6 @@
 """The `layergate` click group. Each command lives in its own module and is loaded lazily,
 so `layergate --help` stays fast and only `serve` / `calibrate` (the engine's own commands,
-in `reference_engine.cli`) ever reach torch."""
+in `layergate.reference_engine.cli`) ever reach torch."""
 
 from __future__ import annotations
 
@@ -9,28 +9,28 @@ from typing import Any
 
 import click
 
-from exporters.errors import LayergateError
+from layergate.exporters.errors import LayergateError
 
 # command name -> the module exposing it as `command`. The engine's commands live with the
 # engine and are named by module path only: the harness never imports `reference_engine`.
 COMMANDS: dict[str, str] = {
-    "serve": "reference_engine.cli.serve",
-    "calibrate": "reference_engine.cli.calibrate",
-    "capture": "harness.cli.capture",
-    "import-trace": "harness.cli.import_trace",
-    "replay": "harness.cli.replay",
-    "replay-worker": "harness.cli.replay_worker",
-    "capacity": "harness.cli.capacity",
-    "determinism": "harness.cli.determinism",
-    "metrics": "harness.cli.metrics",
-    "gate": "harness.cli.gate",
-    "compare": "harness.cli.compare",
-    "watch": "harness.cli.watch",
-    "dashboards": "harness.cli.dashboards",
-    "demo": "harness.cli.demo",
-    "policies": "harness.cli.policies",
-    "scenarios": "harness.cli.scenarios",
-    "init": "harness.cli.init",
+    "serve": "layergate.reference_engine.cli.serve",
+    "calibrate": "layergate.reference_engine.cli.calibrate",
+    "capture": "layergate.harness.cli.capture",
+    "import-trace": "layergate.harness.cli.import_trace",
+    "replay": "layergate.harness.cli.replay",
+    "replay-worker": "layergate.harness.cli.replay_worker",
+    "capacity": "layergate.harness.cli.capacity",
+    "determinism": "layergate.harness.cli.determinism",
+    "metrics": "layergate.harness.cli.metrics",
+    "gate": "layergate.harness.cli.gate",
+    "compare": "layergate.harness.cli.compare",
+    "watch": "layergate.harness.cli.watch",
+    "dashboards": "layergate.harness.cli.dashboards",
+    "demo": "layergate.harness.cli.demo",
+    "policies": "layergate.harness.cli.policies",
+    "scenarios": "layergate.harness.cli.scenarios",
+    "init": "layergate.harness.cli.init",
 }
 
 

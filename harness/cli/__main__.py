@@ -1,3 +1,3 @@
-from harness.cli import main
+from layergate.harness.cli import main
 
-main(prog_name="layergate")  # its messages say `layergate`, not `python -m harness.cli`
+main(prog_name="layergate")  # its messages say `layergate`, not `python -m layergate.harness.cli`

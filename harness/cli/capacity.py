@@ -11,11 +11,11 @@ from typing import Any
 
 import click
 
-from exporters.catalogue import CANDIDATE, ExitCode, candidate_arms
-from exporters.cli_options import config_values, field_option
-from harness.capacity.config import CapacityConfig
-from harness.cli.exits import exits
-from harness.cli.replay import _arm_options, _interrupt, arms_and_models
+from layergate.exporters.catalogue import CANDIDATE, CAPACITY_RATIO, ExitCode, candidate_arms
+from layergate.exporters.cli_options import config_values, field_option
+from layergate.harness.capacity.config import CapacityConfig
+from layergate.harness.cli.exits import exits
+from layergate.harness.cli.replay import _arm_options, _interrupt, arms_and_models
 
 
 def _option(name: str, *flags: str, **attrs: Any):
@@ -81,9 +81,9 @@ def command(ctx: click.Context, **params: Any) -> None:
     how many replicates --target-half-width needs): one sweep's own interval covers the
     ratio far less often than it says (docs/METRICS.md, "Capacity at the SLO").
     """
-    from harness.capacity.report import exit_of, print_sweep, sweep_figures
-    from harness.capacity.sweep import run_capacity
-    from harness.sweepdir import SweepDir
+    from layergate.harness.capacity.report import exit_of, print_sweep, sweep_figures
+    from layergate.harness.capacity.sweep import run_capacity
+    from layergate.harness.sweepdir import SweepDir
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)
@@ -114,8 +114,8 @@ def command(ctx: click.Context, **params: Any) -> None:
 
 def _replicated(config: CapacityConfig) -> None:
     """--replicates R: R sweeps from their own seeds, then the interval across them."""
-    from harness.capacity.replicates import replicates_lines, run_replicates
-    from harness.capacity.sweep import run_capacity
+    from layergate.harness.capacity.replicates import replicates_lines, run_replicates
+    from layergate.harness.capacity.sweep import run_capacity
 
     def one(sub: CapacityConfig) -> None:
         click.echo(f"replicate {sub.out.name}: seed {sub.seed}, start {sub.start:g}", err=True)
@@ -124,4 +124,4 @@ def _replicated(config: CapacityConfig) -> None:
     report = run_replicates(config, one)
     for line in replicates_lines(report):
         click.echo(line)
-    raise SystemExit(ExitCode.PASS if report.get("capacity_ratio") else ExitCode.INCONCLUSIVE)
+    raise SystemExit(ExitCode.PASS if report.get(CAPACITY_RATIO) else ExitCode.INCONCLUSIVE)

@@ -8,10 +8,10 @@ from typing import Any
 
 import click
 
-from exporters.catalogue import ExitCode
-from exporters.cli_options import config_field, config_values, field_default, field_option
-from harness.capture.config import CaptureConfig
-from harness.cli.exits import exits
+from layergate.exporters.catalogue import ExitCode
+from layergate.exporters.cli_options import config_field, config_values, field_default, field_option
+from layergate.harness.capture.config import CaptureConfig
+from layergate.harness.cli.exits import exits
 
 HOST, PORT = (field_default(config_field(CaptureConfig, name)) for name in ("host", "port"))
 
@@ -45,7 +45,7 @@ def command(ctx: click.Context, listen: str, **_: Any) -> None:
     its answer; the failure is logged and counted (GET /-/capture/metrics on the proxy).
     Stop with Ctrl-C.
     """
-    from harness.capture import run_capture
+    from layergate.harness.capture import run_capture
 
     values = config_values(ctx, CaptureConfig)
     if not values["upstream"].startswith(("http://", "https://")):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from exporters.catalogue import ExitCode
-from harness.cli.exits import RUN_DIR_UNREADABLE, exits
+from layergate.exporters.catalogue import ExitCode
+from layergate.harness.cli.exits import RUN_DIR_UNREADABLE, exits
 
 
 @exits(ExitCode.PASS, ExitCode.FAIL, ExitCode.USAGE, ExitCode.INFRASTRUCTURE,
@@ -41,10 +41,10 @@ def command(run_a: Path, run_b: Path, policy_path: Path | None, arm: str | None,
     """
     from rich.console import Console
 
-    from harness.gate import load_policy
-    from harness.gate.compare import compare_runs
-    from harness.report.comparison import comparison_json, print_comparison
-    from harness.rundir import load_run
+    from layergate.harness.gate import load_policy
+    from layergate.harness.gate.compare import compare_runs
+    from layergate.harness.report.comparison import comparison_json, print_comparison
+    from layergate.harness.rundir import load_run
 
     policy = load_policy(policy_path)
     err = Console(stderr=True)

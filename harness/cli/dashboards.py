@@ -6,10 +6,10 @@ from pathlib import Path
 
 import click
 
-from exporters.catalogue import ExitCode
-from exporters.errors import InfrastructureError
-from harness.cli.exits import exits
-from harness.cli.written import write_or_refuse
+from layergate.exporters.catalogue import ExitCode
+from layergate.exporters.errors import InfrastructureError
+from layergate.harness.cli.exits import exits
+from layergate.harness.cli.written import write_or_refuse
 
 
 @click.group(name="dashboards")
@@ -30,7 +30,7 @@ def export(directory: Path, force: bool) -> None:
     Prometheus's config and recording rules (prometheus.yml, rules.yml), and the rollout
     manifests, as docker-compose.yml mounts them.
     """
-    from harness.starter import dashboard_files
+    from layergate.harness.starter import dashboard_files
 
     written = write_or_refuse(directory, dashboard_files(), force)
     click.echo(f"wrote {len(written)} files into {directory / 'dashboards'}")
@@ -54,7 +54,7 @@ def push(grafana_url: str, api_key: str | None, user: str | None, password: str 
     """Upload the Prometheus datasource (uid layergate-prometheus) and every dashboard
     into the folder `layergate`, overwriting earlier versions.
     """
-    from harness.stack.grafana_push import GrafanaPushError, push_dashboards
+    from layergate.harness.stack.grafana_push import GrafanaPushError, push_dashboards
 
     if not grafana_url.startswith(("http://", "https://")):
         raise click.BadParameter("must start with http:// or https://",

@@ -8,11 +8,11 @@ from typing import Any
 
 import click
 
-from exporters.catalogue import ExitCode
-from exporters.cli_options import config_values, field_option
-from exporters.errors import InfrastructureError
-from harness.cli.exits import exits
-from harness.stack.demo_config import QUICK, DemoConfig
+from layergate.exporters.catalogue import ExitCode
+from layergate.exporters.cli_options import config_values, field_option
+from layergate.exporters.errors import InfrastructureError
+from layergate.harness.cli.exits import exits
+from layergate.harness.stack.demo_config import QUICK, DemoConfig
 
 
 def _demo_option(name: str, *flags: str, **attrs: Any):
@@ -53,10 +53,10 @@ def command(ctx: click.Context, quick: bool, **_: Any) -> None:
     words, and where to look. `--candidate X` runs one. Ctrl-C stops every process it
     started.
     """
-    from harness.gate import load_policy
-    from harness.rundir import RunDirError
-    from harness.stack.demo import DemoError, run_demo
-    from harness.stack.health import StackError
+    from layergate.harness.gate import load_policy
+    from layergate.harness.rundir import RunDirError
+    from layergate.harness.stack.demo import DemoError, run_demo
+    from layergate.harness.stack.health import StackError
 
     given = config_values(ctx, DemoConfig, given_only=True)
     out = given.pop("out", ctx.params["out"])

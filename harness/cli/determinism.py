@@ -8,10 +8,10 @@ from typing import Any
 
 import click
 
-from exporters.catalogue import CANDIDATE, ExitCode
-from exporters.cli_options import config_values, field_option
-from harness.cli.exits import exits
-from harness.determinism import DeterminismConfig
+from layergate.exporters.catalogue import CANDIDATE, ExitCode
+from layergate.exporters.cli_options import config_values, field_option
+from layergate.harness.cli.exits import exits
+from layergate.harness.determinism import DeterminismConfig
 
 
 def _targets(values: tuple[str, ...]) -> dict[str, str]:
@@ -62,8 +62,8 @@ def command(ctx: click.Context, **_: Any) -> None:
     the token ids, the latencies and the engine-reported peak memory. `layergate metrics`
     turns them into output, resource and latency determinism.
     """
-    from harness.determinism import DeterminismError, run_determinism
-    from harness.rundir import RunDir
+    from layergate.harness.determinism import DeterminismError, run_determinism
+    from layergate.harness.rundir import RunDir
 
     try:
         run_dir = run_determinism(DeterminismConfig(**config_values(ctx, DeterminismConfig)))

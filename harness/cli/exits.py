@@ -1,5 +1,5 @@
 """What a command's exit code means, in its --help and when it exits: the catalogue's codes
-(exporters.catalogue.ExitCode), never restated. Each command declares the codes it can end
+(layergate.exporters.catalogue.ExitCode), never restated. Each command declares the codes it can end
 with (`exits`); its --help epilog is built from that declaration, and docs/CLI.md's table of
 them is checked against it (tests/test_exit_codes.py)."""
 
@@ -10,7 +10,7 @@ from typing import TypeVar
 
 import click
 
-from exporters.catalogue import EXIT_MEANINGS, ExitCode
+from layergate.exporters.catalogue import EXIT_MEANINGS, ExitCode
 
 RUN_DIR_UNREADABLE = "run directory missing or unreadable"
 

@@ -1,5 +1,5 @@
 """`layergate gate RUN_DIR`: the release verdict, for people and for CI; its exit code is
-the verdict's (exporters.catalogue.ExitCode, docs/CLI.md)."""
+the verdict's (layergate.exporters.catalogue.ExitCode, docs/CLI.md)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ from typing import TYPE_CHECKING
 
 import click
 
-from exporters.catalogue import BASELINE, CANDIDATE, OVERALL, REQUIRE_ANY, ExitCode
-from exporters.cli_options import field_option
-from harness.cli.exits import RUN_DIR_UNREADABLE, exits
-from harness.gate.sequential_config import SequentialConfig
+from layergate.exporters.catalogue import BASELINE, CANDIDATE, OVERALL, REQUIRE_ANY, ExitCode
+from layergate.exporters.cli_options import field_option
+from layergate.harness.cli.exits import RUN_DIR_UNREADABLE, exits
+from layergate.harness.gate.sequential_config import SequentialConfig
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from harness.gate import GateResult
-    from harness.gate.family import FamilyResult
+    from layergate.harness.gate import GateResult
+    from layergate.harness.gate.family import FamilyResult
 
 
 @exits(*ExitCode, INFRASTRUCTURE=RUN_DIR_UNREADABLE)
@@ -77,12 +77,12 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     """
     from rich.console import Console
 
-    from harness.capacity.replicates import is_replicated
-    from harness.capacity.verdict import evaluate_replicates, evaluate_sweep
-    from harness.gate import load_policy
-    from harness.gate.family import CapacityError, RequireError, evaluate_family
-    from harness.rundir import load_run
-    from harness.sweepdir import is_sweep
+    from layergate.harness.capacity.replicates import is_replicated
+    from layergate.harness.capacity.verdict import evaluate_replicates, evaluate_sweep
+    from layergate.harness.gate import load_policy
+    from layergate.harness.gate.family import CapacityError, RequireError, evaluate_family
+    from layergate.harness.rundir import load_run
+    from layergate.harness.sweepdir import is_sweep
 
     policy = load_policy(policy_path)
     err = Console(stderr=True)
@@ -131,7 +131,7 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
                       highlight=False, soft_wrap=True)
         _report_one(family.candidates[0].result, family.exit_code, *paths, err)
     _write_reports(family, *paths, err)
-    from harness.report.family import print_family
+    from layergate.harness.report.family import print_family
 
     print_family(family)
     raise SystemExit(family.exit_code)
@@ -151,7 +151,7 @@ def optional_stopping(manifest) -> str | None:
 
 def _capacity_ratios(values: tuple[str, ...]) -> dict:
     """`--capacity [NAME=]SWEEP_DIR` as candidate -> the sweep's capacity ratio figure."""
-    from harness.capacity.verdict import capacity_ratio
+    from layergate.harness.capacity.verdict import capacity_ratio
 
     out = {}
     for value in values:
@@ -168,7 +168,7 @@ def _report_one(result: GateResult, exit_code: int, json_path: Path | None,
                 junit_path: Path | None, markdown_path: Path | None, html_path: Path | None,
                 err: Console) -> None:
     """The reports, the summary and the exit code of one judged candidate (or sweep)."""
-    from harness.report import print_summary
+    from layergate.harness.report import print_summary
 
     _write_reports(result, json_path, junit_path, markdown_path, html_path, err)
     print_summary(result)
@@ -178,9 +178,9 @@ def _report_one(result: GateResult, exit_code: int, json_path: Path | None,
 def _write_reports(result: GateResult | FamilyResult, json_path: Path | None,
                    junit_path: Path | None, markdown_path: Path | None, html_path: Path | None,
                    err: Console) -> None:
-    from harness import report
-    from harness.gate.family import FamilyResult
-    from harness.report import family as several
+    from layergate.harness import report
+    from layergate.harness.gate.family import FamilyResult
+    from layergate.harness.report import family as several
 
     one = not isinstance(result, FamilyResult)
     writers = (("--json", json_path, report.write_json if one else several.write_family_json),
@@ -206,8 +206,8 @@ def _sequential(run_dir: Path, policy, budget: int | None, require: str,
                 json_path: Path | None, others: tuple[Path | None, ...], err: Console) -> None:
     import json
 
-    from exporters.catalogue import exit_code
-    from harness.gate.family import RequireError, check_require, combined, decide_each
+    from layergate.exporters.catalogue import exit_code
+    from layergate.harness.gate.family import RequireError, check_require, combined, decide_each
 
     if any(p is not None for p in others):
         raise click.UsageError("--sequential writes --json only (not --junit, --markdown, "
@@ -239,7 +239,7 @@ def _sequential(run_dir: Path, policy, budget: int | None, require: str,
 
 
 def _print_decision(decision, name: str | None) -> None:
-    from exporters.saturation import LOWER_THE_RATE
+    from layergate.exporters.saturation import LOWER_THE_RATE
 
     budget_text = f" of a budget of {decision.budget}" if decision.budget else ""
     when = (f"decided after {decision.n} requests" if decision.decided

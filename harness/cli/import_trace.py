@@ -8,10 +8,10 @@ from typing import Any
 
 import click
 
-from exporters.catalogue import ExitCode
-from exporters.cli_options import config_values, field_option
-from harness.cli.exits import exits
-from harness.traces.config import ImportConfig
+from layergate.exporters.catalogue import ExitCode
+from layergate.exporters.cli_options import config_values, field_option
+from layergate.harness.cli.exits import exits
+from layergate.harness.traces.config import ImportConfig
 
 
 def _option(name: str, *flags: str, **attrs: Any):
@@ -54,8 +54,8 @@ def command(ctx: click.Context, trace: Path, **_: Any) -> None:
     The output appears only once complete; the import report (counts of what was left
     out, clipped or capped, and the requests capped) goes next to it.
     """
-    from exporters.tokenizer import TokenizerError
-    from harness.traces import ImportConfigError, SynthError, TraceError, import_trace
+    from layergate.exporters.tokenizer import TokenizerError
+    from layergate.harness.traces import ImportConfigError, SynthError, TraceError, import_trace
 
     try:
         # SOURCE is the field `source`, named apart so that it is not taken for an option

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from exporters.catalogue import ExitCode
-from harness.cli.exits import exits
-from harness.cli.written import write_or_refuse
+from layergate.exporters.catalogue import ExitCode
+from layergate.harness.cli.exits import exits
+from layergate.harness.cli.written import write_or_refuse
 
 
 @exits(ExitCode.PASS, ExitCode.USAGE, PASS="written", USAGE="files exist (without --force)")
@@ -39,8 +39,8 @@ def command(directory: Path, force: bool, install_from: str | None) -> None:
 
     Nothing is overwritten unless --force is given.
     """
-    from harness import install_source
-    from harness.starter import starter_files
+    from layergate.harness import install_source
+    from layergate.harness.starter import starter_files
 
     source = (install_source.given(install_from) if install_from
               else install_source.installed())

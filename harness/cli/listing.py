@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from exporters import bundled
+from layergate.exporters import bundled
 
 
 def echo_catalogue(kind: bundled.Kind, title: str) -> None:

@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from exporters.catalogue import ExitCode
-from exporters.cli_options import config_values, field_option
-from exporters.config import MetricsConfig
-from harness.cli.exits import RUN_DIR_UNREADABLE, exits
+from layergate.exporters.catalogue import ExitCode
+from layergate.exporters.cli_options import config_values, field_option
+from layergate.exporters.config import MetricsConfig
+from layergate.harness.cli.exits import RUN_DIR_UNREADABLE, exits
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from harness.gate.run_view import RunView
+    from layergate.harness.gate.run_view import RunView
 
 @exits(ExitCode.PASS, ExitCode.USAGE, ExitCode.INFRASTRUCTURE, PASS="done",
        INFRASTRUCTURE=RUN_DIR_UNREADABLE)
@@ -57,12 +57,12 @@ def command(ctx: click.Context, run_dir: Path, json_path: Path | None, port: int
     """
     from rich.console import Console
 
-    from exporters.otel_export import push_run
-    from harness.gate import load_policy
-    from harness.gate.run_view import view_config, view_run
-    from harness.replay.config import check_tokenizer
-    from harness.report.run_figures import print_figures, write_figures_json
-    from harness.rundir import load_run
+    from layergate.exporters.otel_export import push_run
+    from layergate.harness.gate import load_policy
+    from layergate.harness.gate.run_view import view_config, view_run
+    from layergate.harness.replay.config import check_tokenizer
+    from layergate.harness.report.run_figures import print_figures, write_figures_json
+    from layergate.harness.rundir import load_run
 
     err = Console(stderr=True)
     policy = load_policy(policy_path) if policy_path is not None else None
@@ -90,7 +90,7 @@ def command(ctx: click.Context, run_dir: Path, json_path: Path | None, port: int
 
 
 def _serve(view: RunView, host: str, port: int, err: Console) -> None:
-    from exporters.prometheus_export import RunFiguresCollector, serve_until_stopped
+    from layergate.exporters.prometheus_export import RunFiguresCollector, serve_until_stopped
 
     run_id = view.run.manifest.id
     collector = RunFiguresCollector(run_id, view.figures, view.thresholds(), view.verdict,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from exporters import bundled
-from exporters.catalogue import ExitCode
-from harness.cli.exits import exits
-from harness.cli.listing import echo_catalogue
+from layergate.exporters import bundled
+from layergate.exporters.catalogue import ExitCode
+from layergate.harness.cli.exits import exits
+from layergate.harness.cli.listing import echo_catalogue
 
 
 @exits(ExitCode.PASS, PASS="listed")

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from exporters.catalogue import (
+from layergate.exporters.catalogue import (
     ARM_ROLES,
     CANDIDATE,
     REFERENCE_ARMS,
@@ -20,9 +20,9 @@ from exporters.catalogue import (
     candidate_arms,
     check_candidate_name,
 )
-from exporters.cli_options import config_values, field_option
-from harness.cli.exits import exits
-from harness.replay.config import ReplayConfig
+from layergate.exporters.cli_options import config_values, field_option
+from layergate.harness.cli.exits import exits
+from layergate.harness.replay.config import ReplayConfig
 
 
 def _replay_option(name: str, *flags: str, **attrs: Any):
@@ -134,10 +134,10 @@ def command(ctx: click.Context, **params: Any) -> None:
     fills an interrupted one (or the error rows of a complete one), and leaves a complete run
     without error rows alone (exit 0, nothing sent).
     """
-    from harness.gate.sequential import until_decided
-    from harness.policy_file import PolicyError
-    from harness.replay import ConfigError, run_replay
-    from harness.rundir import RunDir
+    from layergate.harness.gate.sequential import until_decided
+    from layergate.harness.policy_file import PolicyError
+    from layergate.harness.replay import ConfigError, run_replay
+    from layergate.harness.rundir import RunDir
 
     # a SIGTERM (e.g. from a scheduler) ends the run like Ctrl-C: marked interrupted
     if threading.current_thread() is threading.main_thread():
@@ -161,7 +161,7 @@ def command(ctx: click.Context, **params: Any) -> None:
     manifest = RunDir(run_dir).read_manifest()
     click.echo(f"{manifest.status}: {run_dir} ({manifest.counts_text()})")
     if manifest.schedule:
-        from exporters.schedule_lag import ScheduleLag
+        from layergate.exporters.schedule_lag import ScheduleLag
 
         click.echo(f"schedule: {ScheduleLag.from_json(manifest.schedule).words()}")
     for note in manifest.notes:

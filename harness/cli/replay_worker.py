@@ -11,10 +11,10 @@ from typing import Any
 
 import click
 
-from exporters.catalogue import ExitCode
-from exporters.cli_options import config_values, field_option
-from harness.cli.exits import exits
-from harness.replay.workers import WorkerConfig
+from layergate.exporters.catalogue import ExitCode
+from layergate.exporters.cli_options import config_values, field_option
+from layergate.harness.cli.exits import exits
+from layergate.harness.replay.workers import WorkerConfig
 
 
 def _option(name: str, *flags: str, **attrs: Any):
@@ -35,8 +35,8 @@ def command(ctx: click.Context, **params: Any) -> None:
     measuring each from the master's intended send time (this host's clock offset is
     measured at the join and corrected). Runs until the master ends the run; a worker
     that stops mid-run loses nothing: its unfinished records go to other workers."""
-    from harness.replay import auth
-    from harness.replay.workers import worker_env
+    from layergate.harness.replay import auth
+    from layergate.harness.replay.workers import worker_env
 
     try:
         config = WorkerConfig(**config_values(ctx, WorkerConfig))

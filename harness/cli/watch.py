@@ -18,10 +18,10 @@ from typing import Any
 
 import click
 
-from exporters.catalogue import BASELINE, CANDIDATE, PENDING, ExitCode
-from exporters.cli_options import config_values, field_option
-from harness.cli.exits import exits
-from harness.watch.config import WatchConfig
+from layergate.exporters.catalogue import BASELINE, CANDIDATE, PENDING, ExitCode
+from layergate.exporters.cli_options import config_values, field_option
+from layergate.harness.cli.exits import exits
+from layergate.harness.watch.config import WatchConfig
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -106,9 +106,9 @@ def command(ctx: click.Context, json_path: Path | None, **_: Any) -> None:
     """
     from rich.console import Console
 
-    from harness.gate import PolicyError
-    from harness.watch.loop import prepare, run_watch
-    from harness.watch.metric_map import MetricMapError
+    from layergate.harness.gate import PolicyError
+    from layergate.harness.watch.loop import prepare, run_watch
+    from layergate.harness.watch.metric_map import MetricMapError
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     config = WatchConfig(**config_values(ctx, WatchConfig))

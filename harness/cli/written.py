@@ -9,7 +9,7 @@ import click
 
 
 def write_or_refuse(directory: Path, files: dict[str, bytes], force: bool) -> list[Path]:
-    from harness.starter import StarterExistsError, write_files
+    from layergate.harness.starter import StarterExistsError, write_files
 
     try:
         return write_files(directory, files, force)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from exporters.catalogue import (
+from layergate.exporters.catalogue import (
     CANDIDATE,
     ERROR_RATE,
     EVERY_ARM,
@@ -21,9 +21,9 @@ from exporters.catalogue import (
     UNDECIDED,
     Verdict,
 )
-from exporters.error_bound import error_upper_bound
-from exporters.figures import Figure
-from harness.gate.policy import MetricRule
+from layergate.exporters.error_bound import error_upper_bound
+from layergate.exporters.figures import Figure
+from layergate.harness.gate.policy import MetricRule
 
 INF = float("inf")
 

@@ -12,17 +12,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from exporters.catalogue import CANDIDATE, figure_spec
-from exporters.errors import UsageError
-from exporters.figures import OVERALL, Figure
-from exporters.records import ArmResult
-from harness.gate.checks import Check
-from harness.gate.evaluation import evaluate_run
-from harness.gate.family import as_candidate, candidates_of
-from harness.gate.policy import Policy
-from harness.gate.result import GateResult
-from harness.gate.saving import Estimate
-from harness.rundir import Run
+from layergate.exporters.catalogue import CANDIDATE, figure_spec
+from layergate.exporters.errors import UsageError
+from layergate.exporters.figures import OVERALL, Figure
+from layergate.exporters.records import ArmResult
+from layergate.harness.gate.checks import Check
+from layergate.harness.gate.evaluation import evaluate_run
+from layergate.harness.gate.family import as_candidate, candidates_of
+from layergate.harness.gate.policy import Policy
+from layergate.harness.gate.result import GateResult
+from layergate.harness.gate.saving import Estimate
+from layergate.harness.rundir import Run
 
 
 class CompareError(UsageError, ValueError):

@@ -5,15 +5,15 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from exporters.catalogue import DETERMINISM_FIGURES
-from exporters.columns import ResultColumns
-from exporters.compute import compute_figures
-from exporters.config import MetricsConfig
-from exporters.conversations import conversations
-from harness.gate.policy import Policy, load_policy
-from harness.gate.result import GateResult
-from harness.gate.verdict import apply_policy
-from harness.rundir import TRAFFIC, Run, RunDirError, load_run
+from layergate.exporters.catalogue import DETERMINISM_FIGURES
+from layergate.exporters.columns import ResultColumns
+from layergate.exporters.compute import compute_figures
+from layergate.exporters.config import MetricsConfig
+from layergate.exporters.conversations import conversations
+from layergate.harness.gate.policy import Policy, load_policy
+from layergate.harness.gate.result import GateResult
+from layergate.harness.gate.verdict import apply_policy
+from layergate.harness.rundir import TRAFFIC, Run, RunDirError, load_run
 
 
 def evaluate(run_dir: str | Path, policy_path: str | Path | Policy | None = None) -> GateResult:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from exporters.catalogue import (
+from layergate.exporters.catalogue import (
     BONFERRONI,
     CANDIDATE,
     FAIL,
@@ -33,23 +33,23 @@ from exporters.catalogue import (
     did_you_mean,
     exit_code,
 )
-from exporters.config import MetricsConfig
-from exporters.figures import OVERALL, Figure
-from exporters.records import ArmResult
-from harness.gate.best import (
+from layergate.exporters.config import MetricsConfig
+from layergate.exporters.figures import OVERALL, Figure
+from layergate.exporters.records import ArmResult
+from layergate.harness.gate.best import (
     Difference,
     not_worse_than_best,
     paired_differences,
     selected_bounds,
 )
-from harness.gate.evaluation import evaluate_run, metrics_config, run_figures
-from harness.gate.policy import Policy
-from harness.gate.result import GateResult
-from harness.gate.saving import Saving, saving_of
-from harness.gate.send_order import Source
-from harness.gate.sequential import SequentialDecision, decide
-from harness.rundir import LazyResults, Run, RunDir
-from harness.store.results import StoredResult
+from layergate.harness.gate.evaluation import evaluate_run, metrics_config, run_figures
+from layergate.harness.gate.policy import Policy
+from layergate.harness.gate.result import GateResult
+from layergate.harness.gate.saving import Saving, saving_of
+from layergate.harness.gate.send_order import Source
+from layergate.harness.gate.sequential import SequentialDecision, decide
+from layergate.harness.rundir import LazyResults, Run, RunDir
+from layergate.harness.store.results import StoredResult
 
 
 class RequireError(ValueError):

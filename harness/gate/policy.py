@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from exporters import bundled
-from exporters.catalogue import (
+from layergate.exporters import bundled
+from layergate.exporters.catalogue import (
     ARMS,
     CANDIDATE,
     FIGURES,
@@ -23,8 +23,8 @@ from exporters.catalogue import (
     did_you_mean,
     figure_spec,
 )
-from exporters.config import MetricsConfig
-from harness.policy_file import (
+from layergate.exporters.config import MetricsConfig
+from layergate.harness.policy_file import (
     PolicyError,
     Where,
     check_keys,
@@ -86,7 +86,7 @@ class Policy:
     rollout: dict[str, float] = field(default_factory=lambda: dict(STAGE_BOUNDS))
     # bound on the p99 lag of sends behind their intended times; past it: inconclusive
     max_send_lag_p99_s: float | None = None
-    # across several candidates of one run (exporters.catalogue.MULTIPLICITY)
+    # across several candidates of one run (layergate.exporters.catalogue.MULTIPLICITY)
     multiplicity: str = HOLM
 
     def error_limit(self, arm: str) -> float:

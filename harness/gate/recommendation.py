@@ -2,7 +2,7 @@
 
 The stage follows the *lower* end of RRR's interval, so a noisy win earns less exposure;
 a failed run is never rolled out and an inconclusive one stays internal. Stage names,
-labels and default bounds are the catalogue's (exporters.catalogue.STAGES); a policy may
+labels and default bounds are the catalogue's (layergate.exporters.catalogue.STAGES); a policy may
 move the bounds.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from exporters.catalogue import (
+from layergate.exporters.catalogue import (
     CANDIDATE,
     FAIL,
     INTERNAL,
@@ -20,8 +20,8 @@ from exporters.catalogue import (
     STAGE_LABELS,
     stage_for,
 )
-from exporters.figures import OVERALL, Figure
-from harness.gate.policy import Policy
+from layergate.exporters.figures import OVERALL, Figure
+from layergate.harness.gate.policy import Policy
 
 
 @dataclass(frozen=True)

@@ -7,19 +7,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from exporters.answers import Tally
-from exporters.catalogue import exit_code
-from exporters.figures import OVERALL, Figure
-from exporters.records import ArmResult
-from exporters.schedule_lag import ScheduleLag
-from harness.gate.checks import Check
-from harness.gate.policy import Policy
-from harness.gate.recommendation import Rollout
+from layergate.exporters.answers import Tally
+from layergate.exporters.catalogue import exit_code
+from layergate.exporters.figures import OVERALL, Figure
+from layergate.exporters.records import ArmResult
+from layergate.exporters.schedule_lag import ScheduleLag
+from layergate.harness.gate.checks import Check
+from layergate.harness.gate.policy import Policy
+from layergate.harness.gate.recommendation import Rollout
 
 
 @dataclass(frozen=True)
 class GateResult:
-    verdict: str  # one of exporters.catalogue.VERDICTS
+    verdict: str  # one of layergate.exporters.catalogue.VERDICTS
     reasons: tuple[str, ...]  # the gating checks that decided it, in words
     checks: tuple[Check, ...]
     figures: tuple[Figure, ...]
@@ -30,7 +30,7 @@ class GateResult:
     results: Sequence[ArmResult] = ()  # the run's results, for reports of single requests
     # how many requests `results` were sampled from (Run.shown; None: they are all)
     shown_sampled_from: int | None = None
-    tallies: tuple[Tally, ...] = ()  # every answer counted (exporters.answers)
+    tallies: tuple[Tally, ...] = ()  # every answer counted (layergate.exporters.answers)
     schedule: ScheduleLag | None = None  # the run's send lag (None: not recorded)
     run_dir: Path | None = None
 

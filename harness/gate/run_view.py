@@ -8,13 +8,18 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from exporters.config import MetricsConfig
-from exporters.figures import Figure
-from harness.gate.evaluation import judge_figures, metrics_config
-from harness.gate.family import FamilyResult, candidate_figures, candidates_of, evaluate_family
-from harness.gate.policy import Policy
-from harness.gate.result import GateResult
-from harness.rundir import Run
+from layergate.exporters.config import MetricsConfig
+from layergate.exporters.figures import Figure
+from layergate.harness.gate.evaluation import judge_figures, metrics_config
+from layergate.harness.gate.family import (
+    FamilyResult,
+    candidate_figures,
+    candidates_of,
+    evaluate_family,
+)
+from layergate.harness.gate.policy import Policy
+from layergate.harness.gate.result import GateResult
+from layergate.harness.rundir import Run
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from exporters.catalogue import CAPACITY_RATIO, RER
-from exporters.figures import Figure
+from layergate.exporters.catalogue import CAPACITY_RATIO, RER
+from layergate.exporters.figures import Figure
 
 
 @dataclass(frozen=True)

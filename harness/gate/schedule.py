@@ -4,18 +4,18 @@ arms, so it is inconclusive, never a pass or a fail. Without a bound it is only 
 
 from __future__ import annotations
 
-from exporters.catalogue import EVERY_ARM, INCONCLUSIVE, PASS, SCHEDULE_LAG
-from exporters.figures import OVERALL
-from exporters.schedule_lag import ScheduleLag
-from harness.gate.checks import INFO, SKIPPED, Check
-from harness.gate.policy import Policy
+from layergate.exporters.catalogue import EVERY_ARM, INCONCLUSIVE, PASS, SCHEDULE_LAG
+from layergate.exporters.figures import OVERALL
+from layergate.exporters.schedule_lag import ScheduleLag
+from layergate.harness.gate.checks import INFO, SKIPPED, Check
+from layergate.harness.gate.policy import Policy
 
 _BEHIND = ("the load tool, not the arms, was the limit: replay a slower schedule "
            "(import-trace --time-scale, replay --speed or --rate) or with more --processes")
 
 
 def schedule_check(policy: Policy, lag: ScheduleLag | None) -> Check:
-    """The check of the run's send lag (`exporters.schedule_lag`; None: not recorded)."""
+    """The check of the run's send lag (`layergate.exporters.schedule_lag`; None: not recorded)."""
     bound = policy.max_send_lag_p99_s
     base = dict(name=SCHEDULE_LAG, scenario=OVERALL, arm=EVERY_ARM, critical=True,
                 threshold=bound, direction="<=", unit="s")

@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from exporters.catalogue import RECORDED
-from exporters.records import ArmResult
-from harness.rundir import Run, RunDir
-from harness.store.results import StoredResult
+from layergate.exporters.catalogue import RECORDED
+from layergate.exporters.records import ArmResult
+from layergate.harness.rundir import Run, RunDir
+from layergate.harness.store.results import StoredResult
 
 Source = str | Path | RunDir | Run | Sequence[StoredResult] | Sequence[ArmResult]
 

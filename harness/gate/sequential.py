@@ -1,5 +1,5 @@
 """The sequential gate: a policy judged on a run's requests in send order with
-anytime-valid intervals (`exporters.sequential`), so it may be looked at after every
+anytime-valid intervals (`layergate.exporters.sequential`), so it may be looked at after every
 request and stop as soon as the verdict is known.
 
 After each request (in the order they were meant to be sent, counting only a prefix in
@@ -13,7 +13,7 @@ budget, or when the results run out, it is inconclusive. The fail-closed checks 
 arm's error rate over the judged requests above the policy's limit fails the verdict, and
 decides the run as soon as it is known to be above: the errors exceed limit x budget (no
 later request can bring the rate back under), or the rate's own confidence sequence (the
-beta-binomial mixture, `exporters.sequential.binomial`) lies wholly above the limit, so an
+beta-binomial mixture, `layergate.exporters.sequential.binomial`) lies wholly above the limit, so an
 arm that fails every request stops the run within its first few. An `interrupted` run
 fails.
 
@@ -25,8 +25,8 @@ while the others go on, and its verdict stays the one it was decided on.
 
 Timing figures (RER, decode RER, the latency ratios) are widened by the between-process
 margin for the policy's `process_spread`, and latency ratios gated against the noise
-floor compare the fixed gate's excess B/A - A'/A (`exporters.sequential.figures`). When
-the judged prefix is saturated (`exporters.saturation`: an arm queued), its latency
+floor compare the fixed gate's excess B/A - A'/A (`layergate.exporters.sequential.figures`). When
+the judged prefix is saturated (`layergate.exporters.saturation`: an arm queued), its latency
 figures are undecided, with the fixed gate's words, so a saturated run is never decided
 on latency.
 
@@ -44,10 +44,10 @@ from typing import Any
 
 import numpy as np
 
-from exporters import cache_hit, consistency, latency, rer, termination
-from exporters.aligned import align
-from exporters.bootstrap import dense
-from exporters.catalogue import (
+from layergate.exporters import cache_hit, consistency, latency, rer, termination
+from layergate.exporters.aligned import align
+from layergate.exporters.bootstrap import dense
+from layergate.exporters.catalogue import (
     FAIL,
     INCONCLUSIVE,
     PASS,
@@ -55,25 +55,25 @@ from exporters.catalogue import (
     exit_code,
     judged_on_latency,
 )
-from exporters.config import MetricsConfig
-from exporters.figures import OVERALL
-from exporters.saturation import detect, not_comparable
-from exporters.sequential.binomial import binomial_sequence
-from harness.gate.checks import (
+from layergate.exporters.config import MetricsConfig
+from layergate.exporters.figures import OVERALL
+from layergate.exporters.saturation import detect, not_comparable
+from layergate.exporters.sequential.binomial import binomial_sequence
+from layergate.harness.gate.checks import (
     SKIPPED,
     complete_check,
     error_rate_check,
     reason_line,
 )
-from harness.gate.policy import Policy, load_policy
-from harness.gate.send_order import Requests, Source, default_budget, load
-from harness.gate.sequential_rule import RuleInputs, RuleState, Track, state_at, track
-from harness.stops import Stop
+from layergate.harness.gate.policy import Policy, load_policy
+from layergate.harness.gate.send_order import Requests, Source, default_budget, load
+from layergate.harness.gate.sequential_rule import RuleInputs, RuleState, Track, state_at, track
+from layergate.harness.stops import Stop
 
 
 @dataclass(frozen=True)
 class SequentialDecision:
-    verdict: str  # exporters.catalogue.VERDICTS
+    verdict: str  # layergate.exporters.catalogue.VERDICTS
     decided: bool  # pass or fail reached before the budget and the results ran out
     n: int  # requests judged: where it was decided, else every request available
     available: int  # requests in send order with every arm answered
@@ -333,7 +333,7 @@ def until_decided(policy_path: str | Path | Policy | None, budget: int | None = 
     import scipy.special  # noqa: F401
 
     def stop(source: Source) -> Stop | None:
-        from harness.gate.family import decide_each
+        from layergate.harness.gate.family import decide_each
 
         decisions = decide_each(source, policy, budget)
         decided = {name: f"sequential verdict {d.verdict} after {d.n} requests"

@@ -12,8 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from exporters.answers import Tally, as_tallies
-from exporters.catalogue import (
+from layergate.exporters.answers import Tally, as_tallies
+from layergate.exporters.catalogue import (
     CANDIDATE,
     ERROR_RATE,
     FAIL,
@@ -22,11 +22,11 @@ from exporters.catalogue import (
     TTFT_GROWTH,
     judged_on_latency,
 )
-from exporters.figures import OVERALL, Figure
-from exporters.records import ArmResult
-from exporters.saturation import LOWER_THE_RATE, not_comparable, saturated_arms
-from exporters.schedule_lag import ScheduleLag, schedule_lag
-from harness.gate.checks import (
+from layergate.exporters.figures import OVERALL, Figure
+from layergate.exporters.records import ArmResult
+from layergate.exporters.saturation import LOWER_THE_RATE, not_comparable, saturated_arms
+from layergate.exporters.schedule_lag import ScheduleLag, schedule_lag
+from layergate.harness.gate.checks import (
     INFO,
     Check,
     complete_check,
@@ -34,10 +34,10 @@ from harness.gate.checks import (
     judge,
     reason_line,
 )
-from harness.gate.policy import Policy
-from harness.gate.recommendation import recommend
-from harness.gate.result import GateResult
-from harness.gate.schedule import schedule_check
+from layergate.harness.gate.policy import Policy
+from layergate.harness.gate.recommendation import recommend
+from layergate.harness.gate.result import GateResult
+from layergate.harness.gate.schedule import schedule_check
 
 
 def apply_policy(policy: Policy, figures: Sequence[Figure], manifest: dict[str, Any],

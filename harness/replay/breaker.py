@@ -6,8 +6,8 @@ gate judges, not a missing one."""
 
 from __future__ import annotations
 
-from exporters.records import ArmResult
-from harness.replay.client import is_connection_failure
+from layergate.exporters.records import ArmResult
+from layergate.harness.replay.client import is_connection_failure
 
 DEFAULT_LIMIT = 10
 

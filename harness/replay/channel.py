@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from exporters.records import ArmResult
+from layergate.exporters.records import ArmResult
 
 HELLO = "layergate_hello"
 WELCOME = "layergate_welcome"

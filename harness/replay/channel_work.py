@@ -21,10 +21,10 @@ from typing import Any
 import gevent
 from gevent.event import Event
 
-from exporters.records import ArmResult
-from harness.replay import auth, channel
-from harness.replay.work import WorkerPlan
-from harness.store import WorkItem
+from layergate.exporters.records import ArmResult
+from layergate.harness.replay import auth, channel
+from layergate.harness.replay.work import WorkerPlan
+from layergate.harness.store import WorkItem
 
 FLUSH_S = 0.1
 STATS_S = 0.3  # the longest kept results wait before Locust's stats go to the master

@@ -28,10 +28,10 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from exporters.catalogue import ADDED_FIELDS_REJECTED, CLOSED_EARLY
-from exporters.records import ArmResult
-from exporters.traffic import TrafficRecord
-from harness.openai_stream import (
+from layergate.exporters.catalogue import ADDED_FIELDS_REJECTED, CLOSED_EARLY
+from layergate.exporters.records import ArmResult
+from layergate.exporters.traffic import TrafficRecord
+from layergate.harness.openai_stream import (
     REQUEST_HEADERS,
     BodyShape,
     ResultBuilder,
@@ -41,7 +41,7 @@ from harness.openai_stream import (
     error_message,
     streaming_body,
 )
-from harness.replay.transport import (
+from layergate.harness.replay.transport import (
     ConnectFailed,
     StreamBroken,
     Transport,

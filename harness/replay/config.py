@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from exporters import tokenizer
-from exporters.catalogue import (
+from layergate.exporters import tokenizer
+from layergate.exporters.catalogue import (
     BASELINE,
     CANDIDATE,
     REFERENCE_ARMS,
@@ -16,8 +16,8 @@ from exporters.catalogue import (
     candidate_arms,
     check_candidate_name,
 )
-from exporters.errors import UsageError
-from harness.replay.channel import parse_address
+from layergate.exporters.errors import UsageError
+from layergate.harness.replay.channel import parse_address
 
 
 class ConfigError(UsageError, ValueError):

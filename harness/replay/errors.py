@@ -4,7 +4,7 @@ far the run got."""
 
 from __future__ import annotations
 
-from exporters.errors import InfrastructureError
+from layergate.exporters.errors import InfrastructureError
 
 
 class ReplayError(InfrastructureError, RuntimeError):

@@ -20,7 +20,7 @@ from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPParseError, HTTPSocketPoolResponse
 from geventhttpclient.url import URL
 
-from harness.replay.transport import (
+from layergate.harness.replay.transport import (
     ConnectFailed,
     Response,
     StreamBroken,

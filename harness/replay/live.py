@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from exporters.catalogue import BASELINE, same_output
-from exporters.records import ArmResult
+from layergate.exporters.catalogue import BASELINE, same_output
+from layergate.exporters.records import ArmResult
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
                    120.0)

@@ -1,7 +1,7 @@
 """The Locust user of a shadow replay. Loaded only by `locust -f` in its own process
 (Locust monkey-patches the standard library): never import this module elsewhere.
 
-Master: the parent (`harness.replay.runner`) hands Locust's master a `WorkerPlan` in the
+Master: the parent (`layergate.harness.replay.runner`) hands Locust's master a `WorkerPlan` in the
 environment; at `init` the master opens the run's store and serves work and takes results
 over Locust's messages (`WorkMaster`). Worker (local or on another host): at `init` it says
 hello to the master and waits for the plan; it owns nothing on disk (`ChannelWork`). A
@@ -26,19 +26,19 @@ from gevent import GreenletExit
 from locust import User, constant, events, task
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
-from exporters.records import ArmResult
-from exporters.traffic import TrafficRecord
-from harness.replay.auth import TOKEN_ENV
-from harness.replay.channel import HELLO, RESULTS, WANT
-from harness.replay.channel_work import ChannelWork, worker_clock
-from harness.replay.client import Target, send
-from harness.replay.gevent_transport import GeventTransport
-from harness.replay.master import WorkMaster
-from harness.replay.tracing import arm_span, replay_tracer
-from harness.replay.work import StoreWork, WorkerPlan, WorkSource
-from harness.replay.workers import NAME_ENV, PROCESSES_ENV
-from harness.rundir import RunDir
-from harness.store import WorkItem, this_process
+from layergate.exporters.records import ArmResult
+from layergate.exporters.traffic import TrafficRecord
+from layergate.harness.replay.auth import TOKEN_ENV
+from layergate.harness.replay.channel import HELLO, RESULTS, WANT
+from layergate.harness.replay.channel_work import ChannelWork, worker_clock
+from layergate.harness.replay.client import Target, send
+from layergate.harness.replay.gevent_transport import GeventTransport
+from layergate.harness.replay.master import WorkMaster
+from layergate.harness.replay.tracing import arm_span, replay_tracer
+from layergate.harness.replay.work import StoreWork, WorkerPlan, WorkSource
+from layergate.harness.replay.workers import NAME_ENV, PROCESSES_ENV
+from layergate.harness.rundir import RunDir
+from layergate.harness.store import WorkItem, this_process
 
 IDLE_S = 0.2  # how often a user with nothing to do looks for work again
 CHECK_WORKERS_S = 1.0  # how often the master looks for workers Locust lost

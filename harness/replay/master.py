@@ -28,10 +28,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from harness.replay import auth, channel
-from harness.replay.work import WorkerPlan
-from harness.rundir import RunDir
-from harness.store import Completion, ResultStore, WorkItem
+from layergate.harness.replay import auth, channel
+from layergate.harness.replay.work import WorkerPlan
+from layergate.harness.rundir import RunDir
+from layergate.harness.store import Completion, ResultStore, WorkItem
 
 MAX_BATCH = 500  # records per `work` message, whatever a worker asks for
 # open loop: hand out records due within this many seconds only, so the schedule is shared

@@ -8,10 +8,10 @@ import dataclasses
 import logging
 from collections.abc import Iterable
 
-from exporters.traffic import TrafficRecord, read_traffic
-from harness import scenarios
-from harness.replay.config import ConfigError, ReplayConfig
-from harness.store import QueueEntry
+from layergate.exporters.traffic import TrafficRecord, read_traffic
+from layergate.harness import scenarios
+from layergate.harness.replay.config import ConfigError, ReplayConfig
+from layergate.harness.store import QueueEntry
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from harness.replay.errors import ArmsUnreachable
+from layergate.harness.replay.errors import ArmsUnreachable
 
 ABSENT_STATUSES = (502, 503, 504)  # a proxy or load balancer with no live server behind
 

@@ -46,27 +46,27 @@ from prometheus_client import CollectorRegistry, start_http_server
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from exporters import tokenizer
-from exporters.records import ArmResult
-from exporters.schedule_lag import schedule_lag
-from exporters.traffic import TrafficRecord
-from harness.manifest import Manifest, now_iso
-from harness.processes import ManagedProcess, free_port, spawn
-from harness.replay import auth
-from harness.replay.breaker import CircuitBreaker
-from harness.replay.channel import parse_address
-from harness.replay.config import ConfigError, ReplayConfig
-from harness.replay.errors import ArmDown, WorkersShort
-from harness.replay.live import ReplayMetrics
-from harness.replay.plan import load_records, pending_items
-from harness.replay.preflight import check_arms
-from harness.replay.scrape import scrape_arms
-from harness.replay.work import WorkerPlan
-from harness.replay.workers import LOCUSTFILE, connect_host, worker_command, worker_env
-from harness.rundir import RunDir, RunDirError
-from harness.stops import Stop
-from harness.store import ResultStore
-from harness.store.tail import Latest, StoreTail
+from layergate.exporters import tokenizer
+from layergate.exporters.records import ArmResult
+from layergate.exporters.schedule_lag import schedule_lag
+from layergate.exporters.traffic import TrafficRecord
+from layergate.harness.manifest import Manifest, now_iso
+from layergate.harness.processes import ManagedProcess, free_port, spawn
+from layergate.harness.replay import auth
+from layergate.harness.replay.breaker import CircuitBreaker
+from layergate.harness.replay.channel import parse_address
+from layergate.harness.replay.config import ConfigError, ReplayConfig
+from layergate.harness.replay.errors import ArmDown, WorkersShort
+from layergate.harness.replay.live import ReplayMetrics
+from layergate.harness.replay.plan import load_records, pending_items
+from layergate.harness.replay.preflight import check_arms
+from layergate.harness.replay.scrape import scrape_arms
+from layergate.harness.replay.work import WorkerPlan
+from layergate.harness.replay.workers import LOCUSTFILE, connect_host, worker_command, worker_env
+from layergate.harness.rundir import RunDir, RunDirError
+from layergate.harness.stops import Stop
+from layergate.harness.store import ResultStore
+from layergate.harness.store.tail import Latest, StoreTail
 
 POLL_S = 0.25
 RELEASE_S = 5.0  # how often expired leases go back to the queue (a write: not every poll)

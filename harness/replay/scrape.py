@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import httpx
 
-from exporters.prom_text import NO_METRICS_ENDPOINT
-from harness.rundir import RunDir
+from layergate.exporters.prom_text import NO_METRICS_ENDPOINT
+from layergate.harness.rundir import RunDir
 
 
 def scrape_arms(arms: dict[str, str], run: RunDir, when: str,

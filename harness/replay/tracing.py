@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from exporters.records import ArmResult
+from layergate.exporters.records import ArmResult
 
 _PROPAGATOR = TraceContextTextMapPropagator()
 
@@ -49,7 +49,7 @@ def replay_tracer_provider(service_name: str = "layergate-replayer") -> TracerPr
 def replay_tracer() -> trace.Tracer | None:
     """The replayer's tracer when spans are exported, else None (`arm_span` then only
     propagates)."""
-    return replay_tracer_provider().get_tracer("harness.replay") if exporting() else None
+    return replay_tracer_provider().get_tracer("layergate.harness.replay") if exporting() else None
 
 
 class Propagated:

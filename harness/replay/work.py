@@ -15,10 +15,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
-from exporters.records import ArmResult
-from harness.replay.client import Target
-from harness.rundir import RunDir
-from harness.store import ResultStore, WorkItem
+from layergate.exporters.records import ArmResult
+from layergate.harness.replay.client import Target
+from layergate.harness.rundir import RunDir
+from layergate.harness.store import ResultStore, WorkItem
 
 PLAN_ENV = "LAYERGATE_REPLAY_PLAN"
 # a lease runs this long past the request's own deadline (due + timeout): time to write the

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.replay.channel import parse_address
-from harness.replay.config import ConfigError
-from harness.replay.work import PLAN_ENV
+from layergate.harness.replay.channel import parse_address
+from layergate.harness.replay.config import ConfigError
+from layergate.harness.replay.work import PLAN_ENV
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 NAME_ENV = "LAYERGATE_WORKER_NAME"  # read by the locustfile

@@ -9,7 +9,7 @@ from typing import Any
 
 from matplotlib.figure import Figure as Canvas
 
-from harness.report.html_plots import ARM_COLOURS, _png
+from layergate.harness.report.html_plots import ARM_COLOURS, _png
 
 # file stem -> (title, the step keys drawn, y label)
 FRONTIER = {

@@ -9,8 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from exporters.catalogue import CANDIDATE
-from harness.gate.compare import Change, Comparison
+from layergate.exporters.catalogue import CANDIDATE
+from layergate.harness.gate.compare import Change, Comparison
 
 
 def _n(x: float | None) -> str:

@@ -13,13 +13,13 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
-from exporters.catalogue import CANDIDATE, MULTIPLICITY
-from harness.gate.family import FamilyResult
-from harness.report import leaderboard, wording
-from harness.report.json_report import to_dict
-from harness.report.junit import add_suite, write_tree
-from harness.report.markdown import escape, render_markdown
-from harness.report.terminal import STYLES, VERDICT_STYLES, print_summary
+from layergate.exporters.catalogue import CANDIDATE, MULTIPLICITY
+from layergate.harness.gate.family import FamilyResult
+from layergate.harness.report import leaderboard, wording
+from layergate.harness.report.json_report import to_dict
+from layergate.harness.report.junit import add_suite, write_tree
+from layergate.harness.report.markdown import escape, render_markdown
+from layergate.harness.report.terminal import STYLES, VERDICT_STYLES, print_summary
 
 
 def family_dict(family: FamilyResult) -> dict[str, Any]:
@@ -125,8 +125,8 @@ def render_family_html(family: FamilyResult) -> str:
     import base64
     from html import escape as html
 
-    from harness.report.html import page, render_body
-    from harness.report.html_plots import saving_against_consistency
+    from layergate.harness.report.html import page, render_body
+    from layergate.harness.report.html_plots import saving_against_consistency
 
     board = leaderboard.rows(family)
     png = base64.b64encode(saving_against_consistency(board)).decode("ascii")

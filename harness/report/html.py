@@ -8,13 +8,13 @@ import json
 from html import escape
 from pathlib import Path
 
-from exporters.answers import answer_summary, describe
-from exporters.catalogue import CANDIDATE
-from exporters.figures import OVERALL
-from harness.gate.checks import INFO, Check
-from harness.gate.result import GateResult
-from harness.report import html_plots, wording
-from harness.report.pairs import Pair, pair_arms, word_diff, worst
+from layergate.exporters.answers import answer_summary, describe
+from layergate.exporters.catalogue import CANDIDATE
+from layergate.exporters.figures import OVERALL
+from layergate.harness.gate.checks import INFO, Check
+from layergate.harness.gate.result import GateResult
+from layergate.harness.report import html_plots, wording
+from layergate.harness.report.pairs import Pair, pair_arms, word_diff, worst
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0;
@@ -109,12 +109,12 @@ def _sampled(result: GateResult) -> str:
 
 def _frontier(result: GateResult) -> str:
     """A capacity sweep's SLO frontier (harness/report/capacity_plots.py); "" for a replay."""
-    from harness.sweepdir import SweepDir
+    from layergate.harness.sweepdir import SweepDir
 
     sweep = SweepDir(result.run_dir) if result.run_dir is not None else None
     if sweep is None or not sweep.report_path.is_file():
         return ""
-    from harness.report.capacity_plots import FRONTIER, frontier_pngs
+    from layergate.harness.report.capacity_plots import FRONTIER, frontier_pngs
 
     report = json.loads(sweep.report_path.read_text(encoding="utf-8"))
     images = frontier_pngs(report)

@@ -11,7 +11,7 @@ import numpy as np
 from matplotlib.figure import Figure as Canvas
 from matplotlib.ticker import MaxNLocator
 
-from exporters.catalogue import (
+from layergate.exporters.catalogue import (
     BASELINE,
     BASELINE2,
     CANDIDATE,
@@ -24,10 +24,10 @@ from exporters.catalogue import (
     TERMINATION_PREMATURE,
     TERMINATION_TRUNCATED,
 )
-from exporters.figures import OVERALL, Figure
-from exporters.records import ArmResult
-from harness.report.leaderboard import CONSISTENCY, SAVING
-from harness.report.pairs import pair_arms
+from layergate.exporters.figures import OVERALL, Figure
+from layergate.exporters.records import ArmResult
+from layergate.harness.report.leaderboard import CONSISTENCY, SAVING
+from layergate.harness.report.pairs import pair_arms
 
 ARM_COLOURS = {BASELINE: "#3b6fb6", BASELINE2: "#9aa5b1", CANDIDATE: "#e07b39"}
 TERMINATION = ((TERMINATION_ACCURACY, "correct", "#4caf50"),

@@ -7,10 +7,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from exporters.answers import answer_summary
-from exporters.catalogue import RRR
-from harness.gate.checks import Check, names_arm
-from harness.gate.result import GateResult
+from layergate.exporters.answers import answer_summary
+from layergate.exporters.catalogue import RRR
+from layergate.harness.gate.checks import Check, names_arm
+from layergate.harness.gate.result import GateResult
 
 
 def metric_key(check: Check) -> str:

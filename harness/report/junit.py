@@ -11,10 +11,10 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from exporters.catalogue import FAIL, INCONCLUSIVE
-from harness.gate.checks import INFO, SKIPPED
-from harness.gate.result import GateResult
-from harness.report import wording
+from layergate.exporters.catalogue import FAIL, INCONCLUSIVE
+from layergate.harness.gate.checks import INFO, SKIPPED
+from layergate.harness.gate.result import GateResult
+from layergate.harness.report import wording
 
 
 def render_junit(result: GateResult) -> ET.ElementTree:

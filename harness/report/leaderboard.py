@@ -8,10 +8,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from exporters.catalogue import CANDIDATE, CAPACITY, CAPACITY_RATIO, CHRF, EXACT_MATCH, OVERALL, RER
-from harness.gate.family import CandidateVerdict, FamilyResult
-from harness.gate.saving import Estimate, Saving
-from harness.report.json_report import finite
+from layergate.exporters.catalogue import (
+    CANDIDATE,
+    CAPACITY,
+    CAPACITY_RATIO,
+    CHRF,
+    EXACT_MATCH,
+    OVERALL,
+    RER,
+)
+from layergate.harness.gate.family import CandidateVerdict, FamilyResult
+from layergate.harness.gate.saving import Estimate, Saving
+from layergate.harness.report.json_report import finite
 
 SAVING, CONSISTENCY = "saving", EXACT_MATCH  # the plot's axes
 COLUMNS = (SAVING, RER, EXACT_MATCH, CHRF)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.gate.checks import INFO, Check
-from harness.gate.result import GateResult
-from harness.report import wording
+from layergate.harness.gate.checks import INFO, Check
+from layergate.harness.gate.result import GateResult
+from layergate.harness.report import wording
 
 
 def render_markdown(result: GateResult, candidate: str | None = None) -> str:

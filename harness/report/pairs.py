@@ -9,8 +9,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from exporters.catalogue import BASELINE, compared_tokens, same_output
-from exporters.records import ArmResult
+from layergate.exporters.catalogue import BASELINE, compared_tokens, same_output
+from layergate.exporters.records import ArmResult
 
 _WORDS = re.compile(r"\s+|\w+|[^\w\s]")
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from exporters.answers import answer_summary, describe
-from exporters.catalogue import (
+from layergate.exporters.answers import answer_summary, describe
+from layergate.exporters.catalogue import (
     BLEU,
     ERROR_RATE,
     EXACT_MATCH,
@@ -20,8 +20,8 @@ from exporters.catalogue import (
     RER_THEORETICAL,
     TERMINATION_ACCURACY,
 )
-from exporters.figures import OVERALL, Figure
-from harness.gate.run_view import RunView
+from layergate.exporters.figures import OVERALL, Figure
+from layergate.harness.gate.run_view import RunView
 
 # the figures of the per-scenario table
 KEY_FIGURES = (RER, RER_THEORETICAL, TERMINATION_ACCURACY, EXACT_MATCH, BLEU, LATENCY_RATIO,

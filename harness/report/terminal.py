@@ -6,10 +6,10 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
-from exporters.catalogue import FAIL, INCONCLUSIVE, PASS
-from harness.gate.checks import INFO, SKIPPED, Check
-from harness.gate.result import GateResult
-from harness.report import wording
+from layergate.exporters.catalogue import FAIL, INCONCLUSIVE, PASS
+from layergate.harness.gate.checks import INFO, SKIPPED, Check
+from layergate.harness.gate.result import GateResult
+from layergate.harness.report import wording
 
 STYLES = {PASS: "green", FAIL: "bold red", INCONCLUSIVE: "yellow", SKIPPED: "dim", INFO: "dim"}
 LEGEND = ("· = cannot change the verdict (not critical, or a scenario row not gated); "

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 
-from exporters.catalogue import FAIL, INCONCLUSIVE, PASS, VERDICTS
-from exporters.figures import OVERALL
-from exporters.saturation import LOWER_THE_RATE, saturated_arms
-from harness.gate.checks import INFO, SKIPPED, Check, names_arm
-from harness.gate.result import GateResult
+from layergate.exporters.catalogue import FAIL, INCONCLUSIVE, PASS, VERDICTS
+from layergate.exporters.figures import OVERALL
+from layergate.exporters.saturation import LOWER_THE_RATE, saturated_arms
+from layergate.harness.gate.checks import INFO, SKIPPED, Check, names_arm
+from layergate.harness.gate.result import GateResult
 
 ICONS = {PASS: "✅", FAIL: "❌", INCONCLUSIVE: "⚠️", SKIPPED: "➖", INFO: "ℹ️"}
 VERDICT_WORDS = {v: v.upper() for v in VERDICTS}

@@ -5,12 +5,12 @@ Everything started here is tracked by a `ProcessSet` and stopped on exit, on Ctr
 SIGTERM, process group by process group.
 """
 
-from harness.processes import ManagedProcess
-from harness.stack.engines import EngineSpec
-from harness.stack.native import NativeStack, StackConfig
-from harness.stack.processes import ProcessSet
-from harness.stack.prometheus import PrometheusServer
-from harness.stack.prometheus_config import ScrapeTargets, render_prometheus_config
+from layergate.harness.processes import ManagedProcess
+from layergate.harness.stack.engines import EngineSpec
+from layergate.harness.stack.native import NativeStack, StackConfig
+from layergate.harness.stack.processes import ProcessSet
+from layergate.harness.stack.prometheus import PrometheusServer
+from layergate.harness.stack.prometheus_config import ScrapeTargets, render_prometheus_config
 
 __all__ = [
     "EngineSpec",

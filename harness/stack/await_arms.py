@@ -1,4 +1,4 @@
-"""`python -m harness.stack.await_arms URL...`: wait until every arm's server answers.
+"""`python -m layergate.harness.stack.await_arms URL...`: wait until every arm's server answers.
 
 The compose stack runs it before the replay, so a replay never starts against a server
 that is still loading (the reference engines convert the model first: minutes). An arm is
@@ -16,7 +16,7 @@ import time
 
 import httpx
 
-from exporters.catalogue import ExitCode
+from layergate.exporters.catalogue import ExitCode
 
 MODELS = "/v1/models"
 
@@ -42,7 +42,7 @@ def wait(urls: list[str], timeout: float, interval: float = 2.0) -> dict[str, st
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.stack.await_arms",
+    parser = argparse.ArgumentParser(prog="python -m layergate.harness.stack.await_arms",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("urls", nargs="+", metavar="URL")
     parser.add_argument("--timeout", type=float, default=900.0,

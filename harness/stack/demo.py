@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.panel import Panel
 
-from exporters.catalogue import BASELINE2, FAIL, PASS
-from harness.rundir import RunDir
-from harness.stack.demo_config import DemoConfig
-from harness.stack.demo_locust import locust_table
-from harness.stack.demo_traffic import demo_traffic, determinism_sample
-from harness.stack.demo_words import plain_words
-from harness.stack.native import NativeStack, RunningStack, StackConfig
+from layergate.exporters.catalogue import BASELINE2, FAIL, PASS
+from layergate.harness.rundir import RunDir
+from layergate.harness.stack.demo_config import DemoConfig
+from layergate.harness.stack.demo_locust import locust_table
+from layergate.harness.stack.demo_traffic import demo_traffic, determinism_sample
+from layergate.harness.stack.demo_words import plain_words
+from layergate.harness.stack.native import NativeStack, RunningStack, StackConfig
 
 if TYPE_CHECKING:
-    from harness.gate.family import CandidateVerdict, FamilyResult
+    from layergate.harness.gate.family import CandidateVerdict, FamilyResult
 
 SCRAPE_S = 2.0
 DETERMINISM_MAX_TOKENS = 24
@@ -71,7 +71,7 @@ class _Clock:
 
 
 def _replay(config: DemoConfig, stack: RunningStack, run_dir: Path, console: Console) -> None:
-    from harness.replay import ReplayConfig, run_replay
+    from layergate.harness.replay import ReplayConfig, run_replay
 
     traffic = demo_traffic(config.scenario, run_dir / "stack" / "demo-traffic.jsonl",
                            config.requests, config.max_tokens, config.rate)
@@ -86,7 +86,7 @@ def _replay(config: DemoConfig, stack: RunningStack, run_dir: Path, console: Con
 
 def _determinism(config: DemoConfig, stack: RunningStack, run_dir: Path,
                  console: Console) -> None:
-    from harness.determinism import DeterminismConfig, run_determinism
+    from layergate.harness.determinism import DeterminismConfig, run_determinism
 
     run = RunDir(run_dir)
     sample = determinism_sample(run.traffic_path, run_dir / "stack" / "repeat.jsonl",
@@ -102,11 +102,11 @@ def _determinism(config: DemoConfig, stack: RunningStack, run_dir: Path,
 
 def _gate_and_reports(config: DemoConfig, run_dir: Path,
                       console: Console) -> tuple[FamilyResult, dict[str, Path]]:
-    from harness import report
-    from harness.gate import load_policy
-    from harness.gate.family import evaluate_family
-    from harness.report import family as several
-    from harness.rundir import load_run
+    from layergate.harness import report
+    from layergate.harness.gate import load_policy
+    from layergate.harness.gate.family import evaluate_family
+    from layergate.harness.report import family as several
+    from layergate.harness.rundir import load_run
 
     with console.status("computing figures (bootstrap CIs) and the gate's verdicts"):
         family = evaluate_family(load_run(run_dir), load_policy(config.gate_policy))

@@ -8,10 +8,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from exporters import bundled
-from exporters.catalogue import BASELINE, BASELINE2, CANDIDATE, FULL_DEPTH
-from exporters.model_files import DEFAULT_MODEL
-from harness.stack.engines import EngineSpec
+from layergate.exporters import bundled
+from layergate.exporters.catalogue import BASELINE, BASELINE2, CANDIDATE, FULL_DEPTH
+from layergate.exporters.model_files import DEFAULT_MODEL
+from layergate.harness.stack.engines import EngineSpec
 
 
 @dataclass(frozen=True)

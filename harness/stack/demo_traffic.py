@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from exporters.traffic import TrafficRecord, write_traffic
-from harness.scenarios import build_traffic
+from layergate.exporters.traffic import TrafficRecord, write_traffic
+from layergate.harness.scenarios import build_traffic
 
 
 def capped(records: list[TrafficRecord], max_tokens: int | None) -> list[TrafficRecord]:
@@ -31,7 +31,7 @@ def demo_traffic(scenario: str, path: Path, requests: int | None, max_tokens: in
 def determinism_sample(records_path: Path, path: Path, prompts: int,
                        max_tokens: int | None) -> Path:
     """The first `prompts` records of the replayed traffic, one of each scenario first."""
-    from exporters.traffic import read_traffic
+    from layergate.exporters.traffic import read_traffic
 
     records = list(read_traffic(records_path).records)
     first: dict[str, TrafficRecord] = {}

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from exporters import bundled
-from exporters.catalogue import CANDIDATE, EXACT_MATCH, FULL_DEPTH, RER, RER_THEORETICAL
-from exporters.figures import OVERALL, Figure
-from harness.gate import GateResult
-from harness.report.wording import saturation
-from harness.stack.demo_config import CANDIDATES, rules_of
+from layergate.exporters import bundled
+from layergate.exporters.catalogue import CANDIDATE, EXACT_MATCH, FULL_DEPTH, RER, RER_THEORETICAL
+from layergate.exporters.figures import OVERALL, Figure
+from layergate.harness.gate import GateResult
+from layergate.harness.report.wording import saturation
+from layergate.harness.stack.demo_config import CANDIDATES, rules_of
 
 SKIPPING = tuple(name for name, c in CANDIDATES.items() if c.skip_policy != FULL_DEPTH)
 

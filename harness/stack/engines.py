@@ -10,9 +10,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from exporters.catalogue import FULL_DEPTH
-from harness.processes import ManagedProcess, free_port, layergate_command, spawn
-from harness.stack.health import started
+from layergate.exporters.catalogue import FULL_DEPTH
+from layergate.harness.processes import ManagedProcess, free_port, layergate_command, spawn
+from layergate.harness.stack.health import started
 
 
 def serve_command(port: int, threads: int, *args: str) -> list[str]:

@@ -14,7 +14,7 @@ import yaml
 from grafana_client import GrafanaApi
 from grafana_client.client import GrafanaClientError, GrafanaException
 
-from harness.stack.native import DASHBOARDS_DIR
+from layergate.harness.stack.native import DASHBOARDS_DIR
 
 FOLDER_UID = "layergate"
 DATASOURCE_FILE = DASHBOARDS_DIR / "provisioning" / "datasources" / "prometheus.yml"

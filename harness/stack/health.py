@@ -7,7 +7,7 @@ import time
 
 import httpx
 
-from harness.processes import ManagedProcess
+from layergate.harness.processes import ManagedProcess
 
 
 class StackError(RuntimeError):

@@ -13,13 +13,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from exporters import bundled
-from harness.processes import ManagedProcess, free_port, layergate_command
-from harness.stack.engines import EngineSpec
-from harness.stack.health import StackError, wait_healthy
-from harness.stack.processes import ProcessSet
-from harness.stack.prometheus import PrometheusServer, start_prometheus
-from harness.stack.prometheus_config import ENGINE_JOB, ScrapeTargets
+from layergate.exporters import bundled
+from layergate.harness.processes import ManagedProcess, free_port, layergate_command
+from layergate.harness.stack.engines import EngineSpec
+from layergate.harness.stack.health import StackError, wait_healthy
+from layergate.harness.stack.processes import ProcessSet
+from layergate.harness.stack.prometheus import PrometheusServer, start_prometheus
+from layergate.harness.stack.prometheus_config import ENGINE_JOB, ScrapeTargets
 
 DASHBOARDS_DIR = bundled.dashboards_dir()
 RULES_FILE = DASHBOARDS_DIR / "rules.yml"

@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from harness.processes import ManagedProcess, spawn
+from layergate.harness.processes import ManagedProcess, spawn
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

@@ -11,10 +11,10 @@ from urllib.parse import quote
 
 import httpx
 
-from harness.processes import ManagedProcess, free_port
-from harness.stack.health import StackError, wait_healthy
-from harness.stack.processes import ProcessSet
-from harness.stack.prometheus_config import ScrapeTargets, write_prometheus_config
+from layergate.harness.processes import ManagedProcess, free_port
+from layergate.harness.stack.health import StackError, wait_healthy
+from layergate.harness.stack.processes import ProcessSet
+from layergate.harness.stack.prometheus_config import ScrapeTargets, write_prometheus_config
 
 
 class PromQLError(RuntimeError):

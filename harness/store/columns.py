@@ -1,4 +1,4 @@
-"""Table `results` read as columns (`exporters.columns.ResultColumns`), for figures over a
+"""Table `results` read as columns (`layergate.exporters.columns.ResultColumns`), for figures over a
 million results: numbers straight into numpy arrays, each output by its digest, and the
 outputs themselves (text, token ids, top logprobs) read back only for the rows a calculator
 asks for.
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from exporters.answers import Tally
-from exporters.columns import (
+from layergate.exporters.answers import Tally
+from layergate.exporters.columns import (
     EXT_KEYS,
     ROW_FIELDS,
     Factorised,
@@ -32,8 +32,8 @@ from exporters.columns import (
     digest,
     number,
 )
-from harness.store.sqlite import connect
-from harness.store.summary import LAYOUT, NAME_KEYS, untag
+from layergate.harness.store.sqlite import connect
+from layergate.harness.store.summary import LAYOUT, NAME_KEYS, untag
 
 CHUNK = 50_000  # rows converted at once: bounds the Python objects alive to a few MB
 
@@ -126,7 +126,7 @@ class Scan:
 
     replay: ResultColumns  # the shadow replay's rows (those of no repeat suite), as columns
     repeated: np.ndarray  # rowids of the repeat suite's rows, in write order
-    tallies: list[Tally]  # every row's answer, counted (exporters.answers)
+    tallies: list[Tally]  # every row's answer, counted (layergate.exporters.answers)
     send_lag: np.ndarray  # every row's send lag, s (NaN: not recorded)
 
 
@@ -429,7 +429,7 @@ def _lenient_ext(text: str | None) -> list[float]:
 
 
 def _empty() -> ResultColumns:
-    from exporters.columns import from_results
+    from layergate.exporters.columns import from_results
 
     return from_results(())
 

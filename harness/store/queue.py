@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exporters.records import ArmResult
-from exporters.traffic import TrafficRecord, parse_record
-from harness.store.rows import encode_row, insert_rows
-from harness.store.sqlite import write_transaction
+from layergate.exporters.records import ArmResult
+from layergate.exporters.traffic import TrafficRecord, parse_record
+from layergate.harness.store.rows import encode_row, insert_rows
+from layergate.harness.store.sqlite import write_transaction
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS work_queue (seq INTEGER PRIMARY KEY, request_id TEXT NOT NULL,"

@@ -14,14 +14,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from exporters.answers import Tally
-from exporters.columns import ResultColumns
-from exporters.errors import InfrastructureError
-from exporters.records import ArmResult
-from harness.store.columns import REPLAY, Scan, read_scan, tallies
-from harness.store.queue import WorkQueue
-from harness.store.rows import add_missing_columns, decode, encode_row, insert_rows, schema
-from harness.store.sqlite import connect, write_transaction
+from layergate.exporters.answers import Tally
+from layergate.exporters.columns import ResultColumns
+from layergate.exporters.errors import InfrastructureError
+from layergate.exporters.records import ArmResult
+from layergate.harness.store.columns import REPLAY, Scan, read_scan, tallies
+from layergate.harness.store.queue import WorkQueue
+from layergate.harness.store.rows import (
+    add_missing_columns,
+    decode,
+    encode_row,
+    insert_rows,
+    schema,
+)
+from layergate.harness.store.sqlite import connect, write_transaction
 
 
 class StoreError(InfrastructureError, RuntimeError):

@@ -12,8 +12,8 @@ import time
 from dataclasses import fields
 from typing import Any, NamedTuple
 
-from exporters.records import ArmResult
-from harness.store.summary import INSERT_NAMES, NAMES_SCHEMA, gaps, names, summary
+from layergate.exporters.records import ArmResult
+from layergate.harness.store.summary import INSERT_NAMES, NAMES_SCHEMA, gaps, names, summary
 
 _JSON_FIELDS = {"itl_s", "token_ids", "logprobs", "top_logprobs", "extension",
                 "quirks"}

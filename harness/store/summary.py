@@ -15,8 +15,8 @@ from array import array
 
 import numpy as np
 
-from exporters.columns import EXT_KEYS, digest, number
-from exporters.records import ArmResult
+from layergate.exporters.columns import EXT_KEYS, digest, number
+from layergate.exporters.records import ArmResult
 
 LAYOUT = np.dtype([("ok", "<f8"), ("e2e", "<f8"), ("ttft", "<f8"), ("output_tokens", "<f8"),
                    ("prompt_tokens", "<f8"), ("length_stop", "<f8"), ("tokens_counted", "<f8"),

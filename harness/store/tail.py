@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from exporters.records import ArmResult
-from harness.store.results import ResultStore
+from layergate.exporters.records import ArmResult
+from layergate.harness.store.results import ResultStore
 
 Key = tuple[str, str, int, int]
 Observer = Callable[[ArmResult], None]

@@ -9,9 +9,9 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness.traces.formats import ReadContext, trace_format
-from harness.traces.rows import LengthRow
-from harness.traces.source import TraceError, csv_rows, whole
+from layergate.harness.traces.formats import ReadContext, trace_format
+from layergate.harness.traces.rows import LengthRow
+from layergate.harness.traces.source import TraceError, csv_rows, whole
 
 COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 # 2023-11-16 18:15:46.6805900, 2024-05-10 00:00:00.009930+00:00, ...T...Z

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness.traces.formats import ReadContext, trace_format
-from harness.traces.rows import LengthRow, Skipped
-from harness.traces.source import TraceError, csv_rows, seconds, whole
+from layergate.harness.traces.formats import ReadContext, trace_format
+from layergate.harness.traces.rows import LengthRow, Skipped
+from layergate.harness.traces.source import TraceError, csv_rows, seconds, whole
 
 COLUMNS = ("Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens",
            "Log Type")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.traces import formats
+from layergate.harness.traces import formats
 
 DEFAULT_BLOCK_SIZE = 512  # tokens per mooncake hash id (the trace's own block size)
 

@@ -10,8 +10,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from exporters import tokenizer
-from exporters.model_files import CONVERTER, converted_dir, embedded_tokenizer
+from layergate.exporters import tokenizer
+from layergate.exporters.model_files import CONVERTER, converted_dir, embedded_tokenizer
 
 
 def tokenizer_path(spec: str | None, note: Callable[[str], None]) -> Path:

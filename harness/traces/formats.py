@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exporters.catalogue import did_you_mean
+from layergate.exporters.catalogue import did_you_mean
 
 # the modules that register a format, in `--format`'s order
 MODULES = ("mooncake", "azure", "burstgpt", "sharegpt", "openai_batch")
@@ -52,7 +52,7 @@ def trace_format(name: str, *, length_only: bool, timed: bool, looks_like: Calla
 
 def _load() -> dict[str, TraceFormat]:
     for module in MODULES:
-        importlib.import_module(f"harness.traces.{module}")
+        importlib.import_module(f"layergate.harness.traces.{module}")
     return _FORMATS
 
 

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.traces.formats import ReadContext, trace_format
-from harness.traces.rows import LengthRow
-from harness.traces.source import TraceError, json_lines, seconds, whole
+from layergate.harness.traces.formats import ReadContext, trace_format
+from layergate.harness.traces.rows import LengthRow
+from layergate.harness.traces.source import TraceError, json_lines, seconds, whole
 
 FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from exporters.traffic import ENDPOINTS, TrafficError, parse_record
-from harness.traces.formats import ReadContext, trace_format
-from harness.traces.rows import RequestRow
-from harness.traces.source import TraceError, json_lines
+from layergate.exporters.traffic import ENDPOINTS, TrafficError, parse_record
+from layergate.harness.traces.formats import ReadContext, trace_format
+from layergate.harness.traces.rows import RequestRow
+from layergate.harness.traces.source import TraceError, json_lines
 
 FIELDS = ("custom_id", "method", "url", "body")
 

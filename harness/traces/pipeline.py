@@ -1,6 +1,6 @@
 """`import_trace(config) -> ImportReport`: read a public trace row by row, turn each row into
 a traffic record and stream them into the traffic file, which appears only once complete
-(`exporters.traffic.write_traffic_lines`).
+(`layergate.exporters.traffic.write_traffic_lines`).
 
 Per row, in order: a malformed row stops the import (or, with `skip_bad`, is counted); a row
 its format leaves out is counted; the window (`start`, `duration`, in trace seconds since the
@@ -17,28 +17,28 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from exporters import tokenizer
-from exporters.traffic import (
+from layergate.exporters import tokenizer
+from layergate.exporters.traffic import (
     COMPLETIONS,
     TrafficRecord,
     body_prompt_text,
     dumps_record,
     write_traffic_lines,
 )
-from harness.traces import formats
-from harness.traces.config import ImportConfig
-from harness.traces.embedded import tokenizer_path
-from harness.traces.report import (
+from layergate.harness.traces import formats
+from layergate.harness.traces.config import ImportConfig
+from layergate.harness.traces.embedded import tokenizer_path
+from layergate.harness.traces.report import (
     OUTSIDE_WINDOW,
     SAMPLED_OUT,
     TOO_LONG,
     ImportReport,
     Tally,
 )
-from harness.traces.rows import LengthRow, RequestRow, Skipped
-from harness.traces.sniff import check_format
-from harness.traces.source import TraceError
-from harness.traces.synth import PromptSynth, unit
+from layergate.harness.traces.rows import LengthRow, RequestRow, Skipped
+from layergate.harness.traces.sniff import check_format
+from layergate.harness.traces.source import TraceError
+from layergate.harness.traces.synth import PromptSynth, unit
 
 _SAMPLE_STREAM = 0x5A17  # sampling draws apart from the prompt text's
 

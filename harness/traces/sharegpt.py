@@ -9,10 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from exporters.traffic import CHAT
-from harness.traces.formats import ReadContext, trace_format
-from harness.traces.rows import RequestRow
-from harness.traces.source import TraceError, first_line, json_array, json_lines
+from layergate.exporters.traffic import CHAT
+from layergate.harness.traces.formats import ReadContext, trace_format
+from layergate.harness.traces.rows import RequestRow
+from layergate.harness.traces.source import TraceError, first_line, json_array, json_lines
 
 ROLES = {"human": "user", "user": "user", "gpt": "assistant", "chatgpt": "assistant",
          "bing": "assistant", "bard": "assistant", "assistant": "assistant",

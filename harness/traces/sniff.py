@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.traces import formats
-from harness.traces.source import TraceError, open_text
+from layergate.harness.traces import formats
+from layergate.harness.traces.source import TraceError, open_text
 
 HEAD_CHARS = 4096
 TRAFFIC = "layergate traffic"  # already layergate's own format

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from exporters.traffic import TrafficError
+from layergate.exporters.traffic import TrafficError
 
 Row = tuple[int, Any]  # (line number, the decoded row) or (line number, TraceError)
 

@@ -24,7 +24,7 @@ from array import array
 
 import numpy as np
 
-from exporters import tokenizer
+from layergate.exporters import tokenizer
 
 WINDOW = 1 << 20  # words in the seeded text prompts are cut from
 BODY_WORDS = 1024  # the shortest words make the text (3.6 bytes a token for SmolLM2)

@@ -16,11 +16,19 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from exporters.canary import Window
-from exporters.catalogue import CANDIDATE, FAIL, INCONCLUSIVE, NO_DATA, PASS, PENDING, ROLLBACK
-from harness.watch.flagger import Answer, Payload, WeightReading, answer
-from harness.watch.journal import Journal, window_entry, window_of
-from harness.watch.stages import StageFigure, StageMachine, Transition, WatchStatus
+from layergate.exporters.canary import Window
+from layergate.exporters.catalogue import (
+    CANDIDATE,
+    FAIL,
+    INCONCLUSIVE,
+    NO_DATA,
+    PASS,
+    PENDING,
+    ROLLBACK,
+)
+from layergate.harness.watch.flagger import Answer, Payload, WeightReading, answer
+from layergate.harness.watch.journal import Journal, window_entry, window_of
+from layergate.harness.watch.stages import StageFigure, StageMachine, Transition, WatchStatus
 
 DECISIONS = {PASS: 1, FAIL: -1}  # a figure's check status -> good / bad (else 0)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from exporters.catalogue import FAIL, PUBLIC_PERCENTS
+from layergate.exporters.catalogue import FAIL, PUBLIC_PERCENTS
 
 
 @dataclass(frozen=True)

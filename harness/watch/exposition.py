@@ -15,9 +15,17 @@ from collections.abc import Iterator, Sequence
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from exporters.catalogue import ADVANCE, FAIL, INCONCLUSIVE, NO_DATA, PASS, ROLLBACK, WATCHING
-from harness.watch.board import DECISIONS, Board
-from harness.watch.stages import StageFigure
+from layergate.exporters.catalogue import (
+    ADVANCE,
+    FAIL,
+    INCONCLUSIVE,
+    NO_DATA,
+    PASS,
+    ROLLBACK,
+    WATCHING,
+)
+from layergate.harness.watch.board import DECISIONS, Board
+from layergate.harness.watch.stages import StageFigure
 
 STATES = (WATCHING, NO_DATA, PASS, FAIL, INCONCLUSIVE)
 PREFIX = "layergate_watch_"

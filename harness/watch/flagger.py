@@ -26,8 +26,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from exporters.catalogue import FAIL, INCONCLUSIVE, NO_DATA, PASS, PENDING, ROLLBACK, UNDECIDED
-from harness.watch.stages import StagePlan, WatchStatus
+from layergate.exporters.catalogue import (
+    FAIL,
+    INCONCLUSIVE,
+    NO_DATA,
+    PASS,
+    PENDING,
+    ROLLBACK,
+    UNDECIDED,
+)
+from layergate.harness.watch.stages import StagePlan, WatchStatus
 
 HOOKS = ("rollout", "confirm-traffic-increase", "confirm-promotion", "rollback")
 GO, HALT = 200, 403  # 403 is what Flagger's own load tester answers for a closed gate

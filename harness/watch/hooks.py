@@ -20,9 +20,9 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from exporters.catalogue import ADVANCE, ROLLBACK, exit_code
-from harness.watch.journal import Journal
-from harness.watch.stages import Transition
+from layergate.exporters.catalogue import ADVANCE, ROLLBACK, exit_code
+from layergate.harness.watch.journal import Journal
+from layergate.harness.watch.stages import Transition
 
 ENV_PREFIX = "LAYERGATE_WATCH_"
 

@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from exporters.canary import ArmWindow, Window
-from exporters.catalogue import BASELINE, CANDIDATE
+from layergate.exporters.canary import ArmWindow, Window
+from layergate.exporters.catalogue import BASELINE, CANDIDATE
 
 VERSION = 1
 

@@ -19,19 +19,29 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from exporters.canary import Window
-from exporters.catalogue import BASELINE, CANDIDATE, FAIL, PENDING
-from harness.watch.board import Board, Missing
-from harness.watch.config import WatchConfig
-from harness.watch.exposition import WatchCollector
-from harness.watch.flagger import WeightReading
-from harness.watch.hooks import HookResult, Hooks
-from harness.watch.journal import Journal
-from harness.watch.metric_map import EngineMetrics, load_engine_metrics, normalise_selector
-from harness.watch.policy import WatchPolicy, load_watch_policy
-from harness.watch.server import serve
-from harness.watch.source import NoData, PrometheusSource
-from harness.watch.stages import NO_DATA_EXIT, StageMachine, StagePlan, Transition, WatchStatus
+from layergate.exporters.canary import Window
+from layergate.exporters.catalogue import BASELINE, CANDIDATE, FAIL, PENDING
+from layergate.harness.watch.board import Board, Missing
+from layergate.harness.watch.config import WatchConfig
+from layergate.harness.watch.exposition import WatchCollector
+from layergate.harness.watch.flagger import WeightReading
+from layergate.harness.watch.hooks import HookResult, Hooks
+from layergate.harness.watch.journal import Journal
+from layergate.harness.watch.metric_map import (
+    EngineMetrics,
+    load_engine_metrics,
+    normalise_selector,
+)
+from layergate.harness.watch.policy import WatchPolicy, load_watch_policy
+from layergate.harness.watch.server import serve
+from layergate.harness.watch.source import NoData, PrometheusSource
+from layergate.harness.watch.stages import (
+    NO_DATA_EXIT,
+    StageMachine,
+    StagePlan,
+    Transition,
+    WatchStatus,
+)
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exporters import bundled
-from exporters.catalogue import HISTOGRAM_ROLES, ROLES, did_you_mean
-from harness.policy_file import read_yaml
+from layergate.exporters import bundled
+from layergate.exporters.catalogue import HISTOGRAM_ROLES, ROLES, did_you_mean
+from layergate.harness.policy_file import read_yaml
 
 _NAME = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?$", re.S)
 

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exporters import bundled
-from exporters.catalogue import FIGURES, HOLD, LIVE_FIGURES, ROLLBACK
-from harness.gate.policy import MetricRule
-from harness.policy_file import (
+from layergate.exporters import bundled
+from layergate.exporters.catalogue import FIGURES, HOLD, LIVE_FIGURES, ROLLBACK
+from layergate.harness.gate.policy import MetricRule
+from layergate.harness.policy_file import (
     PolicyError,
     Where,
     check_keys,

@@ -20,8 +20,8 @@ from urllib.parse import parse_qs, urlparse
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from harness.watch.board import Board
-from harness.watch.flagger import HOOKS, Payload
+from layergate.harness.watch.board import Board
+from layergate.harness.watch.flagger import HOOKS, Payload
 
 FLAGGER = "/flagger/"
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import httpx
 
-from exporters.canary import ArmWindow, Window
-from exporters.catalogue import BASELINE, CANDIDATE, LIVE_ARMS
-from harness.watch.metric_map import EngineMetrics, MetricMapError
+from layergate.exporters.canary import ArmWindow, Window
+from layergate.exporters.catalogue import BASELINE, CANDIDATE, LIVE_ARMS
+from layergate.harness.watch.metric_map import EngineMetrics, MetricMapError
 
 
 @dataclass(frozen=True)

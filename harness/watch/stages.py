@@ -1,7 +1,7 @@
 """The staged-rollout decision, one window at a time.
 
 Each stage collects windows with data. After every window each policy figure is judged as
-the gate judges a figure (`harness.gate.checks.judge`), on its anytime-valid interval over
+the gate judges a figure (`layergate.harness.gate.checks.judge`), on its anytime-valid interval over
 the stage's windows:
 
 - any critical figure decided bad: roll back, at once;
@@ -41,8 +41,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from exporters.canary import Evidence, Window, available, evidence
-from exporters.catalogue import (
+from layergate.exporters.canary import Evidence, Window, available, evidence
+from layergate.exporters.catalogue import (
     ADVANCE,
     FAIL,
     INCONCLUSIVE,
@@ -57,12 +57,12 @@ from exporters.catalogue import (
     WatchVerdict,
     exit_code,
 )
-from exporters.figures import OVERALL, Figure
-from harness.gate.checks import SKIPPED, Check, judge
-from harness.gate.policy import MetricRule
-from harness.policy_file import PolicyError
-from harness.watch.config import WatchConfig
-from harness.watch.policy import WatchPolicy
+from layergate.exporters.figures import OVERALL, Figure
+from layergate.harness.gate.checks import SKIPPED, Check, judge
+from layergate.harness.gate.policy import MetricRule
+from layergate.harness.policy_file import PolicyError
+from layergate.harness.watch.config import WatchConfig
+from layergate.harness.watch.policy import WatchPolicy
 
 TERMINAL: tuple[WatchVerdict, ...] = (PASS, FAIL, INCONCLUSIVE, NO_DATA)
 NO_DATA_EXIT = ExitCode.INFRASTRUCTURE  # nothing could be measured

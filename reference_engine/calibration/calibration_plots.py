@@ -10,8 +10,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from reference_engine.calibration.profile import LayerProfile  # noqa: E402
-from reference_engine.calibration.sweep import SpecCell, SweepCell  # noqa: E402
+from layergate.reference_engine.calibration.profile import LayerProfile  # noqa: E402
+from layergate.reference_engine.calibration.sweep import SpecCell, SweepCell  # noqa: E402
 
 
 def plot_layers(profile: Sequence[LayerProfile], path: Path) -> Path:

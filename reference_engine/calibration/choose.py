@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reference_engine.calibration.sweep import SpecCell, SweepCell
-from reference_engine.skip_policies.decider import Condition, Rule
-from reference_engine.skip_policies.rules import SpeculativeDraft
+from layergate.reference_engine.calibration.sweep import SpecCell, SweepCell
+from layergate.reference_engine.skip_policies.decider import Condition, Rule
+from layergate.reference_engine.skip_policies.rules import SpeculativeDraft
 
 
 def choose_dynamic(cells: Sequence[SweepCell], ranking: Sequence[int],

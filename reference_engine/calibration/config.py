@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reference_engine.config import DEFAULT_MODEL
+from layergate.reference_engine.config import DEFAULT_MODEL
 
 
 @dataclass(frozen=True)

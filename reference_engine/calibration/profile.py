@@ -17,9 +17,9 @@ from pathlib import Path
 
 import torch
 
-from reference_engine.calibration.reference import Reference, teacher_forced
-from reference_engine.runner import ModelRunner
-from reference_engine.skip_policies.decider import mask_without
+from layergate.reference_engine.calibration.reference import Reference, teacher_forced
+from layergate.reference_engine.runner import ModelRunner
+from layergate.reference_engine.skip_policies.decider import mask_without
 
 NEAR_ZERO = 1e-5
 

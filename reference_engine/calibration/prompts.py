@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exporters.traffic import CHAT, read_traffic, traffic_sha256
-from reference_engine.server.errors import APIError
-from reference_engine.server.prompts import chat_prompt_ids, completion_prompt_ids
-from reference_engine.server.schemas import ChatMessage
+from layergate.exporters.traffic import CHAT, read_traffic, traffic_sha256
+from layergate.reference_engine.server.errors import APIError
+from layergate.reference_engine.server.prompts import chat_prompt_ids, completion_prompt_ids
+from layergate.reference_engine.server.schemas import ChatMessage
 
 
 @dataclass(frozen=True)

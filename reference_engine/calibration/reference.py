@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
-from reference_engine.calibration.prompts import CalibrationPrompt
-from reference_engine.runner import ModelRunner
+from layergate.reference_engine.calibration.prompts import CalibrationPrompt
+from layergate.reference_engine.runner import ModelRunner
 
 
 @dataclass(frozen=True)

@@ -11,22 +11,22 @@ from typing import Any
 
 import torch
 
-from reference_engine.calibration import calibration_plots, choose, sweep
-from reference_engine.calibration.config import CalibrationConfig
-from reference_engine.calibration.profile import (
+from layergate.reference_engine.calibration import calibration_plots, choose, sweep
+from layergate.reference_engine.calibration.config import CalibrationConfig
+from layergate.reference_engine.calibration.profile import (
     LayerProfile,
     profile_layers,
     rank_by_influence,
     write_layers_csv,
 )
-from reference_engine.calibration.prompts import load_prompts
-from reference_engine.calibration.reference import LayerTimer, generate
-from reference_engine.config import EngineConfig
-from reference_engine.loading import load_model
-from reference_engine.runner import ModelRunner
-from reference_engine.skip_policies.detector import detect
-from reference_engine.skip_policies.rules import RulesFile, save_rules
-from reference_engine.skip_policies.speculative import eos_ids
+from layergate.reference_engine.calibration.prompts import load_prompts
+from layergate.reference_engine.calibration.reference import LayerTimer, generate
+from layergate.reference_engine.config import EngineConfig
+from layergate.reference_engine.loading import load_model
+from layergate.reference_engine.runner import ModelRunner
+from layergate.reference_engine.skip_policies.detector import detect
+from layergate.reference_engine.skip_policies.rules import RulesFile, save_rules
+from layergate.reference_engine.skip_policies.speculative import eos_ids
 
 
 @dataclass(frozen=True)

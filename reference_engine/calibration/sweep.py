@@ -21,11 +21,11 @@ from pathlib import Path
 
 import torch
 
-from reference_engine.calibration.reference import Reference, agreement, teacher_forced
-from reference_engine.runner import ModelRunner
-from reference_engine.skip_policies.decider import mask_without
-from reference_engine.skip_policies.detector import FEATURES, Features
-from reference_engine.skip_policies.speculative import CutHead
+from layergate.reference_engine.calibration.reference import Reference, agreement, teacher_forced
+from layergate.reference_engine.runner import ModelRunner
+from layergate.reference_engine.skip_policies.decider import mask_without
+from layergate.reference_engine.skip_policies.detector import FEATURES, Features
+from layergate.reference_engine.skip_policies.speculative import CutHead
 
 QUANTILES = (0.25, 0.5, 0.75)
 

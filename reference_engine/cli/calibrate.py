@@ -9,10 +9,10 @@ from typing import Any
 
 import click
 
-from exporters import extras
-from exporters.cli_options import config_values, field_option
-from exporters.traffic import TrafficError, read_traffic
-from reference_engine.calibration.config import CalibrationConfig
+from layergate.exporters import extras
+from layergate.exporters.cli_options import config_values, field_option
+from layergate.exporters.traffic import TrafficError, read_traffic
+from layergate.reference_engine.calibration.config import CalibrationConfig
 
 
 def _check_traffic(value: str) -> Path:
@@ -77,7 +77,7 @@ def command(ctx: click.Context, **_: Any) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from reference_engine.calibration.run import calibrate
+    from layergate.reference_engine.calibration.run import calibrate
 
     values = config_values(ctx, CalibrationConfig)
     values["gammas"] = tuple(g for g in values["gammas"] if g > 0) or (1,)

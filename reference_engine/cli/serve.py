@@ -15,9 +15,9 @@ from typing import Any
 
 import click
 
-from exporters import extras
-from exporters.cli_options import config_values, field_option
-from reference_engine.config import DEFAULT_MODEL, EngineConfig
+from layergate.exporters import extras
+from layergate.exporters.cli_options import config_values, field_option
+from layergate.reference_engine.config import DEFAULT_MODEL, EngineConfig
 
 log = logging.getLogger("layergate.serve")
 
@@ -101,9 +101,9 @@ def command(ctx: click.Context, **options: Any) -> None:
     import uvicorn
     from prometheus_client import CollectorRegistry
 
-    from reference_engine.engine import Engine
-    from reference_engine.server import ServerSettings, create_app
-    from reference_engine.tracing import tracer_provider_from_env
+    from layergate.reference_engine.engine import Engine
+    from layergate.reference_engine.server import ServerSettings, create_app
+    from layergate.reference_engine.tracing import tracer_provider_from_env
 
     registry = CollectorRegistry()
     try:

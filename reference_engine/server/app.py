@@ -14,16 +14,16 @@ from fastapi.responses import JSONResponse, Response
 from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from reference_engine.server.auth import BearerAuth
-from reference_engine.server.content_type import JSONBodies
-from reference_engine.server.errors import APIError, install_error_handlers
-from reference_engine.server.generation import Endpoint, Generation
-from reference_engine.server.limits import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
-from reference_engine.server.prompts import chat_prompt_ids, completion_prompt_ids
-from reference_engine.server.protocol import ServedEngine
-from reference_engine.server.responses import ChatShaper, CompletionShaper
-from reference_engine.server.schemas import ChatCompletionRequest, CompletionRequest
-from reference_engine.tracing import RequestTracer
+from layergate.reference_engine.server.auth import BearerAuth
+from layergate.reference_engine.server.content_type import JSONBodies
+from layergate.reference_engine.server.errors import APIError, install_error_handlers
+from layergate.reference_engine.server.generation import Endpoint, Generation
+from layergate.reference_engine.server.limits import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
+from layergate.reference_engine.server.prompts import chat_prompt_ids, completion_prompt_ids
+from layergate.reference_engine.server.protocol import ServedEngine
+from layergate.reference_engine.server.responses import ChatShaper, CompletionShaper
+from layergate.reference_engine.server.schemas import ChatCompletionRequest, CompletionRequest
+from layergate.reference_engine.tracing import RequestTracer
 
 
 @dataclass(frozen=True)

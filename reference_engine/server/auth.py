@@ -10,7 +10,7 @@ import hmac
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from reference_engine.server.errors import APIError
+from layergate.reference_engine.server.errors import APIError
 
 GUARDED_PREFIX = "/v1"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from reference_engine.api import Event, FinishEvent
+from layergate.reference_engine.api import Event, FinishEvent
 
 _GONE = object()  # the client went away: stop reading, whatever the engine still sends
 

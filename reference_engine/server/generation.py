@@ -17,15 +17,15 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from reference_engine.api import FinishEvent, GenerationRequest, TokenEvent
-from reference_engine.scheduler import EngineStopped, QueueFull
-from reference_engine.server.errors import APIError, error_body
-from reference_engine.server.events import EventStream
-from reference_engine.server.protocol import ServedEngine
-from reference_engine.server.responses import ResponseMeta, Shaper
-from reference_engine.server.sampling import check_model, check_supported, sampling_params
-from reference_engine.server.schemas import SamplingFields
-from reference_engine.tracing import RequestTrace, RequestTracer
+from layergate.reference_engine.api import FinishEvent, GenerationRequest, TokenEvent
+from layergate.reference_engine.scheduler import EngineStopped, QueueFull
+from layergate.reference_engine.server.errors import APIError, error_body
+from layergate.reference_engine.server.events import EventStream
+from layergate.reference_engine.server.protocol import ServedEngine
+from layergate.reference_engine.server.responses import ResponseMeta, Shaper
+from layergate.reference_engine.server.sampling import check_model, check_supported, sampling_params
+from layergate.reference_engine.server.schemas import SamplingFields
+from layergate.reference_engine.tracing import RequestTrace, RequestTracer
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from reference_engine.server.errors import APIError
+from layergate.reference_engine.server.errors import APIError
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 

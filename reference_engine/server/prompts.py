@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from reference_engine.server.errors import APIError
-from reference_engine.server.schemas import ChatMessage
+from layergate.reference_engine.server.errors import APIError
+from layergate.reference_engine.server.schemas import ChatMessage
 
 
 def chat_prompt_ids(tokenizer: Any, messages: list[ChatMessage]) -> list[int]:

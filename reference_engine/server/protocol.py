@@ -1,10 +1,10 @@
-"""What the server needs from an engine (`reference_engine.engine.Engine` provides it)."""
+"""What the server needs from an engine (`layergate.reference_engine.engine.Engine` provides it)."""
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from reference_engine.api import EventSink, GenerationRequest
+from layergate.reference_engine.api import EventSink, GenerationRequest
 
 
 class ServedEngine(Protocol):

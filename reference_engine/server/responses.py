@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from reference_engine.api import FinishEvent, TokenEvent
+from layergate.reference_engine.api import FinishEvent, TokenEvent
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,9 @@ served model (its name, its context length) and the options we refuse rather tha
 
 from __future__ import annotations
 
-from reference_engine.api import SamplingParams
-from reference_engine.server.errors import APIError
-from reference_engine.server.schemas import (
+from layergate.reference_engine.api import SamplingParams
+from layergate.reference_engine.server.errors import APIError
+from layergate.reference_engine.server.schemas import (
     ChatCompletionRequest,
     CompletionRequest,
     SamplingFields,

@@ -1,7 +1,7 @@
 """What a skip policy is: a per-request layer plan, and optionally its own decode step.
 
 A skip policy subclass registers itself (`@register("name")` from
-`reference_engine.skip_policies.registry`; bundled ones are listed there) and overrides:
+`layergate.reference_engine.skip_policies.registry`; bundled ones are listed there) and overrides:
 
 - `decide(prompt_ids, embeddings) -> mask` (detector + decider): one bool per decoder layer,
   True = execute. Called once per request, before prefill; `plan()` wraps it, times it,
@@ -26,10 +26,10 @@ from typing import Any, ClassVar
 
 import torch
 
-from reference_engine.config import EngineConfig
-from reference_engine.runner import ModelRunner
-from reference_engine.sampling import SampledToken
-from reference_engine.sequence import SequenceState
+from layergate.reference_engine.config import EngineConfig
+from layergate.reference_engine.runner import ModelRunner
+from layergate.reference_engine.sampling import SampledToken
+from layergate.reference_engine.sequence import SequenceState
 
 
 def mask_fingerprint(mask: Sequence[bool]) -> str:

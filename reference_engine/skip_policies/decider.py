@@ -10,7 +10,7 @@ import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from reference_engine.skip_policies.detector import FEATURES, Features
+from layergate.reference_engine.skip_policies.detector import FEATURES, Features
 
 OPS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,

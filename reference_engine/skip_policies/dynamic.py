@@ -13,12 +13,12 @@ from collections.abc import Sequence
 
 import torch
 
-from reference_engine.config import EngineConfig
-from reference_engine.skip_policies.base import SkipPolicy
-from reference_engine.skip_policies.decider import decide
-from reference_engine.skip_policies.detector import detect
-from reference_engine.skip_policies.registry import register
-from reference_engine.skip_policies.rules import calibrated_rules
+from layergate.reference_engine.config import EngineConfig
+from layergate.reference_engine.skip_policies.base import SkipPolicy
+from layergate.reference_engine.skip_policies.decider import decide
+from layergate.reference_engine.skip_policies.detector import detect
+from layergate.reference_engine.skip_policies.registry import register
+from layergate.reference_engine.skip_policies.rules import calibrated_rules
 
 log = logging.getLogger("layergate.skip_policies")
 

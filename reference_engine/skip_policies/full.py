@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from exporters.catalogue import FULL_DEPTH
-from reference_engine.skip_policies.base import SkipPolicy
-from reference_engine.skip_policies.registry import register
+from layergate.exporters.catalogue import FULL_DEPTH
+from layergate.reference_engine.skip_policies.base import SkipPolicy
+from layergate.reference_engine.skip_policies.registry import register
 
 
 @register(FULL_DEPTH)

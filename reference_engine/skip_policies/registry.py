@@ -9,14 +9,14 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from exporters.catalogue import FULL_DEPTH
+from layergate.exporters.catalogue import FULL_DEPTH
 
 if TYPE_CHECKING:
-    from reference_engine.config import EngineConfig
-    from reference_engine.skip_policies.base import SkipPolicy
+    from layergate.reference_engine.config import EngineConfig
+    from layergate.reference_engine.skip_policies.base import SkipPolicy
 
 # the bundled skip policies: name -> the module whose import registers it
-_MODULES = {name: f"reference_engine.skip_policies.{name}"
+_MODULES = {name: f"layergate.reference_engine.skip_policies.{name}"
             for name in (FULL_DEPTH, "static", "dynamic", "speculative")}
 _CLASSES: dict[str, type[SkipPolicy]] = {}
 

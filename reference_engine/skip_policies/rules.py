@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from exporters import bundled
-from reference_engine.skip_policies.decider import OPS, Condition, Rule
-from reference_engine.skip_policies.detector import FEATURES
+from layergate.exporters import bundled
+from layergate.reference_engine.skip_policies.decider import OPS, Condition, Rule
+from layergate.reference_engine.skip_policies.detector import FEATURES
 
 FORMAT = "layergate-rules/1"
 

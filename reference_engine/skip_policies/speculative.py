@@ -21,15 +21,15 @@ from typing import Any
 
 import torch
 
-from reference_engine.api import SamplingParams
-from reference_engine.config import EngineConfig
-from reference_engine.runner import ModelRunner
-from reference_engine.sampling import _top_p
-from reference_engine.sequence import SequenceState
-from reference_engine.skip_policies.base import SkipPolicy, StepResult
-from reference_engine.skip_policies.decider import mask_without
-from reference_engine.skip_policies.registry import register
-from reference_engine.skip_policies.rules import SpeculativeDraft, calibrated_rules
+from layergate.reference_engine.api import SamplingParams
+from layergate.reference_engine.config import EngineConfig
+from layergate.reference_engine.runner import ModelRunner
+from layergate.reference_engine.sampling import _top_p
+from layergate.reference_engine.sequence import SequenceState
+from layergate.reference_engine.skip_policies.base import SkipPolicy, StepResult
+from layergate.reference_engine.skip_policies.decider import mask_without
+from layergate.reference_engine.skip_policies.registry import register
+from layergate.reference_engine.skip_policies.rules import SpeculativeDraft, calibrated_rules
 
 OPTIONS = ("gamma", "exit_after", "head_tokens")
 

@@ -12,11 +12,11 @@ from collections.abc import Sequence
 
 import torch
 
-from reference_engine.config import EngineConfig
-from reference_engine.skip_policies.base import SkipPolicy
-from reference_engine.skip_policies.decider import mask_without
-from reference_engine.skip_policies.registry import register
-from reference_engine.skip_policies.rules import calibrated_rules
+from layergate.reference_engine.config import EngineConfig
+from layergate.reference_engine.skip_policies.base import SkipPolicy
+from layergate.reference_engine.skip_policies.decider import mask_without
+from layergate.reference_engine.skip_policies.registry import register
+from layergate.reference_engine.skip_policies.rules import calibrated_rules
 
 log = logging.getLogger("layergate.skip_policies")
 

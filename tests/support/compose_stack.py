@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from harness.processes import free_port
+from layergate.harness.processes import free_port
 from tests.support.docker_engine import DockerCommandError, DockerEngine, _tool
 from tests.support.stack_images import BASE_IMAGE, PROMETHEUS_IMAGE
 

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
-from harness.processes import free_port
+from layergate.harness.processes import free_port
 
 # one attempt: (hook, payload, timeout in test seconds) -> (status, Retry-After seconds or
 # None); raises TimeoutError past the timeout, another OSError for no answer (refused, reset)

@@ -7,7 +7,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from reference_engine.api import FinishEvent, GenerationRequest, SamplingParams, TokenEvent
+from layergate.reference_engine.api import (
+    FinishEvent,
+    GenerationRequest,
+    SamplingParams,
+    TokenEvent,
+)
 
 
 @dataclass

@@ -17,9 +17,9 @@ import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from exporters.traffic import parse_record  # noqa: E402
-from harness.replay.client import Target, send  # noqa: E402
-from harness.replay.gevent_transport import GeventTransport  # noqa: E402
+from layergate.exporters.traffic import parse_record  # noqa: E402
+from layergate.harness.replay.client import Target, send  # noqa: E402
+from layergate.harness.replay.gevent_transport import GeventTransport  # noqa: E402
 
 
 def main() -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import httpx
 
-from harness.processes import ManagedProcess, free_port, spawn
-from harness.stack.health import started
+from layergate.harness.processes import ManagedProcess, free_port, spawn
+from layergate.harness.stack.health import started
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = ROOT / ".venv-llamacpp" / "bin" / "python"

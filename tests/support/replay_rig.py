@@ -16,8 +16,8 @@ import pytest
 
 from benchmarks.rigs.echo import echo_server
 from benchmarks.rigs.echo import start_echo as start_echo_server
-from harness.processes import ManagedProcess, layergate_command
-from harness.rundir import RunDir, load_run
+from layergate.harness.processes import ManagedProcess, layergate_command
+from layergate.harness.rundir import RunDir, load_run
 
 TOKEN_DELAY_S = 0.05  # 4 tokens: a request takes ~0.2 s, so a worker holds some in flight
 

@@ -65,7 +65,7 @@ def kinds_of(argv: Sequence[str] | str) -> set[str]:
 
 def _layergate_command(args: list[str]) -> str | None:
     for i, arg in enumerate(args):
-        if PurePath(arg).name == "layergate" or (arg.endswith("harness.cli")
+        if PurePath(arg).name == "layergate" or (arg.endswith("layergate.harness.cli")
                                                  and i and args[i - 1] == "-m"):
             rest = [a for a in args[i + 1:] if not a.startswith("-")]
             return rest[0] if rest else None

@@ -8,8 +8,8 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-from reference_engine.config import EngineConfig
-from reference_engine.loading import LoadedModel, ensure_converted
+from layergate.reference_engine.config import EngineConfig
+from layergate.reference_engine.loading import LoadedModel, ensure_converted
 
 
 def tiny_model(num_layers: int = 4, seed: int = 0) -> LlamaForCausalLM:

@@ -18,7 +18,7 @@ import threading
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 
-from harness.processes import free_port
+from layergate.harness.processes import free_port
 
 # vLLM's own bucket boundaries (vllm/v1/metrics/loggers.py)
 E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
