@@ -83,7 +83,7 @@ def replicates_report(config: CapacityConfig) -> dict[str, Any]:
                            "process_spread": config.process_spread,
                            "target_half_width_log": config.target_half_width}
     if len(ratios) < 2:
-        out["capacity_ratio"] = None
+        out[CAPACITY_RATIO] = None
         out["why"] = f"{len(ratios)} replicate(s) with a ratio: an interval needs 2"
         return out
     got = replicated_ratio(ratios, config.process_spread)
