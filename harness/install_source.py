@@ -37,10 +37,11 @@ class InstallSourceError(UsageError):
 
 @dataclass(frozen=True)
 class InstallSource:
-    """One way to install layergate: `kind` is version, file or git."""
+    """One way to install layergate: `kind` is version, file, git, or url (an archive
+    installed from its URL)."""
 
     kind: str
-    value: str  # the version, the file's path here, or the git URL
+    value: str  # the version, the file's path here, or the URL
     origin: str  # how it was found, for init's message
 
     def requirement(self, extras: str = "") -> str:
@@ -94,7 +95,7 @@ def installed() -> InstallSource:
     if "archive_info" in direct and local is not None and local.is_file():
         return InstallSource("file", str(local), "the file it was installed from")
     if "archive_info" in direct and url and local is None:
-        return InstallSource("git" if url.startswith("git+") else "url", url, "its URL")
+        return InstallSource("url", url, "the URL it was installed from")
     where = local or url
     raise InstallSourceError(
         f"{DIST} was installed from {where}, which a CI runner or an image build does not "
