@@ -21,8 +21,6 @@ from layergate.harness.scenarios import MixError, load_mix
 from layergate.harness.watch.policy import load_watch_policy
 from tests.test_gate_cli import build_run
 
-pytestmark = [pytest.mark.locust]
-
 ROOT = Path(__file__).resolve().parents[1]
 
 

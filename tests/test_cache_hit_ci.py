@@ -10,8 +10,6 @@ from layergate.exporters.config import MetricsConfig
 from layergate.exporters.figures import Figure
 from layergate.exporters.records import ArmResult, MetricsScrape
 
-pytestmark = [pytest.mark.locust]
-
 CFG = MetricsConfig(n_resamples=400, min_samples=2)
 
 

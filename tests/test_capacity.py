@@ -26,8 +26,6 @@ from layergate.harness.cli import main
 from layergate.harness.report.capacity_plots import FRONTIER, write_frontier
 from layergate.harness.sweepdir import Step, SweepState
 
-pytestmark = [pytest.mark.locust, pytest.mark.prometheus]
-
 TOKEN_S, TOKENS = 0.2, 4  # the slot servers: 0.8 s a request
 SLO_TTFT = 1.0  # s: a request may wait 0.8 s for a slot
 

@@ -19,7 +19,7 @@ from layergate.harness.stack.prometheus_config import ScrapeTargets
 from layergate.harness.sweepdir import SweepDir
 from tests.test_capacity import _config, _sweep_dir
 
-pytestmark = [pytest.mark.locust, pytest.mark.prometheus]
+pytestmark = [pytest.mark.prometheus]
 
 BOARD = Path(__file__).resolve().parents[1] / "dashboards" / "grafana" / "ab-overview.json"
 

@@ -20,8 +20,6 @@ from layergate.exporters.catalogue import BASELINE, CANDIDATE
 from layergate.harness.capacity.config import CapacityConfig
 from layergate.harness.capacity.replicates import dithered, replicate_config
 
-pytestmark = [pytest.mark.locust]  # what it starts (tests/support/starts.py)
-
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -32,8 +32,6 @@ from layergate.exporters.records import ArmResult, MetricsScrape
 from layergate.harness.gate.policy import PolicyError, parse_policy
 from layergate.harness.report.pairs import Pair
 
-pytestmark = [pytest.mark.locust]
-
 CFG = MetricsConfig(n_resamples=50, min_samples=2, min_determinism_prompts=1)
 
 

@@ -26,8 +26,6 @@ from layergate.reference_engine.calibration.config import CalibrationConfig
 from layergate.reference_engine.config import EngineConfig
 from layergate.reference_engine.skip_policies.registry import skip_policy_names
 
-pytestmark = [pytest.mark.locust, pytest.mark.prometheus]
-
 TRAFFIC = Path(__file__).resolve().parents[1] / "scenarios" / "traffic" / "calibration.jsonl"
 # command -> (the dataclass its options configure, the least it must be given to parse)
 CONFIGS: dict[str, tuple[type | None, list[str]]] = {

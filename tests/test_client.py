@@ -31,8 +31,6 @@ from tests.support.stream_server import (
     stream_server,
 )
 
-pytestmark = [pytest.mark.locust]
-
 ROOT = Path(__file__).resolve().parent.parent
 RECORD = TrafficRecord("r1", 0.0, "short", "/v1/chat/completions",
                        {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8})

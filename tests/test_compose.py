@@ -13,8 +13,6 @@ import yaml
 
 from layergate.harness.cli import main
 
-pytestmark = [pytest.mark.locust, pytest.mark.prometheus]
-
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES = COMPOSE["services"]

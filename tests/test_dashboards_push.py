@@ -17,8 +17,6 @@ from click.testing import CliRunner
 from layergate.harness.cli import main
 from layergate.harness.processes import free_port
 
-pytestmark = [pytest.mark.prometheus]
-
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "glsa_test_token"
 BASIC = "Basic " + base64.b64encode(b"admin:s3cret").decode()

@@ -10,8 +10,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytestmark = [pytest.mark.locust, pytest.mark.prometheus]
-
 ROOT = Path(__file__).resolve().parents[1]
 BOARDS = sorted((ROOT / "dashboards" / "grafana").glob("*.json"))
 EXPECTED = {"ab-overview", "latency", "layer-skipping", "engine"}

@@ -12,8 +12,6 @@ import pytest
 
 from layergate.harness.cli import main
 
-pytestmark = [pytest.mark.locust]
-
 ROOT = Path(__file__).resolve().parents[1]
 CLI_DOC = ROOT / "docs" / "CLI.md"
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -15,8 +15,6 @@ from layergate.exporters.catalogue import ExitCode
 from layergate.harness.cli import main
 from layergate.harness.cli.exits import declared_exit_codes
 
-pytestmark = [pytest.mark.locust]
-
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "CLI.md"
 # the engine's commands: reference_engine imports nothing of harness, so they say their codes
 # in their own words (docs/CLI.md)

@@ -25,8 +25,6 @@ from layergate.harness.rundir import load_run
 from layergate.harness.store import columns as store_columns
 from tests.test_figures_columnar import assert_same_figures
 
-pytestmark = [pytest.mark.locust]
-
 CFG = MetricsConfig(n_resamples=200, min_samples=2, text_sample=40)
 
 

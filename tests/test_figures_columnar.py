@@ -28,8 +28,6 @@ from layergate.harness.rundir import RunDir, load_run
 from layergate.harness.store import ResultStore
 from layergate.harness.store.tail import Latest, StoreTail
 
-pytestmark = [pytest.mark.locust]
-
 CFG = MetricsConfig(n_resamples=200, min_samples=2, min_determinism_prompts=1,
                     text_sample=5)
 

@@ -18,8 +18,6 @@ from layergate.harness.cli import main
 from layergate.harness.manifest import Manifest
 from layergate.harness.rundir import RunDir
 
-pytestmark = [pytest.mark.locust]
-
 ARMS = {"baseline": "http://127.0.0.1:9001", "baseline2": "http://127.0.0.1:9002",
         "candidate": "http://127.0.0.1:9003"}
 SCENARIOS = ("short", "medium", "long")

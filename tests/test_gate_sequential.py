@@ -4,6 +4,7 @@ predicate agreeing with the stored run's verdict, and `gate --sequential`'s exit
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,8 +33,6 @@ from tests.test_gate_cli import Shape, build_run
 from tests.test_saturation import POLICY as SATURATION_POLICY
 from tests.test_saturation import _gate as fixed_saturation_gate
 from tests.test_saturation import _run as saturation_run
-
-pytestmark = [pytest.mark.locust]
 
 ALPHA = 0.05
 STREAMS = 300
@@ -363,15 +362,21 @@ def test_gate_sequential_exit_codes(runs, tmp_path) -> None:
     assert code == ExitCode.INFRASTRUCTURE, out
 
 
-def test_a_run_replayed_until_decided_is_judged_with_its_own_budget(runs, tmp_path) -> None:
-    src = RunDir(runs["good"])
-    dst = RunDir(tmp_path / "budgeted")
+def _copied(run: Path, to: Path, config: dict, **manifest) -> RunDir:
+    """A copy of `run`'s results under `to`, its manifest's config updated with `config`
+    and its other fields with `manifest`: a run as `replay --until-decided` leaves it."""
+    src, dst = RunDir(run), RunDir(to)
     with src.open_store(create=False) as a, dst.open_store() as b:
         for r in a.results():
             b.put(r)
     m = src.read_manifest()
-    dst.write_manifest(replace(m, config={**m.config, "until_decided": "default.yaml",
-                                          "budget": 30}))
+    dst.write_manifest(replace(m, config={**m.config, **config}, **manifest))
+    return dst
+
+
+def test_a_run_replayed_until_decided_is_judged_with_its_own_budget(runs, tmp_path) -> None:
+    dst = _copied(runs["good"], tmp_path / "budgeted",
+                  {"until_decided": "default.yaml", "budget": 30})
     d = decide(dst.path)
     assert (d.budget, d.verdict, d.n) == (30, "inconclusive", 30)
 
@@ -380,7 +385,6 @@ def test_the_level_is_stated_in_words_and_json(runs, tmp_path) -> None:
     code, out = gate(runs["good"], "--sequential", "--json", tmp_path / "seq.json")
     assert code == ExitCode.PASS, out
     assert "confidence sequences at 0.95" in out
-    import json
     assert json.loads((tmp_path / "seq.json").read_text())["confidence"] == 0.95
     assert decide(runs["good"], confidence=1 - 0.05 / 3).to_json()["confidence"] == \
         pytest.approx(1 - 0.05 / 3)
@@ -410,14 +414,8 @@ def test_the_margin_takes_the_runs_own_baseline2_gap() -> None:
 
 
 def test_the_fixed_gate_warns_on_a_run_stopped_early(runs, tmp_path) -> None:
-    src = RunDir(runs["good"])
-    dst = RunDir(tmp_path / "stopped")
-    with src.open_store(create=False) as a, dst.open_store() as b:
-        for r in a.results():
-            b.put(r)
-    m = src.read_manifest()
-    dst.write_manifest(replace(m, stopped_early=True, config={
-        **m.config, "until_decided": "default.yaml"}))
+    dst = _copied(runs["good"], tmp_path / "stopped", {"until_decided": "default.yaml"},
+                  stopped_early=True)
     result = CliRunner().invoke(main, ["gate", str(dst.path)])
     assert "stopped early by --until-decided" in result.output + (result.stderr or "")
     result = CliRunner().invoke(main, ["gate", str(runs["good"])])

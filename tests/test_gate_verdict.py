@@ -10,8 +10,6 @@ from layergate.exporters.records import ArmResult
 from layergate.harness.gate import apply_policy
 from layergate.harness.gate.policy import parse_policy
 
-pytestmark = [pytest.mark.locust]  # what it starts (tests/support/starts.py)
-
 ARMS = {"baseline": "http://a", "baseline2": "http://a2", "candidate": "http://b"}
 COMPLETE = {"id": "r1", "status": "complete", "arms": ARMS}
 

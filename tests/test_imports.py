@@ -16,8 +16,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.locust]
-
 # run only inside the Locust process (Locust monkey-patches the standard library)
 LOCUST_ONLY = {"layergate.harness.replay.locustfile",
                "layergate.harness.replay.gevent_transport",

@@ -35,8 +35,6 @@ from layergate.harness.openai_stream import (
 )
 from tests.support.stream_server import FIXTURES
 
-pytestmark = [pytest.mark.locust]
-
 RECORD = TrafficRecord("r1", 0.0, "short", "/v1/chat/completions",
                        {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8})
 

@@ -13,8 +13,6 @@ from layergate.harness.cli import main
 from layergate.harness.manifest import Manifest
 from layergate.harness.rundir import RunDir
 
-pytestmark = [pytest.mark.locust]
-
 ARMS = ["--baseline", "http://127.0.0.1:9", "--candidate", "http://127.0.0.1:9"]
 
 

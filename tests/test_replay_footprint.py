@@ -7,12 +7,8 @@ import os
 import re
 from pathlib import Path
 
-import pytest
-
 from layergate.harness.replay.runner import _footprint
 from layergate.harness.rundir import RunDir
-
-pytestmark = [pytest.mark.locust]
 
 
 def test_the_footprint_names_the_masters_peak_memory_and_the_store_size(tmp_path: Path):

@@ -10,8 +10,6 @@ from layergate.harness.replay.client import Target
 from layergate.harness.replay.plan import pending_items
 from layergate.harness.replay.work import LEASE_MARGIN_S, PLAN_ENV, WorkerPlan
 
-pytestmark = [pytest.mark.locust]
-
 ARMS = ("baseline", "baseline2", "candidate")
 
 

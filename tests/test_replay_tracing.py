@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -12,8 +11,6 @@ from opentelemetry.trace import StatusCode
 
 from layergate.exporters.records import ArmResult
 from layergate.harness.replay.tracing import Propagated, arm_span, exporting, replay_tracer
-
-pytestmark = [pytest.mark.locust]
 
 TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-0[13]$")
 

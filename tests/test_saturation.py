@@ -21,8 +21,6 @@ from layergate.harness.manifest import Manifest
 from layergate.harness.replay.config import ReplayConfig
 from layergate.harness.rundir import RunDir, load_run
 
-pytestmark = [pytest.mark.locust]
-
 ARMS = ("baseline", "baseline2", "candidate")
 CFG = MetricsConfig(n_resamples=100)
 COMPLETE = {"id": "r", "status": "complete", "arms": dict.fromkeys(ARMS, "http://x")}

@@ -19,8 +19,6 @@ import pytest
 import yaml
 from tokenizers import Tokenizer
 
-pytestmark = [pytest.mark.locust]
-
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 TRAFFIC = {
     "eval.jsonl": "eval",

@@ -21,7 +21,7 @@ from layergate.harness.stack.prometheus import start_prometheus
 from layergate.harness.stack.prometheus_config import write_prometheus_config
 from tests.support.processes import interruptible
 
-pytestmark = [pytest.mark.locust, pytest.mark.prometheus]
+pytestmark = [pytest.mark.prometheus]
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,8 +15,6 @@ from layergate.harness.stack.demo_config import CANDIDATES, DemoConfig
 from layergate.harness.stack.demo_traffic import demo_traffic, determinism_sample
 from layergate.harness.stack.demo_words import calibration_notes
 
-pytestmark = [pytest.mark.locust]
-
 
 @pytest.mark.parametrize("name", sorted(CANDIDATES))
 def test_each_candidate_gets_three_single_thread_engines(name: str, tmp_path: Path) -> None:

@@ -19,8 +19,6 @@ from layergate.harness.manifest import Manifest
 from layergate.harness.rundir import RunDir
 from layergate.harness.store import Completion, QueueEntry, QueueProgress, ResultStore, WorkItem
 
-pytestmark = [pytest.mark.locust]
-
 FULL = ArmResult(
     request_id="r1", arm="candidate", scenario="long", ok=True, http_status=200, ttft_s=0.1,
     e2e_s=0.5, itl_s=(0.1, 0.2), output_text="héllo", output_tokens=3, prompt_tokens=60,

@@ -19,8 +19,6 @@ from layergate.harness.watch.metric_map import (
     normalise_selector,
 )
 
-pytestmark = [pytest.mark.locust, pytest.mark.prometheus]
-
 BASE = ["watch", "--prometheus", "http://127.0.0.1:9", "--baseline", 'arm="baseline"',
         "--candidate", 'arm="candidate"']
 

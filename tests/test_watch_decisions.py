@@ -22,8 +22,6 @@ from layergate.harness.watch.loop import WatchOutcome, _hook_error
 from layergate.harness.watch.policy import parse_watch_policy
 from layergate.harness.watch.stages import StageMachine, StagePlan, Transition
 
-pytestmark = [pytest.mark.locust]
-
 ROLES = {"e2e", "ttft", "tpot", "requests", "errors"}
 POLICY = parse_watch_policy({"alpha": 0.05, "metrics": {
     "e2e_ratio": {"direction": "<=", "threshold": 1.10},

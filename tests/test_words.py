@@ -7,8 +7,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 from layergate.exporters.catalogue import (
     ADVANCE,
     ARMS,
@@ -20,8 +18,6 @@ from layergate.exporters.catalogue import (
     ROLLBACK,
     VERDICT_STATES,
 )
-
-pytestmark = [pytest.mark.locust]
 
 ROOT = Path(__file__).resolve().parents[1]
 OWNER = Path("exporters/catalogue.py")
