@@ -131,7 +131,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200, help="measured requests a step")
     parser.add_argument("--warmup", type=float, default=60.0)
     parser.add_argument("--bisections", type=int, default=3)
-    parser.add_argument("--knee-steps", type=float, default=1.0,
+    parser.add_argument("--knee-steps", type=float, default=2.0,
                         help="bisection steps this many times longer (capacity --knee-steps)")
     parser.add_argument("--resamples", type=int, default=200)
     parser.add_argument("--target-half-width", type=float, default=0.08,

@@ -4,9 +4,11 @@ to end against the suite's stdlib echo servers with slots (benchmarks/echo_serve
 `--sweeps` times with fresh seeds; prints each sweep's interval across replicates and how
 often it covered the M/D/c truth (benchmarks/rigs/slots.py, the steady state).
 
-    .venv/bin/python benchmarks/capacity_slots_real.py --sweeps 20 --replicates 3
+    .venv/bin/python benchmarks/capacity_slots_real.py --sweeps 20 --replicates 3 --jobs 4
 
-Expensive: one sweep of R replicates is R ladders of a few 7 s steps (minutes).
+Expensive: one sweep of R replicates is R ladders of a few 7 s steps (minutes). `--jobs J`
+runs J sweeps at once, each against servers of its own (the servers sleep, they do not
+compute, so J sweeps share two cores with little effect on the times they serve).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -36,46 +39,59 @@ LADDER = ("--start", "5", "--factor", "2", "--bisections", "2", "--warmup", "2",
           "--slo", f"ttft:{int(LIMIT_S * 1000)}ms")
 
 
+def _sweep(i: int, args: argparse.Namespace, tmp: Path, urls: dict[str, str],
+           path: Path, truth: float) -> bool | None:
+    """Sweep `i` (R replicates) against `urls`: whether its interval covered the truth
+    (None: it gave none)."""
+    out = tmp / f"sweep-{i:02d}"
+    began = time.monotonic()
+    run = subprocess.run(layergate_command(
+        "capacity", "--traffic", str(path), "--baseline", urls["baseline"],
+        "--candidate", urls["candidate"], "--out", str(out), *LADDER,
+        "--replicates", str(args.replicates), "--seed", str(args.seed + 100 * i)),
+        capture_output=True, text=True)
+    report = json.loads((out / "replicates.json").read_text()) \
+        if (out / "replicates.json").is_file() else {}
+    ratio = report.get("capacity_ratio")
+    took = time.monotonic() - began
+    if ratio is None:
+        print(f"sweep {i}: exit {run.returncode}, no interval ({took:.0f} s): "
+              f"{run.stderr[-300:]}", flush=True)
+        return None
+    hit = ratio["ci_low"] <= truth <= ratio["ci_high"]
+    print(f"sweep {i}: {ratio['value']:.3f} [{ratio['ci_low']:.3f}, "
+          f"{ratio['ci_high']:.3f}] {'covers' if hit else 'MISSES'} ({took:.0f} s; "
+          f"{report['target_text']})", flush=True)
+    return hit
+
+
+def _job(j: int, args: argparse.Namespace, tmp: Path, truth: float) -> list[bool | None]:
+    """Sweeps j, j + J, j + 2J, ... against servers of this job's own."""
+    with ExitStack() as stack:
+        urls = {arm: stack.enter_context(echo_server("--token-delay", str(TOKEN_S),
+                                                     "--slots", str(n)))
+                for arm, n in (("baseline", 4), ("candidate", 6))}
+        path = traffic(tmp / f"t{j}.jsonl", 16, 0.1)
+        return [_sweep(i, args, tmp, urls, path, truth)
+                for i in range(j, args.sweeps, args.jobs)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sweeps", type=int, default=20)
     parser.add_argument("--replicates", type=int, default=3)
     parser.add_argument("--seed", type=int, default=100)
+    parser.add_argument("--jobs", type=int, default=1, help="sweeps run at once")
     args = parser.parse_args()
     truth = (true_capacity(6, TOKEN_S * TOKENS, LIMIT_S - TOKEN_S, ATTAINMENT)
              / true_capacity(4, TOKEN_S * TOKENS, LIMIT_S - TOKEN_S, ATTAINMENT))
     print(f"true ratio (M/D/c steady state) {truth:.4f}; {args.sweeps} sweeps x "
-          f"{args.replicates} replicates")
-    covered = done = 0
-    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
-        urls = {arm: stack.enter_context(echo_server("--token-delay", str(TOKEN_S),
-                                                     "--slots", str(n)))
-                for arm, n in (("baseline", 4), ("candidate", 6))}
-        path = traffic(Path(tmp) / "t.jsonl", 16, 0.1)
-        for i in range(args.sweeps):
-            out = Path(tmp) / f"sweep-{i:02d}"
-            began = time.monotonic()
-            run = subprocess.run(layergate_command(
-                "capacity", "--traffic", str(path), "--baseline", urls["baseline"],
-                "--candidate", urls["candidate"], "--out", str(out), *LADDER,
-                "--replicates", str(args.replicates), "--seed",
-                str(args.seed + 100 * i)), capture_output=True, text=True)
-            report = json.loads((out / "replicates.json").read_text()) \
-                if (out / "replicates.json").is_file() else {}
-            ratio = report.get("capacity_ratio")
-            took = time.monotonic() - began
-            if ratio is None:
-                print(f"sweep {i}: exit {run.returncode}, no interval ({took:.0f} s): "
-                      f"{run.stderr[-300:]}")
-                continue
-            done += 1
-            hit = ratio["ci_low"] <= truth <= ratio["ci_high"]
-            covered += hit
-            print(f"sweep {i}: {ratio['value']:.3f} [{ratio['ci_low']:.3f}, "
-                  f"{ratio['ci_high']:.3f}] {'covers' if hit else 'MISSES'} ({took:.0f} s; "
-                  f"{report['target_text']})", flush=True)
-    if done:
-        print(f"coverage of the truth: {share(covered, done)} of {done} sweeps")
+          f"{args.replicates} replicates, {args.jobs} at once", flush=True)
+    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(args.jobs) as pool:
+        hits = [h for hs in pool.map(lambda j: _job(j, args, Path(tmp), truth),
+                                     range(args.jobs)) for h in hs if h is not None]
+    if hits:
+        print(f"coverage of the truth: {share(sum(hits), len(hits))} of {len(hits)} sweeps")
 
 
 if __name__ == "__main__":

@@ -9,13 +9,14 @@ load passed (`at_least`); no passing step below the first failure: `none` (the S
 not met at the lowest load), never 0.
 
 The interval of a ratio (docs/METRICS.md): B resamples, each drawing the measured requests
-of every step with replacement, with the same draw for every arm at the same load (the
-arms of a step got the same requests at the same intended times, so the draw is paired);
-each resample's attainments go through the same pass rule and interpolation, and the
-interval is the percentiles of the resampled ratios (a resample where an arm never fails
-is +inf, an end there missing). Errors and saturation are held fixed; so a bracket that
-ended on one of them widens the interval to the bracket. It is one sweep's sampling noise
-only: the interval that covers comes from replicate sweeps
+of every step in blocks of consecutive requests (`block_length`), with the same draw for
+every arm at the same load (the arms of a step got the same requests at the same intended
+times, so the draw is paired); each resample's attainments, error rates and "far above
+unloaded" signals go through the same pass rule and interpolation, and the interval is
+the percentiles of the resampled ratios (a resample where an arm never fails is +inf, an
+end there missing). The signals of the run's order and of the replayer's limit are held
+fixed; a bracket that ended on any flag widens the interval to the bracket. It is one
+sweep's sampling noise only: the interval that covers comes from replicate sweeps
 (exporters/capacity_replicates.py).
 """
 
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from layergate.exporters import saturation
 from layergate.exporters.capacity_step import StepArm
 from layergate.exporters.catalogue import (
     BASELINE,
@@ -108,11 +110,37 @@ def capacity(steps: Sequence[StepArm], attainment: float, max_error_rate: float)
                     None if bound == NONE else float(gp[0]), len(s))
 
 
+def block_length(n: int) -> int:
+    """Requests per block of a step's resample: SLO misses cluster in busy periods, so a
+    step is resampled in runs of consecutive requests (in send order), about sqrt(n) long,
+    not one by one (which treated them as independent and drew too narrow an interval)."""
+    return max(1, math.ceil(math.sqrt(n)))
+
+
 def _draws(load: float, n: int, resamples: int, seed: int) -> np.ndarray:
-    """Resample indices for one step: the same for every arm at this load (paired)."""
+    """Resample indices for one step (a circular block bootstrap over the requests in
+    send order): the same for every arm at this load (paired)."""
     key = hashlib.sha256(f"{seed}:{load:.9g}:{n}".encode()).digest()
     rng = np.random.default_rng(int.from_bytes(key[:8], "little"))
-    return rng.integers(0, n, size=(resamples, n))
+    length = block_length(n)
+    starts = rng.integers(0, n, size=(resamples, math.ceil(n / length)))
+    runs = (starts[:, :, None] + np.arange(length)) % n
+    return runs.reshape(resamples, -1)[:, :n]
+
+
+def _step_ok(x: StepArm, draws: np.ndarray, max_error_rate: float) -> np.ndarray:
+    """Per resample, whether the step's flags let it pass: its error rate and "far above
+    unloaded" recomputed on the resample; the flags of the run's order and the replayer's
+    limit (`held`), and every flag of a step stored without its per-request outcomes, as
+    they were."""
+    if x.n == 0:
+        return np.zeros(draws.shape[0], dtype=bool)
+    if not x.resamplable:
+        return np.full(draws.shape[0], x.error_rate <= max_error_rate and not x.saturated)
+    failed = np.array(x.failed, dtype=float)[draws]
+    ttft = np.array([np.nan if t is None else t for t in x.ttft], dtype=float)[draws]
+    return ((failed.mean(axis=1) <= max_error_rate) & ~saturation.far_above_unloaded(ttft)
+            & (not x.held))
 
 
 def resampled(steps: Sequence[StepArm], attainment: float, max_error_rate: float,
@@ -122,13 +150,14 @@ def resampled(steps: Sequence[StepArm], attainment: float, max_error_rate: float
     if not s:
         return np.full(resamples, np.nan)
     loads = np.array([x.load for x in s], dtype=float)
-    att = np.empty((resamples, len(s)))
+    att = np.zeros((resamples, len(s)))
+    ok = np.zeros((resamples, len(s)), dtype=bool)
     for j, x in enumerate(s):
-        met = np.array(x.met, dtype=float)
-        att[:, j] = met[_draws(x.load, x.n, resamples, seed)].mean(axis=1) if x.n else 0.0
-    ok = np.array([[x.error_rate <= max_error_rate and not x.saturated and x.n > 0
-                    for x in s]])
-    cap, code, _ = _crossing(loads, att, np.repeat(ok, resamples, axis=0), attainment)
+        draws = _draws(x.load, x.n, resamples, seed) if x.n else np.zeros((resamples, 0), int)
+        if x.n:
+            att[:, j] = np.array(x.met, dtype=float)[draws].mean(axis=1)
+        ok[:, j] = _step_ok(x, draws, max_error_rate)
+    cap, code, _ = _crossing(loads, att, ok, attainment)
     # a resample where the arm never fails says its capacity is beyond the ladder, not at
     # its top: +inf (set to the top load, it pulled the interval's end down to the ladder)
     return np.where(code == 2, np.nan, np.where(code == 1, np.inf, cap))

@@ -24,8 +24,12 @@ class StepArm:
     """`met[i]`: the i-th measured request (in request-id order, the same order for every
     arm of a step) succeeded within the SLO. `window_s`: from the first measured send to
     the last answer, the time the goodput is over. `saturated`: the saturation detector's
-    signals (empty: not saturated). `theoretical`: the engine's mean reported saving
-    (None: the arm does not report one)."""
+    signals (empty: not saturated), `held` those of them a resample of the requests cannot
+    recompute (the run's order, the replayer's limit). `failed[i]` and `ttft[i]` (None:
+    none, or the request failed): the i-th request's, for the resamples to judge errors
+    and "far above unloaded" again (empty in sweeps stored before they were kept: the
+    flags are then held). `theoretical`: the engine's mean reported saving (None: the
+    arm does not report one)."""
 
     arm: str
     load: float
@@ -35,6 +39,14 @@ class StepArm:
     saturated: tuple[str, ...] = ()
     percentiles: dict[str, float | None] = field(default_factory=dict)
     theoretical: float | None = None
+    held: tuple[str, ...] = ()
+    failed: tuple[bool, ...] = ()
+    ttft: tuple[float | None, ...] = ()
+
+    @property
+    def resamplable(self) -> bool:
+        """Whether the per-request outcomes are kept (the flags recomputed per resample)."""
+        return len(self.failed) == self.n and len(self.ttft) == self.n
 
     @property
     def n(self) -> int:
@@ -73,13 +85,17 @@ class StepArm:
         return {"arm": self.arm, "load": self.load,
                 "met": "".join("1" if m else "0" for m in self.met), "errors": self.errors,
                 "window_s": self.window_s, "saturated": list(self.saturated),
-                "percentiles": self.percentiles, "theoretical": self.theoretical}
+                "percentiles": self.percentiles, "theoretical": self.theoretical,
+                "held": list(self.held), "failed": "".join("1" if f else "0" for f in self.failed),
+                "ttft": [None if t is None else round(t, 6) for t in self.ttft]}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> StepArm:
         return cls(d["arm"], float(d["load"]), tuple(c == "1" for c in d["met"]),
                    int(d["errors"]), float(d["window_s"]), tuple(d.get("saturated", ())),
-                   dict(d.get("percentiles", {})), d.get("theoretical"))
+                   dict(d.get("percentiles", {})), d.get("theoretical"),
+                   tuple(d.get("held", d.get("saturated", ()))),
+                   tuple(c == "1" for c in d.get("failed", "")), tuple(d.get("ttft", ())))
 
 
 def _percentiles(rows: Sequence[ArmResult]) -> dict[str, float | None]:
@@ -108,7 +124,7 @@ def step_arms(results: Sequence[ArmResult], sent_at: dict[str, float], load: flo
         by_arm.setdefault(r.arm, []).append(r)
     al = align(measured)
     offsets = np.array([sent_at.get(rid, np.nan) for rid in al.request_ids], dtype=float)
-    signals = {s.arm: s.signals for s in saturation.detect(al, offsets, limit)}
+    found = {s.arm: s for s in saturation.detect(al, offsets, limit)}
     out = []
     for arm, rows in by_arm.items():
         sends = sorted(sent_at[r.request_id] for r in rows)
@@ -120,8 +136,11 @@ def step_arms(results: Sequence[ArmResult], sent_at: dict[str, float], load: flo
         window = max(gaps, done)
         saving = [r.extension["theoretical_saving"] for r in rows
                   if isinstance(r.extension.get("theoretical_saving"), (int, float))]
+        sat = found.get(arm)
         out.append(StepArm(arm, load, tuple(slo.meets(r) for r in rows),
                            sum(not r.ok for r in rows), window,
-                           tuple(signals.get(arm, ())), _percentiles(rows),
-                           float(np.mean(saving)) if saving else None))
+                           sat.signals if sat else (), _percentiles(rows),
+                           float(np.mean(saving)) if saving else None,
+                           sat.held if sat else (), tuple(not r.ok for r in rows),
+                           tuple(r.ttft_s if r.ok else None for r in rows)))
     return out

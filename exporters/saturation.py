@@ -43,6 +43,10 @@ class Saturation:
     limit: int | None
     n: int
     signals: tuple[str, ...]
+    # the signals of the run's order or of the replayer (growth, in flight at the limit),
+    # which a resample of its requests cannot recompute; "far above unloaded" it can
+    # (`far_above_unloaded`)
+    held: tuple[str, ...] = ()
 
     @property
     def saturated(self) -> bool:
@@ -75,6 +79,19 @@ def spearman_with_order(series: np.ndarray) -> float:
     return float(np.corrcoef(np.arange(1, series.size + 1), ranks)[0, 1])
 
 
+def far_above_unloaded(ttft: np.ndarray) -> np.ndarray:
+    """Per row of `ttft` (NaN: no TTFT), the "far above unloaded" signal of `detect`: the
+    median at least FAR_ABOVE times the 5th percentile, over MIN_REQUESTS TTFTs or more."""
+    counted = np.isfinite(ttft).sum(axis=1)
+    out = np.zeros(ttft.shape[0], dtype=bool)
+    rows = counted >= MIN_REQUESTS
+    if rows.any():
+        p5, median = np.nanquantile(ttft[rows], [0.05, 0.5], axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[rows] = (p5 > 0) & (median / p5 >= FAR_ABOVE)
+    return out
+
+
 def detect(al: Aligned, offsets: np.ndarray | None, limit: int | None) -> list[Saturation]:
     """One `Saturation` per measured arm; `offsets` are the rows' intended send times (NaN
     or None: unknown), `limit` the open-loop replay's max_in_flight (None: closed loop)."""
@@ -86,6 +103,7 @@ def detect(al: Aligned, offsets: np.ndarray | None, limit: int | None) -> list[S
         has = np.isfinite(ttft)
         n = int(has.sum())
         signals: list[str] = []
+        held: list[str] = []
         growth = rho = over = None
         if n >= MIN_REQUESTS:
             p5, median = np.quantile(ttft[has], [0.05, 0.5])
@@ -103,17 +121,20 @@ def detect(al: Aligned, offsets: np.ndarray | None, limit: int | None) -> list[S
                 growth = float(last / first) if first > 0 else None
                 rho = 0.0 if np.ptp(series) == 0 else spearman_with_order(series)
                 if growth is not None and growth >= GROWTH and rho >= RHO:
-                    signals.append(f"TTFT grew {growth:.1f}x through the run (median of the "
-                                   f"last third against the first; Spearman rho {rho:.2f}): "
-                                   "queueing delay building up")
+                    held.append(f"TTFT grew {growth:.1f}x through the run (median of the "
+                                f"last third against the first; Spearman rho {rho:.2f}): "
+                                "queueing delay building up")
+                    signals.append(held[-1])
         peak = None
         if offsets is not None:
             peak = peak_in_flight(np.where(x.present, offsets, np.nan),
                                   np.where(x.present, x.e2e, np.nan))
             if limit is not None and peak >= limit:
-                signals.append(f"{peak} requests in flight at once, the replay's limit "
-                               f"(max_in_flight {limit})")
-        out.append(Saturation(arm, growth, rho, over, peak, limit, n, tuple(signals)))
+                held.append(f"{peak} requests in flight at once, the replay's limit "
+                            f"(max_in_flight {limit})")
+                signals.append(held[-1])
+        out.append(Saturation(arm, growth, rho, over, peak, limit, n, tuple(signals),
+                              tuple(held)))
     return out
 
 

@@ -33,16 +33,20 @@ class Step:
     requests: int  # records sent to each arm, warm-up included
     seconds: float  # wall time of the step
     results: tuple[StepArm, ...]
+    idle_wait_s: float | None = None  # the idle check before it (None: none was made)
+    busy: tuple[str, ...] = ()  # arms not idle when the check gave up
 
     def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "load": self.load, "arms": list(self.arms),
                 "requests": self.requests, "seconds": self.seconds,
-                "results": [r.to_json() for r in self.results]}
+                "results": [r.to_json() for r in self.results],
+                "idle_wait_s": self.idle_wait_s, "busy": list(self.busy)}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Step:
         return cls(int(d["index"]), float(d["load"]), tuple(d["arms"]), int(d["requests"]),
-                   float(d["seconds"]), tuple(StepArm.from_json(r) for r in d["results"]))
+                   float(d["seconds"]), tuple(StepArm.from_json(r) for r in d["results"]),
+                   d.get("idle_wait_s"), tuple(d.get("busy", ())))
 
 
 @dataclass

@@ -23,6 +23,7 @@ from benchmarks.rigs.traffic import traffic
 from layergate.exporters import capacity as cap
 from layergate.exporters.catalogue import BASELINE, BASELINE2, CANDIDATE, ExitCode
 from layergate.exporters.slo import parse_slo
+from layergate.harness.capacity.sweep import step_seed
 from layergate.harness.processes import layergate_command
 from layergate.harness.sweepdir import REPORT, STATE, SweepDir
 
@@ -35,9 +36,10 @@ TOKEN_S, TOKENS = 0.1, 4  # traffic() asks for 4 tokens: 0.4 s a request
 SLO, LIMIT_S, ATTAINMENT = "ttft:500ms", 0.5, 0.9
 SLOTS = {BASELINE: 4, BASELINE2: 4, CANDIDATE: 6}
 # steps of 2 s warm-up and 5 s measured (5 and 12 service times): a finite step measures
-# within a few % of the steady state the truth is computed for
-LADDER = ("--start", "5", "--factor", "2", "--bisections", "2", "--warmup", "2",
-          "--min-duration", "5", "--min-requests", "30", "--max-in-flight", "64",
+# within a few % of the steady state the truth is computed for; the knee's steps as long as
+# the others (--knee-steps 1) keep the sweep short
+LADDER = ("--knee-steps", "1", "--start", "5", "--factor", "2", "--bisections", "2",
+          "--warmup", "2", "--min-duration", "5", "--min-requests", "30", "--max-in-flight", "64",
           "--resamples", "400", "--slo-attainment", str(ATTAINMENT), "--no-progress")
 
 
@@ -91,11 +93,12 @@ def _figure(report: dict, name: str, arm: str) -> dict:
 def _as_run(out: Path) -> float:
     """The true ratio of the steps as run: each stored step's own schedule (load, requests,
     seed) through ideal slot servers, judged and interpolated as the sweep does. It differs
-    from the steady state by the one Poisson draw the steps share and by the finite steps."""
+    from the steady state by each step's own Poisson draw and by the finite steps."""
     state = SweepDir(out).read()
     config = state.config
     ideal = [simulated_step(r.arm, r.load, s.requests, SLOTS[r.arm], TOKEN_S, TOKENS,
-                            parse_slo(config["slo"]), config["warmup"], config["seed"])
+                            parse_slo(config["slo"]), config["warmup"],
+                            step_seed(config["seed"], s.index))
              for s in state.steps for r in s.results]
     caps = {arm: cap.capacity([x for x in ideal if x.arm == arm], ATTAINMENT,
                               config["max_error_rate"]).value for arm in (BASELINE, CANDIDATE)}

@@ -204,3 +204,13 @@ def test_error_rate_bound_false_pass_measured_by_repetition():
 def test_error_rate_confidence_is_validated():
     with pytest.raises(Exception, match="error_rate_confidence"):
         _bounded(error_rate_confidence=1.5)
+
+
+def test_a_pass_on_the_error_rate_point_says_what_it_does_not_show():
+    from layergate.harness.gate.checks import error_rate_check
+    few = error_rate_check("candidate", 0, 48, 0.01)
+    assert few.status == "pass" and "its 95% upper bound is 6.05%" in few.reason
+    assert "error_rate_confidence" in few.reason
+    # enough requests for the bound to pass, or a zero limit: nothing to add
+    assert "upper bound" not in error_rate_check("candidate", 0, 600, 0.01).reason
+    assert "upper bound" not in error_rate_check("candidate", 0, 48, 0.0).reason

@@ -60,9 +60,10 @@ class CapacityConfig:
     min_duration: float = field(default=10.0, metadata={
         "help": "Measured seconds per step, at least (open loop: requests = load x "
                 "duration when that is more than --min-requests).", "min": 0})
-    knee_steps: float = field(default=1.0, metadata={
-        "help": "Steps inside an arm's bracket (bisection, near the knee) measure this many "
-                "times --min-requests / --min-duration's worth (1: as the others).",
+    knee_steps: float = field(default=2.0, metadata={
+        "help": "Steps inside an arm's bracket (bisection, near the knee, which decides "
+                "the interpolated capacity) measure this many times --min-requests / "
+                "--min-duration's worth (1: as the others).",
         "min": 1})
     max_requests: int = field(default=100_000, metadata={
         "help": "Bound on the requests the whole sweep sends (all arms' steps, resumes "
@@ -90,8 +91,12 @@ class CapacityConfig:
         "help": "Bootstrap resamples for the intervals of the capacities and ratios.",
         "min": 10})
     seed: int = field(default=0, metadata={
-        "help": "Seed of the Poisson arrivals (the same at every step, scaled) and of the "
-                "resamples."})
+        "help": "Seed of the Poisson arrivals (each step its own stream, drawn from the "
+                "seed and the step's index) and of the resamples."})
+    idle_timeout: float = field(default=30.0, metadata={
+        "help": "Before each step, probe every arm (one request cut to one token) until "
+                "it answers as fast as it did idle, for at most S seconds (0: no check).",
+        "min": 0})
     replicates: int = field(default=1, metadata={
         "help": "Sweeps of the same arms, each with its own seed (--seed + i) and a dithered "
                 "start, under OUT/replicate-NN/; with 2 or more the capacity ratio's interval "

@@ -26,6 +26,7 @@ from layergate.exporters.catalogue import PASS
 from layergate.exporters.traffic import TrafficRecord, read_traffic, write_traffic
 from layergate.harness import scenarios
 from layergate.harness.capacity.config import RATE, USERS, CapacityConfig
+from layergate.harness.capacity.idle import IdleCheck, IdleWait
 from layergate.harness.capacity.ladder import next_step
 from layergate.harness.capacity.live import SweepMetrics
 from layergate.harness.capacity.report import build_report, sweep_figures
@@ -65,9 +66,16 @@ def _source(config: CapacityConfig) -> list[TrafficRecord]:
     return records
 
 
+def step_seed(seed: int, index: int) -> int:
+    """The arrival stream of step `index`: its own (one stream rescaled at every step
+    would repeat the same bursts at every load, so their noise would not average out)."""
+    return seed * 100_003 + index
+
+
 def step_records(source: list[TrafficRecord], n: int, load: float, mode: str,
                  seed: int) -> list[TrafficRecord]:
-    """The first n requests of the sweep's one sequence, timed for `load`."""
+    """The first n requests of the sweep's one sequence, timed for `load` by the arrival
+    stream `seed` (`step_seed`)."""
     offsets = scenarios.poisson_offsets(n, load, seed) if mode == RATE else [0.0] * n
     return [dataclasses.replace(source[i % len(source)], id=f"c{i:06d}", offset_s=round(o, 6))
             for i, o in enumerate(offsets)]
@@ -165,6 +173,8 @@ def _ladder(config: CapacityConfig, sweep: SweepDir, state: SweepState,
             source: list[TrafficRecord], echo: Callable[[str], None],
             live: SweepMetrics | None) -> None:
     preflight = config.preflight_timeout
+    idle = IdleCheck(config.arms, config.models, source[0], config.idle_timeout) \
+        if config.idle_timeout > 0 else None
     while True:
         outcomes = {arm: [] for arm in config.arms}
         for r in state.arm_steps():
@@ -180,15 +190,31 @@ def _ladder(config: CapacityConfig, sweep: SweepDir, state: SweepState,
             echo(f"capacity: {bound}")
             return
         index = len(state.steps)
+        waited = _await_idle(idle, arms, echo)
         began = time.monotonic()
         results = _run_step(config, sweep, source, index, load, arms, n, preflight)
         preflight = 0.0  # the arms answered once: later steps do not ask again
-        step = Step(index, load, arms, n, time.monotonic() - began, tuple(results))
+        step = Step(index, load, arms, n, time.monotonic() - began, tuple(results),
+                    None if waited is None else waited.seconds,
+                    () if waited is None else waited.busy)
         state.steps.append(step)
         sweep.write(state)
         echo(_step_line(step, config))
         if live is not None:
             live.update(state.steps, sweep_figures(state, config))
+
+
+def _await_idle(idle: IdleCheck | None, arms: tuple[str, ...],
+                echo: Callable[[str], None]) -> IdleWait | None:
+    if idle is None:
+        return None
+    if not all(a in idle.idle_s for a in arms):  # the first step: learn the idle times
+        idle.learn(tuple(a for a in arms if a not in idle.idle_s))
+        return IdleWait(0.0)
+    waited = idle.wait(arms)
+    if waited.busy:
+        echo(f"capacity: {waited.text()}")
+    return waited
 
 
 def _bound(config: CapacityConfig, state: SweepState, load: float, sending: int) -> str:
@@ -210,7 +236,8 @@ def _run_step(config: CapacityConfig, sweep: SweepDir, source: list[TrafficRecor
         out.rename(_unused(out.with_name(f"{out.name}.interrupted")))
     traffic = sweep.step_traffic(index)
     traffic.parent.mkdir(parents=True, exist_ok=True)
-    write_traffic(traffic, step_records(source, n, load, config.load, config.seed))
+    write_traffic(traffic, step_records(source, n, load, config.load,
+                                        step_seed(config.seed, index)))
     replay = StepReplay(
         out=out, arms={a: config.arms[a] for a in arms},
         models={a: m for a, m in config.models.items() if a in arms}, traffic=traffic,

@@ -45,6 +45,7 @@ def _option(name: str, *flags: str, **attrs: Any):
 @_option("min_requests", metavar="N")
 @_option("min_duration", metavar="S")
 @_option("knee_steps", metavar="K")
+@_option("idle_timeout", metavar="S")
 @_option("max_requests", metavar="N")
 @_option("max_time", metavar="S")
 @_option("resume")
