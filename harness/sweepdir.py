@@ -58,6 +58,9 @@ class SweepState:
     done: dict[str, str] = field(default_factory=dict)  # arm -> why its ladder ended
     notes: list[str] = field(default_factory=list)
     resumes: list[dict[str, Any]] = field(default_factory=list)
+    # each arm's idle probe time (harness/capacity/idle.py), learnt before the first step and
+    # kept so that a resume, whose arms may still work off the killed step, does not relearn
+    idle_s: dict[str, float] = field(default_factory=dict)
 
     def arm_steps(self) -> list[StepArm]:
         return [r for s in self.steps for r in s.results]
@@ -105,7 +108,8 @@ class SweepDir:
                 raise StateError(f"{self.state_path}: not a capacity sweep")
             return SweepState(d["config"], d["status"], d["created"],
                               [Step.from_json(s) for s in d["steps"]], dict(d["done"]),
-                              list(d["notes"]), list(d.get("resumes", [])))
+                              list(d["notes"]), list(d.get("resumes", [])),
+                              {k: float(v) for k, v in d.get("idle_s", {}).items()})
         except FileNotFoundError as exc:
             raise StateError(f"{self.path}: not a capacity sweep (no {STATE})") from exc
         except (OSError, ValueError, KeyError, TypeError) as exc:

@@ -131,8 +131,22 @@ def test_a_step_waits_until_a_busy_server_has_drained(tmp_path):
             f"{url}/v1/chat/completions", json=body, timeout=30))
         busy.start()
         time.sleep(0.2)
-        short = IdleCheck({BASELINE: url}, {}, record, timeout_s=0.3)
-        short.idle_s = dict(check.idle_s)
+        short = IdleCheck({BASELINE: url}, {}, record, timeout_s=0.3,
+                          idle_s=dict(check.idle_s))
         gave_up = short.wait((BASELINE,))
         busy.join()
         assert gave_up.busy == (BASELINE,) and "still answered a probe slowly" in gave_up.text()
+
+
+def test_a_resumed_sweep_keeps_the_idle_times_it_learnt(tmp_path):
+    """Relearnt on a resume, the idle time would be measured while the arms still work off
+    the killed step, and every later check would pass."""
+    from layergate.harness.sweepdir import SweepDir, SweepState
+    sweep = SweepDir(tmp_path / "sweep")
+    state = SweepState({"seed": 0})
+    record = read_traffic(traffic(tmp_path / "t.jsonl", 1, 0.1)).records[0]
+    check = IdleCheck({BASELINE: "http://127.0.0.1:9"}, {}, record, 1.0,
+                      send=lambda url, body: 0.12, idle_s=state.idle_s)
+    check.learn((BASELINE,))
+    sweep.write(state)
+    assert SweepDir(tmp_path / "sweep").read().idle_s == {BASELINE: 0.12}

@@ -122,6 +122,9 @@ def test_four_slots_against_six_measure_the_known_ratio(sweep) -> None:
     # the interval is of the sampling within the steps: it covers the truth of the steps
     assert ratio["ci_low"] <= as_run <= ratio["ci_high"], summary
     assert "capacity ratio candidate / baseline" in done.stdout
+    # every step was preceded by the idle check, and the servers had drained in time
+    steps = SweepDir(out).read().steps
+    assert all(s.idle_wait_s is not None and not s.busy for s in steps), steps
 
 
 def test_identical_servers_give_a_ratio_whose_interval_covers_one(sweep) -> None:

@@ -46,13 +46,15 @@ class IdleCheck:
     """Probes for the arms `urls` (arm -> base URL), with `models` put in the body."""
 
     def __init__(self, urls: dict[str, str], models: dict[str, str], record: TrafficRecord,
-                 timeout_s: float, send: Callable[[str, dict], float] | None = None) -> None:
+                 timeout_s: float, send: Callable[[str, dict], float] | None = None,
+                 idle_s: dict[str, float] | None = None) -> None:
         self.urls = urls
         self.models = models
         self.record = record
         self.timeout_s = timeout_s
         self.send = send or _timed_post
-        self.idle_s: dict[str, float] = {}
+        # learnt idle times (`learn`), updated in place: the sweep's state keeps them
+        self.idle_s = {} if idle_s is None else idle_s
 
     def _probe(self, arms: tuple[str, ...]) -> dict[str, float]:
         """Each arm's probe time in seconds (inf: it failed), sent at once."""

@@ -173,8 +173,8 @@ def _ladder(config: CapacityConfig, sweep: SweepDir, state: SweepState,
             source: list[TrafficRecord], echo: Callable[[str], None],
             live: SweepMetrics | None) -> None:
     preflight = config.preflight_timeout
-    idle = IdleCheck(config.arms, config.models, source[0], config.idle_timeout) \
-        if config.idle_timeout > 0 else None
+    idle = IdleCheck(config.arms, config.models, source[0], config.idle_timeout,
+                     idle_s=state.idle_s) if config.idle_timeout > 0 else None
     while True:
         outcomes = {arm: [] for arm in config.arms}
         for r in state.arm_steps():
