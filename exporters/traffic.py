@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from layergate.exporters.atomic import atomic_file
 from layergate.exporters.errors import UsageError
 
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions")
@@ -263,19 +263,11 @@ def write_traffic(path: str | Path, records: Iterable[TrafficRecord]) -> Path:
 def write_traffic_lines(path: str | Path, lines: Iterable[str]) -> Path:
     """Write lines already in the format (`dumps_record`'s) atomically: into a temp file
     that becomes `path` only once every line is in, and is removed if writing fails."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with tmp.open("w", encoding="utf-8", buffering=1 << 20) as fh:
-            for line in lines:
-                fh.write(line)
-                fh.write("\n")
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+    with atomic_file(path, buffering=1 << 20) as fh:
+        for line in lines:
+            fh.write(line)
+            fh.write("\n")
+    return Path(path)
 
 
 def dumps_record(record: TrafficRecord) -> str:

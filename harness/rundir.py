@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,6 +21,7 @@ import numpy as np
 
 from layergate.exporters import tokenizer
 from layergate.exporters.answers import Tally
+from layergate.exporters.atomic import write_json_atomic
 from layergate.exporters.columns import ResultColumns, concat, from_results, select
 from layergate.exporters.errors import InfrastructureError
 from layergate.exporters.recorded import recorded_results
@@ -317,11 +317,7 @@ class RunDir:
     def write_manifest(self, manifest: Manifest) -> Path:
         """Atomically (temp file + rename): a crash leaves the old or the new manifest,
         never half of one. Creates the directory."""
-        self.path.mkdir(parents=True, exist_ok=True)
-        tmp = self.path / f".{MANIFEST}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(manifest.to_json(), indent=2, ensure_ascii=False) + "\n")
-        tmp.replace(self.manifest_path)
-        return self.manifest_path
+        return write_json_atomic(self.manifest_path, manifest.to_json())
 
     # the replay master's record of its workers
     @property
@@ -330,10 +326,7 @@ class RunDir:
 
     def write_workers(self, summary: dict[str, Any]) -> Path:
         """Atomically, like the manifest: the master rewrites it as workers come and go."""
-        tmp = self.path / f".{WORKERS}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
-        tmp.replace(self.workers_path)
-        return self.workers_path
+        return write_json_atomic(self.workers_path, summary)
 
     def read_workers(self) -> dict[str, Any] | None:
         """What the master wrote about its workers; None when it wrote nothing."""

@@ -6,11 +6,11 @@ sweep writes it, the gate and the HTML report read it."""
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from layergate.exporters.atomic import write_json_atomic
 from layergate.exporters.capacity_step import StepArm
 from layergate.exporters.errors import InfrastructureError
 from layergate.harness.manifest import now_iso
@@ -121,9 +121,7 @@ class SweepDir:
     def write_json(self, path: Path, obj: Any) -> None:
         """Atomically: a crash leaves the old file or the new one."""
         self.path.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(obj, indent=2, default=float) + "\n", encoding="utf-8")
-        tmp.replace(path)
+        write_json_atomic(path, obj, default=float)
 
 
 def is_sweep(path: str | Path) -> bool:

@@ -4,11 +4,11 @@ becomes the frozen `ImportReport` written next to the traffic (JSON) and printed
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from layergate.exporters.atomic import write_json_atomic
 
 QUOTED_ERRORS = 10  # malformed rows quoted in the report (all are counted)
 # rows left out, by why
@@ -52,11 +52,7 @@ class ImportReport:
                 **dataclasses.asdict(self.tally), "shared_leads": self.shared_leads}
 
     def write(self, path: Path) -> Path:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n",
-                       encoding="utf-8")
-        tmp.replace(path)
-        return path
+        return write_json_atomic(path, self.to_json())
 
     def lines(self) -> list[str]:
         """The summary the command prints."""

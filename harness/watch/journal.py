@@ -22,12 +22,12 @@ renamed over it) after every window and every controller answer:
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from layergate.exporters.atomic import write_json_atomic
 from layergate.exporters.canary import ArmWindow, Window
 from layergate.exporters.catalogue import BASELINE, CANDIDATE
 
@@ -150,13 +150,7 @@ class Journal:
         if self.path is None:
             return
         with self._lock:
-            body = json.dumps(self.data, separators=(",", ":"))
-            tmp = self.path.with_name(f".{self.path.name}.tmp")
-            with tmp.open("w", encoding="utf-8") as f:
-                f.write(body)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
+            write_json_atomic(self.path, self.data, indent=None)
 
     def _hook_key(self, key: str) -> str:
         return f"{self.epoch}:{key}"
