@@ -2,9 +2,10 @@
 
 The compose stack runs it before the replay, so a replay never starts against a server
 that is still loading (the reference engines convert the model first: minutes). An arm is
-up once GET URL/v1/models answers below 500: 200, and also 401 / 404 (a server that wants
-a key, or has no model list, is still up); 5xx (e.g. 503 while loading) and refused
-connections are not. Exits 0 when all are up, 4 (infrastructure) naming the arms that are
+up once GET URL/v1/models shows it up by the project's one readiness rule
+(harness/readiness.py): any answer but 502 / 503 / 504 (503 while loading), so 401 / 404
+too (a server that wants a key, or has no model list, is still up); refused connections
+are not. Exits 0 when all are up, 4 (infrastructure) naming the arms that are
 not after --timeout seconds, 2 on a URL that is not http(s).
 """
 
@@ -14,20 +15,15 @@ import argparse
 import sys
 import time
 
-import httpx
-
 from layergate.exporters.catalogue import ExitCode
+from layergate.harness.readiness import why_down
 
 MODELS = "/v1/models"
 
 
 def answers(url: str, timeout: float = 3.0) -> str | None:
     """None when the server at `url` is up, else why not."""
-    try:
-        status = httpx.get(url.rstrip("/") + MODELS, timeout=timeout).status_code
-    except httpx.HTTPError as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return None if status < 500 else f"HTTP {status}"
+    return why_down(url.rstrip("/") + MODELS, timeout)
 
 
 def wait(urls: list[str], timeout: float, interval: float = 2.0) -> dict[str, str]:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
 
-import httpx
-
 from layergate.harness.processes import ManagedProcess
+from layergate.harness.readiness import why_down
 
 
 class StackError(RuntimeError):
@@ -15,22 +13,23 @@ class StackError(RuntimeError):
 
 
 def wait_healthy(proc: ManagedProcess, url: str, timeout: float) -> None:
-    """Return once GET `url` answers 200; raise StackError (with the log) otherwise."""
+    """Return once GET `url` shows the process up (harness/readiness.py: any answer but
+    502 / 503 / 504); raise StackError (with the log) otherwise."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not proc.running():
             raise StackError(f"{proc.name} exited with code {proc.popen.returncode} before "
                              f"{url} answered; log {proc.log_path}:\n{proc.log_tail()}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(url, timeout=2).status_code == 200:
-                return
+        if why_down(url, 2.0) is None:
+            return
         time.sleep(0.3)
-    raise StackError(f"{proc.name} did not answer 200 on {url} within {timeout:.0f}s; "
+    raise StackError(f"{proc.name} was not up on {url} within {timeout:.0f}s "
+                     "(harness/readiness.py); "
                      f"log {proc.log_path}:\n{proc.log_tail()}")
 
 
 def started(proc: ManagedProcess, url: str, timeout: float) -> ManagedProcess:
-    """`proc` once GET `url` answers 200; when it does not, `proc` is stopped and the
+    """`proc` once GET `url` shows it up; when it does not, `proc` is stopped and the
     StackError raised (for a process no `ProcessSet` owns)."""
     try:
         wait_healthy(proc, url, timeout)

@@ -1,0 +1,30 @@
+"""Is a server up? The one rule every probe of the project uses: the replay's preflight,
+the compose stack's wait for its arms, and the wait for a process the project started.
+
+A server is up when it answers HTTP with any status but 502, 503 or 504. Those three are
+a gateway or load balancer with no live server behind it, or a server still loading (503);
+anything else, 500 and 404 included, is a server that is there: its errors are the run's
+to judge (a candidate that fails every request fails the gate on its error rate, it is
+not "not there"). No answer (refused, unresolvable, silent past the timeout) is down."""
+
+from __future__ import annotations
+
+import httpx
+
+NOT_UP_STATUSES = (502, 503, 504)
+
+
+def status_up(status: int) -> bool:
+    """Whether an HTTP answer with `status` shows a server that is up."""
+    return status not in NOT_UP_STATUSES
+
+
+def why_down(url: str, timeout: float) -> str | None:
+    """Why the server is not up, from one GET `url` (None: it is up)."""
+    try:
+        status = httpx.get(url, timeout=timeout).status_code
+    except httpx.TimeoutException:
+        return f"{url} did not answer within {timeout:g}s"
+    except httpx.HTTPError as exc:
+        return f"{url}: {type(exc).__name__}: {exc}"
+    return None if status_up(status) else f"{url} answered HTTP {status}"
