@@ -120,7 +120,6 @@ class SweepDir:
 
     def write_json(self, path: Path, obj: Any) -> None:
         """Atomically: a crash leaves the old file or the new one."""
-        self.path.mkdir(parents=True, exist_ok=True)
         write_json_atomic(path, obj, default=float)
 
 
