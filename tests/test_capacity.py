@@ -325,3 +325,23 @@ def test_the_sweep_prints_each_arm_s_capacity_and_the_ratios(tmp_path: Path) -> 
         f"capacity {arm}" for arm in (BASELINE, BASELINE2, CANDIDATE)]
     assert any(line.startswith(f"capacity ratio {CANDIDATE} / baseline: 1.99") and
                "noise floor" in line for line in text)
+
+
+def test_an_unbounded_interval_end_prints_as_infinity(tmp_path: Path) -> None:
+    # a baseline that never failed in some resamples has no upper end (+∞): the sweep that
+    # measured it must still print, not crash on the missing end
+    from layergate.exporters.catalogue import CAPACITY, CAPACITY_RATIO
+    from layergate.harness.capacity.report import print_sweep
+    from layergate.harness.sweepdir import SweepDir
+
+    out = _sweep_dir(tmp_path, "complete")
+    state, config = SweepDir(out).read(), _config(out=out)
+    figures = [Figure(CAPACITY, 4.4, arm=CANDIDATE, ci_low=4.213, ci_high=None,
+                      detail={"text": "4.4 users"}),
+               Figure(CAPACITY_RATIO, 1.4, arm=CANDIDATE, ci_low=None, ci_high=None),
+               Figure(CAPACITY_RATIO, 1.2, arm=BASELINE2, ci_low=0.9, ci_high=None)]
+    lines: list[str] = []
+    print_sweep(figures, state, config, echo=lambda line, err=False: lines.append(line))
+    assert "capacity candidate: 4.4 users [4.213, ∞]" in lines
+    assert f"capacity ratio {CANDIDATE} / baseline: 1.400" in lines
+    assert f"capacity ratio {BASELINE2} / baseline: 1.200 [0.900, ∞]" in lines

@@ -12,6 +12,7 @@ from layergate.exporters.capacity_step import StepArm
 from layergate.exporters.catalogue import CAPACITY, CAPACITY_RATIO, ExitCode
 from layergate.exporters.figures import Figure
 from layergate.harness.capacity.config import CapacityConfig
+from layergate.harness.report import wording
 from layergate.harness.sweepdir import COMPLETE, KIND, SweepState
 
 
@@ -68,12 +69,13 @@ def print_sweep(figures: list[Figure], state: SweepState, config: CapacityConfig
          f">= {config.slo_attainment:g}; {len(state.steps)} steps, {state.sent} requests)")
     for f in figures:
         if f.name == CAPACITY:
-            ci = f" [{f.ci_low:.4g}, {f.ci_high:.4g}]" if f.ci_low is not None else ""
-            echo(f"capacity {f.arm}: {f.detail['text']}{ci}")
+            ci = wording.ci(f.ci_low, f.ci_high)
+            echo(f"capacity {f.arm}: {f.detail['text']}" + (f" {ci}" if ci != "—" else ""))
     for f in figures:
         if f.name == CAPACITY_RATIO:
             value = "n/a" if f.value is None else f"{f.value:.3f}"
-            ci = f" [{f.ci_low:.3f}, {f.ci_high:.3f}]" if f.ci_low is not None else ""
+            ci = wording.ci(f.ci_low, f.ci_high, ".3f")
+            ci = f" {ci}" if ci != "—" else ""
             floor = f", noise floor {f.noise_floor:.3f}" if f.noise_floor is not None else ""
             why = f" ({f.reason})" if f.reason else ""
             echo(f"capacity ratio {f.arm} / baseline: {value}{ci}{floor}{why}")

@@ -38,9 +38,15 @@ def _fmt(value: float | None, unit: str = "") -> str:
     return f"{value:.4g}"
 
 
+def _interval(f: Figure) -> str:
+    """A missing end is unbounded, as the gate judges it."""
+    low = "−∞" if f.ci_low is None else _fmt(f.ci_low, f.unit)
+    high = "∞" if f.ci_high is None else _fmt(f.ci_high, f.unit)
+    return f"[{low}, {high}]"
+
+
 def _row(f: Figure) -> list[str]:
-    ci = f"[{_fmt(f.ci_low, f.unit)}, {_fmt(f.ci_high, f.unit)}]" \
-        if f.ci_low is not None or f.ci_high is not None else ""
+    ci = _interval(f) if f.ci_low is not None or f.ci_high is not None else ""
     excess = f.detail.get("excess")
     floor = _fmt(f.noise_floor, f.unit) if f.noise_floor is not None else ""
     if excess is not None:
@@ -78,8 +84,7 @@ def print_figures(view: RunView, console: Console | None = None) -> None:
                 for s in scenarios:
                     f = index.get((name, arm, s))
                     cells.append("—" if f is None or f.value is None else
-                                 f"{_fmt(f.value, f.unit)} [{_fmt(f.ci_low, f.unit)}, "
-                                 f"{_fmt(f.ci_high, f.unit)}]")
+                                 f"{_fmt(f.value, f.unit)} {_interval(f)}")
                 per.add_row(name, arm, *cells)
         console.print(per)
     answers = Table("arm", "token counts from", "quirks (answers)",

@@ -20,8 +20,13 @@ def num(x: float | None) -> str:
     return f"{x:.4g}"
 
 
-def ci(low: float | None, high: float | None) -> str:
-    return "—" if low is None and high is None else f"[{num(low)}, {num(high)}]"
+def ci(low: float | None, high: float | None, spec: str = ".4g") -> str:
+    """An interval in brackets; a missing end is unbounded (−∞ / ∞), as the gate judges it."""
+    if low is None and high is None:
+        return "—"
+    lo = "−∞" if low is None else format(low, spec)
+    hi = "∞" if high is None else format(high, spec)
+    return f"[{lo}, {hi}]"
 
 
 def threshold(check: Check) -> str:
