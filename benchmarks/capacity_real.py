@@ -27,10 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere: the checkout's harness
 
-from rigs.traffic import traffic  # noqa: E402
-
 from layergate.harness.processes import layergate_command  # noqa: E402
 from layergate.harness.stack.engines import start_engine  # noqa: E402
+from tests.support.traffic import traffic  # noqa: E402
 
 STATIC = ("--skip-policy", "static", "--skip-layers", ",".join(map(str, range(9, 21))))
 CANDIDATES = {"static": STATIC, "speculative": ("--skip-policy", "speculative"),

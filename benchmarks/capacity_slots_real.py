@@ -1,8 +1,8 @@
 """Replicated capacity sweeps on real slot servers: `layergate capacity --replicates R` end
-to end against the suite's stdlib echo servers with slots (benchmarks/echo_server.py
+to end against the suite's stdlib echo servers with slots (tests/support/echo_server.py
 --slots: an M/D/c queue, 0.1 s a token, 4 tokens a request), 4 slots against 6, repeated
 `--sweeps` times with fresh seeds; prints each sweep's interval across replicates and how
-often it covered the M/D/c truth (benchmarks/rigs/slots.py, the steady state).
+often it covered the M/D/c truth (tests/support/slots.py, the steady state).
 
     .venv/bin/python benchmarks/capacity_slots_real.py --sweeps 20 --replicates 3 --jobs 4
 
@@ -27,10 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.gate_simulation import share  # noqa: E402
-from benchmarks.rigs.echo import echo_server  # noqa: E402
-from benchmarks.rigs.slots import true_capacity  # noqa: E402
-from benchmarks.rigs.traffic import traffic  # noqa: E402
 from layergate.harness.processes import layergate_command  # noqa: E402
+from tests.support.echo import echo_server  # noqa: E402
+from tests.support.slots import true_capacity  # noqa: E402
+from tests.support.traffic import traffic  # noqa: E402
 
 TOKEN_S, TOKENS, LIMIT_S, ATTAINMENT = 0.1, 4, 0.5, 0.9
 LADDER = ("--start", "5", "--factor", "2", "--bisections", "2", "--warmup", "2",

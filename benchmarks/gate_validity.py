@@ -63,8 +63,6 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere: the checkout's harness
 
-from rigs.delay_proxy import DelayProxy  # noqa: E402
-
 from layergate.harness.gate import GateResult, evaluate_run  # noqa: E402
 from layergate.harness.gate.evaluation import metrics_config, run_figures  # noqa: E402
 from layergate.harness.gate.policy import default_policy_dir, load_policy  # noqa: E402
@@ -75,6 +73,7 @@ from layergate.harness.rundir import load_run  # noqa: E402
 from layergate.harness.stack.demo_config import DemoConfig  # noqa: E402
 from layergate.harness.stack.demo_traffic import demo_traffic  # noqa: E402
 from layergate.harness.stack.engines import start_engine  # noqa: E402
+from tests.support.delay_proxy import DelayProxy  # noqa: E402
 
 EXPERIMENTS = ("aa", "static", "slow", "faster", "speculative", "cache")
 POLICIES = ("no-regression", "default", "tight")

@@ -23,10 +23,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from rigs.synthetic_run import write_run
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script from anywhere: the checkout's rigs
 
-from layergate.exporters.config import MetricsConfig
-from layergate.harness.rundir import RunDir
+from layergate.exporters.config import MetricsConfig  # noqa: E402
+from layergate.harness.rundir import RunDir  # noqa: E402
+from tests.support.synthetic_run import write_run  # noqa: E402
 
 # exit codes that mean the command did its work (the gate's verdict is any of these)
 DONE = {"metrics": {0}, "gate": {0, 1, 3}}

@@ -28,21 +28,24 @@ import argparse
 import os
 import resource
 import statistics
+import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from rigs.echo import start_echo
-from rigs.locust_probe import Probe, probed
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script from anywhere: the checkout's rigs
 
-from layergate.exporters.traffic import TrafficRecord, read_traffic, write_traffic
-from layergate.harness.processes import free_port
-from layergate.harness.replay import ReplayConfig, run_replay
-from layergate.harness.replay.client import Target, send
-from layergate.harness.replay.transport import HttpxTransport
-from layergate.harness.rundir import RunDir
-from layergate.harness.scenarios import SCENARIOS_DIR
+from layergate.exporters.traffic import TrafficRecord, read_traffic, write_traffic  # noqa: E402
+from layergate.harness.processes import free_port  # noqa: E402
+from layergate.harness.replay import ReplayConfig, run_replay  # noqa: E402
+from layergate.harness.replay.client import Target, send  # noqa: E402
+from layergate.harness.replay.transport import HttpxTransport  # noqa: E402
+from layergate.harness.rundir import RunDir  # noqa: E402
+from layergate.harness.scenarios import SCENARIOS_DIR  # noqa: E402
+from tests.support.echo import start_echo  # noqa: E402
+from tests.support.locust_probe import Probe, probed  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -92,7 +95,7 @@ def replayed(url: str, traffic: Path, out: Path, users: int, processes: int,
              probe: Probe) -> tuple[float, list[float], float, float, float, float]:
     """Paired rate (first intended send to last result), per-request E2E, wall time, and
     the CPU seconds of Locust's master, of its workers (each as the process counted its
-    own, `rigs.locust_probe`) and of this process (which prepares the run and follows the
+    own, `tests.support.locust_probe`) and of this process (which prepares the run and follows the
     store)."""
     start = time.perf_counter()
     mine = cpu_s()

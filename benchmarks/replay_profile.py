@@ -16,12 +16,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from replay_overhead import make_traffic
-from rigs.echo import start_echo
-from rigs.locust_probe import probed
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script from anywhere: the checkout's rigs
 
-from layergate.harness.processes import free_port
-from layergate.harness.replay import ReplayConfig, run_replay
+from replay_overhead import make_traffic  # noqa: E402
+
+from layergate.harness.processes import free_port  # noqa: E402
+from layergate.harness.replay import ReplayConfig, run_replay  # noqa: E402
+from tests.support.echo import start_echo  # noqa: E402
+from tests.support.locust_probe import probed  # noqa: E402
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """`layergate watch` on real engines: false rollbacks of identical arms and time to rollback
-of a candidate that turns slow, measured with the rig the test suite shares (benchmarks/
-rigs/watch_rig.py: two full SmolLM2 engines, a shadow replay through a proxy per arm, a real
-Prometheus, a client-side and an engine-side watch).
+of a candidate that turns slow, measured with the rig the test suite shares
+(tests/support/watch_rig.py: two full SmolLM2 engines, a shadow replay through a proxy per
+arm, a real Prometheus, a client-side and an engine-side watch).
 
   aa    identical arms; any rollback by either watch is a false one
   turn  the candidate's proxy stretches its responses (1 + --slowdown)x after 3 windows:
@@ -25,9 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere: the checkout's harness
 
-from rigs.watch_rig import Rig, run_rig  # noqa: E402
-
 from layergate.harness.stack.engines import start_engine  # noqa: E402
+from tests.support.watch_rig import Rig, run_rig  # noqa: E402
 
 POLICY = {"name": "bench", "alpha": 0.05, "metrics": {
     "e2e_ratio": {"direction": "<=", "threshold": 1.5},

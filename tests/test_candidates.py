@@ -15,7 +15,6 @@ import pytest
 from click.testing import CliRunner
 from junitparser import JUnitXml
 
-from benchmarks.rigs.traffic import traffic
 from layergate.exporters.catalogue import FAIL, PASS, REQUIRE_ALL, REQUIRE_ANY, exit_code
 from layergate.harness.cli import main
 from layergate.harness.gate.family import decide_each, evaluate_family
@@ -23,6 +22,7 @@ from layergate.harness.gate.policy import load_policy
 from layergate.harness.processes import layergate_command
 from layergate.harness.rundir import RunDir, load_run
 from tests.support.replay_rig import family, pairs, rows, wait_for
+from tests.support.traffic import traffic
 
 pytestmark = [pytest.mark.slow, pytest.mark.locust]
 

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from benchmarks.rigs.traffic import traffic
 from layergate.exporters.catalogue import FAIL, PASS
 from layergate.harness.cli import main
 from layergate.harness.gate.family import evaluate_family
@@ -24,6 +23,7 @@ from layergate.harness.gate.policy import load_policy
 from layergate.harness.processes import layergate_command
 from layergate.harness.rundir import RunDir, load_run
 from tests.support.replay_rig import family, pairs, wait_for
+from tests.support.traffic import traffic
 
 pytestmark = [pytest.mark.slow, pytest.mark.locust]
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from benchmarks.rigs.slots import simulated_step, true_capacity
 from layergate.exporters import capacity as cap
 from layergate.exporters.capacity_step import StepArm
 from layergate.exporters.catalogue import BASELINE, BASELINE2, CANDIDATE, FIGURES
@@ -25,6 +24,7 @@ from layergate.harness.capacity.sweep import step_size
 from layergate.harness.cli import main
 from layergate.harness.report.capacity_plots import FRONTIER, write_frontier
 from layergate.harness.sweepdir import Step, SweepState
+from tests.support.slots import simulated_step, true_capacity
 
 TOKEN_S, TOKENS = 0.2, 4  # the slot servers: 0.8 s a request
 SLO_TTFT = 1.0  # s: a request may wait 0.8 s for a slot
@@ -115,7 +115,7 @@ def test_the_ladder_is_geometric_then_bisects_and_an_arm_that_failed_stops() -> 
 
 
 def _simulated_sweep(slots: dict[str, int], config: CapacityConfig) -> list[StepArm]:
-    """The sweep's ladder and judge on ideal slot servers (benchmarks/rigs/slots.py)."""
+    """The sweep's ladder and judge on ideal slot servers (tests/support/slots.py)."""
     state, out = SweepState({}), []
     while True:
         outcomes = {arm: [(s.load, s.passes(config.slo_attainment, config.max_error_rate))
@@ -276,7 +276,7 @@ metrics:
 def test_a_candidates_capacity_sweep_is_its_saving_on_the_leaderboard(tmp_path: Path) -> None:
     """Two candidates answering alike (RER about 0.2); one has a capacity sweep (ratio about
     2): its saving is 1 - 1/ratio with the sweep's interval, labelled so, and it ranks first."""
-    from benchmarks.rigs.synthetic_run import write_run
+    from tests.support.synthetic_run import write_run
 
     sweep = _sweep_dir(tmp_path, "complete")
     run = write_run(tmp_path / "run", 60, candidates=("timed", "swept")).path

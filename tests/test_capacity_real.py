@@ -19,12 +19,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from benchmarks.rigs.traffic import traffic
 from layergate.exporters.catalogue import BASELINE, CANDIDATE, ExitCode
 from layergate.exporters.traffic import read_traffic
 from layergate.harness.processes import ManagedProcess, layergate_command
 from layergate.harness.stack.engines import engine
 from layergate.harness.sweepdir import REPORT
+from tests.support.traffic import traffic
 
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.locust]
 

@@ -11,8 +11,6 @@ import time
 import httpx
 import numpy as np
 
-from benchmarks.rigs.echo import echo_server
-from benchmarks.rigs.traffic import traffic
 from layergate.exporters import capacity as cap
 from layergate.exporters.capacity_step import StepArm
 from layergate.exporters.catalogue import BASELINE
@@ -20,6 +18,8 @@ from layergate.exporters.traffic import read_traffic
 from layergate.harness.capacity.config import RATE
 from layergate.harness.capacity.idle import IdleCheck
 from layergate.harness.capacity.sweep import step_records, step_seed
+from tests.support.echo import echo_server
+from tests.support.traffic import traffic
 
 
 def _sticky_misses(rng: np.random.Generator, n: int, stay: float) -> np.ndarray:

@@ -2,7 +2,7 @@
 echo_server.py --slots: N requests at once, 0.1 s a token, the rest queue): 4 slots against
 6 slots, with a second 4-slot server as baseline2. The sweep is killed mid-way and resumed;
 the measured ratio must fall within 10 % of the true one (an M/D/c queue, simulated in
-benchmarks/rigs/slots.py) with its interval covering it, and the identical servers' ratio
+tests/support/slots.py) with its interval covering it, and the identical servers' ratio
 must cover 1. A second, one-step sweep shows the two cases that are no capacity figure."""
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.rigs.echo import echo_server
-from benchmarks.rigs.slots import simulated_step, true_capacity
-from benchmarks.rigs.traffic import traffic
 from layergate.exporters import capacity as cap
 from layergate.exporters.catalogue import BASELINE, BASELINE2, CANDIDATE, ExitCode
 from layergate.exporters.slo import parse_slo
 from layergate.harness.capacity.sweep import step_seed
 from layergate.harness.processes import layergate_command
 from layergate.harness.sweepdir import REPORT, STATE, SweepDir
+from tests.support.echo import echo_server
+from tests.support.slots import simulated_step, true_capacity
+from tests.support.traffic import traffic
 
 # a sweep is several replays: minutes on two busy cores
 pytestmark = [pytest.mark.slow, pytest.mark.locust]

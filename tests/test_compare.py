@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from benchmarks.rigs.delay_proxy import DelayProxy
-from benchmarks.rigs.echo import echo_server
-from benchmarks.rigs.traffic import traffic
 from layergate.harness.cli import main
 from layergate.harness.processes import layergate_command
+from tests.support.delay_proxy import DelayProxy
+from tests.support.echo import echo_server
 from tests.support.replay_rig import TOKEN_DELAY_S
+from tests.support.traffic import traffic
 
 pytestmark = [pytest.mark.slow, pytest.mark.locust]
 

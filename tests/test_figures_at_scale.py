@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.rigs.synthetic_run import write_run
 from layergate.exporters import bootstrap
 from layergate.exporters.bootstrap import Sparse, compact, dense, resample_sums
 from layergate.exporters.config import MetricsConfig
@@ -23,6 +22,7 @@ from layergate.harness.gate.evaluation import evaluate_run, run_figures
 from layergate.harness.report.html import render_html
 from layergate.harness.rundir import load_run
 from layergate.harness.store import columns as store_columns
+from tests.support.synthetic_run import write_run
 from tests.test_figures_columnar import assert_same_figures
 
 CFG = MetricsConfig(n_resamples=200, min_samples=2, text_sample=40)

@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.rigs.synthetic_run import synthetic, write_run
 from layergate.exporters.columns import from_results
 from layergate.exporters.compute import compute_figures
 from layergate.exporters.config import MetricsConfig
@@ -27,6 +26,7 @@ from layergate.harness.manifest import Manifest, now_iso
 from layergate.harness.rundir import RunDir, load_run
 from layergate.harness.store import ResultStore
 from layergate.harness.store.tail import Latest, StoreTail
+from tests.support.synthetic_run import synthetic, write_run
 
 CFG = MetricsConfig(n_resamples=200, min_samples=2, min_determinism_prompts=1,
                     text_sample=5)

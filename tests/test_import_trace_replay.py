@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.rigs.echo import echo_server
 from layergate.exporters.catalogue import SCHEDULE_LAG
 from layergate.exporters.prom_text import cache_counters
 from layergate.exporters.traffic import TrafficRecord, write_traffic
@@ -24,6 +23,7 @@ from layergate.harness.rundir import load_run
 from layergate.harness.stack.engines import start_engine
 from layergate.harness.traces import ImportConfig, import_trace
 from layergate.reference_engine.config import EngineConfig
+from tests.support.echo import echo_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.locust]
 

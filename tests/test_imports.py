@@ -69,12 +69,21 @@ def _imported_packages(package: str) -> dict[str, set[str]]:
     ("harness", {"reference_engine"}),  # the engine's commands are registered by module path
     ("reference_engine", {"harness"}),  # the engine never depends on the harness
     ("exporters", {"harness", "reference_engine"}),  # the bottom layer imports neither
-    ("benchmarks", {"tests"}),  # what both use is in benchmarks/rigs or the harness
 ])
 def test_layers_import_only_downwards(package: str, forbidden: set[str]) -> None:
     wrong = {path: sorted(names & forbidden)
              for path, names in _imported_packages(package).items() if names & forbidden}
     assert not wrong, f"{package} imports {forbidden}: {wrong}"
+
+
+def test_benchmarks_take_from_the_tests_only_their_rigs() -> None:
+    # the rigs (echo and slot servers, synthetic runs, the watch rig) live in tests/support/;
+    # a benchmark never runs a test's own code
+    root = Path(__file__).resolve().parents[1] / "benchmarks"
+    wrong = {path: sorted(n for n in names if n.split(".")[0] == "tests"
+                          and not n.startswith("tests.support."))
+             for path, names in _raw_imports(root).items()}
+    assert not {p: n for p, n in wrong.items() if n}, wrong
 
 
 # what several rooms share, each one concept: beside every room, importing none

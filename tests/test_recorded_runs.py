@@ -4,7 +4,7 @@ tests/fixtures/recorded/ equal the goldens written beside them. A refactor that 
 what a user sees fails here; a deliberate change regenerates the goldens with
 `LAYERGATE_REGEN=1 pytest tests/test_recorded_runs.py` and shows the diff in review.
 
-The runs (40 records, echo servers of benchmarks/echo_server.py as arms, recorded once):
+The runs (40 records, echo servers of tests/support/echo_server.py as arms, recorded once):
 `same` (a faster candidate answering the same words), `garbled` (a candidate answering
 other words), `family` (both as named candidates of one run), and `sweep` (a capacity
 sweep, 3 slots against 5)."""

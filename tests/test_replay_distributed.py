@@ -21,7 +21,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from benchmarks.rigs.traffic import traffic
 from layergate.harness.processes import free_port, layergate_command
 from layergate.harness.replay import ReplayConfig, run_replay
 from layergate.harness.replay.channel_work import SKEW_ENV
@@ -35,6 +34,7 @@ from tests.support.replay_rig import (
     rows,
     wait_for,
 )
+from tests.support.traffic import traffic
 
 pytestmark = [pytest.mark.slow, pytest.mark.locust]
 

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from benchmarks.rigs.traffic import traffic
 from layergate.harness.cli import main
 from layergate.harness.processes import free_port, layergate_command
 from layergate.harness.replay.breaker import DEFAULT_LIMIT
@@ -30,6 +29,7 @@ from tests.support.replay_rig import (
     wait_for,
 )
 from tests.support.stream_server import stream_server
+from tests.support.traffic import traffic
 
 pytestmark = [pytest.mark.slow, pytest.mark.locust]
 

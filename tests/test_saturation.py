@@ -177,8 +177,8 @@ def test_a_stable_queue_is_not_called_saturated_by_one_burst():
     5 s capacity steps after a 2 s warm-up: a burst late in a step once made its last
     third's median twice the first's, and the step saturated in 3 % of schedules; a
     queue that grows through the run (each third above the one before) is still caught."""
-    from benchmarks.rigs.slots import simulated_step
     from layergate.exporters.slo import parse_slo
+    from tests.support.slots import simulated_step
 
     slo = parse_slo("ttft:5s")
 

@@ -1,5 +1,5 @@
 """`layergate watch` on real engines under a real replay, scraped by a real Prometheus
-(benchmarks/rigs/watch_rig.py): two full-depth SmolLM2 engines (1 torch thread each) as
+(tests/support/watch_rig.py): two full-depth SmolLM2 engines (1 torch thread each) as
 baseline and candidate, every request sent to both through a proxy, two watches reading
 the run at once.
 
@@ -21,10 +21,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from benchmarks.rigs.watch_rig import Rig, RigResult, run_rig
 from layergate.exporters.sequential import windows_needed
 from layergate.harness.stack.engines import start_engine
 from layergate.harness.watch.stages import MIN_N_OPT
+from tests.support.watch_rig import Rig, RigResult, run_rig
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.locust]
 

@@ -26,12 +26,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.rigs.echo import echo_server
 from layergate.exporters.bundled import MIXES, POLICIES, names
 from layergate.exporters.catalogue import ExitCode
 from layergate.harness import install_source
 from layergate.harness.starter import starter_files, write_files
 from tests.support import dist
+from tests.support.echo import echo_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.locust,
               pytest.mark.prometheus]

@@ -11,9 +11,9 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
-from benchmarks.rigs.echo import echo_server
-from benchmarks.rigs.traffic import traffic
 from layergate.harness.processes import layergate_command
+from tests.support.echo import echo_server
+from tests.support.traffic import traffic
 
 
 def record(dest: Path) -> None:

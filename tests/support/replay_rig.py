@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.rigs.echo import echo_server
-from benchmarks.rigs.echo import start_echo as start_echo_server
 from layergate.harness.processes import ManagedProcess, layergate_command
 from layergate.harness.rundir import RunDir, load_run
+from tests.support.echo import echo_server
+from tests.support.echo import start_echo as start_echo_server
 
 TOKEN_DELAY_S = 0.05  # 4 tokens: a request takes ~0.2 s, so a worker holds some in flight
 

@@ -2,7 +2,7 @@
 prompt's words back as tokens (up to max_tokens), streamed or not, with no model and no
 delay unless `--token-delay` asks for one. Raw ASGI on uvicorn, so its own cost is small.
 
-    python benchmarks/echo_server.py --port 8011 [--token-delay 0.0] [--slots N] [--processes 1]
+    python tests/support/echo_server.py --port 8011 [--token-delay 0.0] [--slots N] [--processes 1]
         [--garble]
 
 `--slots N` makes it a server of known capacity: at most N requests generate at once, each

@@ -1,4 +1,4 @@
-"""The echo server with N slots (benchmarks/echo_server.py --slots) as an M/D/c queue:
+"""The echo server with N slots (tests/support/echo_server.py --slots) as an M/D/c queue:
 Poisson arrivals, a fixed service time, c servers, first come first served. Its capacity
 under a TTFT limit is computed here by simulation, the truth a measured sweep is held to."""
 

@@ -1,4 +1,4 @@
-"""benchmarks/echo_server.py as an arm for tests and benchmarks: an OpenAI-compatible server
+"""tests/support/echo_server.py as an arm for tests and benchmarks: an OpenAI-compatible server
 with no model, on 127.0.0.1, started by any interpreter that has uvicorn (the suite's, or a
 fresh venv's)."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from layergate.harness.processes import ManagedProcess, free_port, spawn
 from layergate.harness.stack.health import started
 
-ECHO = Path(__file__).resolve().parents[1] / "echo_server.py"
+ECHO = Path(__file__).resolve().parent / "echo_server.py"
 
 
 def start_echo(port: int, *args: str, python: str = sys.executable, cwd: Path | None = None,
