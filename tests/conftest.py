@@ -2,8 +2,8 @@
 needs a full-depth baseline over HTTP; tests that need other policies start their own.
 
 `make test` runs the suite on two workers (pytest-xdist, one file per worker at a time), then
-the files in SOLO alone: they judge real servers against a clock or a known rate, which a
-second worker's load would move."""
+the files in SOLO and the tests in SOLO_TESTS alone: they judge real servers against a clock
+or a known rate, which a second worker's load would move."""
 
 from __future__ import annotations
 
@@ -25,7 +25,12 @@ SOLO = {
     "test_watch_engines.py": "a rollback within the windows the statistics promise",
     "test_watch_restarts.py": "restarts within the webhooks' retries and a fixed deadline",
     "test_watch_scenarios.py": "controllers on their own clocks, retries within a scaled budget",
-    "test_replay_distributed.py": "clock skew between workers held to a bound",
+}
+# single tests of files whose other tests hold no time bound (those run beside the rest)
+SOLO_TESTS = {
+    ("test_replay_distributed.py",
+     "test_clock_skew_is_corrected_or_refused_and_a_taken_name_is_refused"):
+        "clock skew between workers held to a bound",
 }
 
 
@@ -39,7 +44,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(tryfirst=True)  # before -m reads the marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.path.name in SOLO:
+        if item.path.name in SOLO or (item.path.name, item.originalname) in SOLO_TESTS:
             item.add_marker(pytest.mark.solo)
 
 
