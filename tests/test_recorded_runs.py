@@ -69,7 +69,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_recorded_run_reads_as_it_did(name: str, runs: Path, tmp_path: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(runs)  # the stored runs name their traffic relative to here
-    monkeypatch.setenv("COLUMNS", "80")  # the tables' width, whatever the terminal
+    # the tables' width, whatever the terminal: wide enough that no path wraps
+    monkeypatch.setenv("COLUMNS", "250")
     for colour in ("FORCE_COLOR", "CLICOLOR_FORCE", "TTY_COMPATIBLE"):
         monkeypatch.delenv(colour, raising=False)
     args = [a.replace("RUN/", f"{runs}/").replace("OUT/", f"{tmp_path}/")
