@@ -80,7 +80,7 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     from layergate.harness.capacity.replicates import is_replicated
     from layergate.harness.capacity.verdict import evaluate_replicates, evaluate_sweep
     from layergate.harness.gate import load_policy
-    from layergate.harness.gate.family import CapacityError, RequireError, evaluate_family
+    from layergate.harness.gate.family import evaluate_family
     from layergate.harness.rundir import load_run
     from layergate.harness.sweepdir import is_sweep
 
@@ -94,26 +94,21 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
                     (junit_path, markdown_path, html_path), err)
     if budget is not None:
         raise click.BadParameter("only with --sequential", param_hint="--budget")
-    try:
-        if is_replicated(run_dir):  # `capacity --replicates`: the ratio across them
-            swept = evaluate_replicates(run_dir, policy)
-            _report_one(swept, swept.exit_code, json_path, junit_path, markdown_path,
-                        html_path, err)
-        if is_sweep(run_dir):  # a `layergate capacity` sweep: its capacity figures
-            with err.status(f"judging the capacity sweep in {run_dir}"):
-                swept = evaluate_sweep(run_dir, policy)
-            _report_one(swept, swept.exit_code, json_path, junit_path, markdown_path,
-                        html_path, err)
-        with err.status(f"reading {run_dir}"):
-            run = load_run(run_dir)
-        ratios = _capacity_ratios(capacity)
-        with err.status(f"computing figures for {run.result_count} results "
-                        "(bootstrap CIs)"):
-            family = evaluate_family(run, policy, require, capacity=ratios)
-    except RequireError as exc:
-        raise click.BadParameter(str(exc), param_hint="--require") from exc
-    except CapacityError as exc:
-        raise click.BadParameter(str(exc), param_hint="--capacity") from exc
+    if is_replicated(run_dir):  # `capacity --replicates`: the ratio across them
+        swept = evaluate_replicates(run_dir, policy)
+        _report_one(swept, swept.exit_code, json_path, junit_path, markdown_path,
+                    html_path, err)
+    if is_sweep(run_dir):  # a `layergate capacity` sweep: its capacity figures
+        with err.status(f"judging the capacity sweep in {run_dir}"):
+            swept = evaluate_sweep(run_dir, policy)
+        _report_one(swept, swept.exit_code, json_path, junit_path, markdown_path,
+                    html_path, err)
+    with err.status(f"reading {run_dir}"):
+        run = load_run(run_dir)
+    ratios = _capacity_ratios(capacity)
+    with err.status(f"computing figures for {run.result_count} results "
+                    "(bootstrap CIs)"):
+        family = evaluate_family(run, policy, require, capacity=ratios)
     paths = (json_path, junit_path, markdown_path, html_path)
     stopped = optional_stopping(run.manifest)
     if stopped:
@@ -207,17 +202,14 @@ def _sequential(run_dir: Path, policy, budget: int | None, require: str,
     import json
 
     from layergate.exporters.catalogue import exit_code
-    from layergate.harness.gate.family import RequireError, check_require, combined, decide_each
+    from layergate.harness.gate.family import check_require, combined, decide_each
 
     if any(p is not None for p in others):
         raise click.UsageError("--sequential writes --json only (not --junit, --markdown, "
                                "--html)")
-    try:
-        with err.status(f"judging {run_dir} in send order"):
-            decisions = decide_each(run_dir, policy, budget)
-        require = check_require(require, tuple(decisions))
-    except RequireError as exc:
-        raise click.BadParameter(str(exc), param_hint="--require") from exc
+    with err.status(f"judging {run_dir} in send order"):
+        decisions = decide_each(run_dir, policy, budget)
+    require = check_require(require, tuple(decisions))
     one = next(iter(decisions.values())) if len(decisions) == 1 else None
     verdict = one.verdict if one else combined({n: d.verdict for n, d in decisions.items()},
                                                require)

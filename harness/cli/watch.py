@@ -106,18 +106,11 @@ def command(ctx: click.Context, json_path: Path | None, **_: Any) -> None:
     """
     from rich.console import Console
 
-    from layergate.harness.gate import PolicyError
     from layergate.harness.watch.loop import prepare, run_watch
-    from layergate.harness.watch.metric_map import MetricMapError
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     config = WatchConfig(**config_values(ctx, WatchConfig))
-    try:
-        prepared = prepare(config)
-    except PolicyError as exc:
-        raise click.BadParameter(str(exc), param_hint="--policy") from exc
-    except (MetricMapError, ValueError) as exc:
-        raise click.UsageError(str(exc)) from exc
+    prepared = prepare(config)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     err.print(f"watching {config.candidate} against {config.baseline} on {config.prometheus} "
@@ -125,10 +118,7 @@ def command(ctx: click.Context, json_path: Path | None, **_: Any) -> None:
               f"{', '.join(f'{s:g}' for s in prepared.plan.analysed)} %, window "
               f"{config.window_s:g} s, alpha {prepared.policy.alpha:g} over the rollout, "
               f"{prepared.machine.alpha:.2g} per stage and figure)")
-    try:
-        outcome = run_watch(prepared, say=err.print, stop=stop)
-    except MetricMapError as exc:
-        raise click.UsageError(str(exc)) from exc
+    outcome = run_watch(prepared, say=err.print, stop=stop)
     if outcome.status.verdict == PENDING:
         err.print("[yellow]stopped before a verdict[/]")
     if outcome.hook_error:

@@ -13,7 +13,7 @@ def write_or_refuse(directory: Path, files: dict[str, bytes], force: bool) -> li
 
     try:
         return write_files(directory, files, force)
-    except StarterExistsError as exc:
-        raise click.UsageError(str(exc)) from exc
+    except StarterExistsError:  # a LayergateError: the group's handler says it
+        raise
     except OSError as exc:
         raise click.BadParameter(f"cannot write: {exc}", param_hint="DIRECTORY") from exc

@@ -34,6 +34,7 @@ from layergate.exporters.catalogue import (
     exit_code,
 )
 from layergate.exporters.config import MetricsConfig
+from layergate.exporters.errors import UsageError
 from layergate.exporters.figures import OVERALL, Figure
 from layergate.exporters.records import ArmResult
 from layergate.harness.gate.best import (
@@ -52,11 +53,11 @@ from layergate.harness.rundir import LazyResults, Run, RunDir
 from layergate.harness.store.results import StoredResult
 
 
-class RequireError(ValueError):
+class RequireError(UsageError, ValueError):
     """A `--require` naming no candidate of the run (a usage error)."""
 
 
-class CapacityError(ValueError):
+class CapacityError(UsageError, ValueError):
     """A capacity sweep given for no candidate of the run (a usage error)."""
 
 

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.panel import Panel
 
 from layergate.exporters.catalogue import BASELINE2, FAIL, PASS
+from layergate.exporters.errors import InfrastructureError
 from layergate.harness.rundir import RunDir
 from layergate.harness.stack.demo_config import DemoConfig
 from layergate.harness.stack.demo_locust import locust_table
@@ -43,7 +44,7 @@ LINKS = {
 }
 
 
-class DemoError(RuntimeError):
+class DemoError(InfrastructureError, RuntimeError):
     """The demo could not produce a verdict (a part failed to start or to run)."""
 
 
