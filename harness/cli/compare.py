@@ -10,6 +10,7 @@ import click
 
 from layergate.exporters.catalogue import ExitCode
 from layergate.harness.cli.exits import RUN_DIR_UNREADABLE, exits
+from layergate.harness.cli.options import policy_option
 
 
 @exits(ExitCode.PASS, ExitCode.FAIL, ExitCode.USAGE, ExitCode.INFRASTRUCTURE,
@@ -18,9 +19,7 @@ from layergate.harness.cli.exits import RUN_DIR_UNREADABLE, exits
 @click.command("compare")
 @click.argument("run_a", type=click.Path(file_okay=False, path_type=Path))
 @click.argument("run_b", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--policy", "policy_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Gate policy whose critical rules say which figures are gated and their "
-                   "thresholds (a bundled name or a YAML file). Default: default.")
+@policy_option
 @click.option("--arm", "arm", metavar="NAME",
               help="The candidate to compare in both runs (needed when they have several).")
 @click.option("--arm-a", metavar="NAME", help="The candidate of RUN_A (default: --arm).")
@@ -30,7 +29,9 @@ from layergate.harness.cli.exits import RUN_DIR_UNREADABLE, exits
 def command(run_a: Path, run_b: Path, policy_path: Path | None, arm: str | None,
             arm_a: str | None, arm_b: str | None, json_path: Path | None) -> None:
     """Compare the candidate of RUN_A (before) with that of RUN_B (after), each judged
-    against its own baseline and noise floor under the same policy.
+    against its own baseline and noise floor under the same policy (--policy; without it
+    the bundled `default`), whose critical rules say which figures are gated and their
+    thresholds.
 
     Every figure is shown with both values and intervals, the change, and whether each run's
     value lies outside the other's interval. A regression is a gated figure (a critical rule

@@ -8,7 +8,7 @@ import click
 
 from layergate.exporters.catalogue import ExitCode
 from layergate.harness.cli.exits import exits
-from layergate.harness.cli.written import write_or_refuse
+from layergate.harness.cli.written import force_option, write_or_refuse
 
 
 @click.group(name="dashboards")
@@ -23,7 +23,7 @@ def command() -> None:
 @exits(ExitCode.PASS, ExitCode.USAGE, PASS="written", USAGE="files exist (without --force)")
 @command.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--force", is_flag=True, help="Overwrite files that exist.")
+@force_option
 def export(directory: Path, force: bool) -> None:
     """Write DIRECTORY/dashboards/: the Grafana dashboards (grafana/*.json) and provisioning,
     Prometheus's config and recording rules (prometheus.yml, rules.yml), and the rollout

@@ -11,6 +11,7 @@ import click
 from layergate.exporters.catalogue import BASELINE, CANDIDATE, OVERALL, REQUIRE_ANY, ExitCode
 from layergate.exporters.cli_options import field_option
 from layergate.harness.cli.exits import RUN_DIR_UNREADABLE, exits
+from layergate.harness.cli.options import policy_option
 from layergate.harness.gate.sequential_config import SequentialConfig
 
 if TYPE_CHECKING:
@@ -23,9 +24,7 @@ if TYPE_CHECKING:
 @exits(*ExitCode, INFRASTRUCTURE=RUN_DIR_UNREADABLE)
 @click.command("gate")
 @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--policy", "policy_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Gate policy: a bundled name (`layergate policies` lists them) or a YAML "
-                   "file. Default: default (no regression and RER >= 0.20).")
+@policy_option
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the verdict and every metric (value, CI, threshold, noise floor, "
                    "status) as JSON.")
@@ -51,7 +50,8 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
             junit_path: Path | None, markdown_path: Path | None,
             html_path: Path | None, require: str, capacity: tuple[str, ...],
             sequential: bool, budget: int | None) -> None:
-    """Decide whether the candidate in RUN_DIR may ship, under a gate policy.
+    """Decide whether the candidate in RUN_DIR may ship, under a gate policy (--policy;
+    without it the bundled `default`: no regression and RER >= 0.20).
 
     Each policy metric passes when its confidence interval lies wholly on the good side of
     its threshold, fails when wholly on the bad side, and is inconclusive otherwise (or with

@@ -15,6 +15,7 @@ from layergate.exporters.catalogue import ExitCode
 from layergate.exporters.cli_options import config_values, field_option
 from layergate.exporters.config import MetricsConfig
 from layergate.harness.cli.exits import RUN_DIR_UNREADABLE, exits
+from layergate.harness.cli.options import policy_option
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -32,9 +33,7 @@ if TYPE_CHECKING:
                    "until Ctrl-C.")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address --serve listens on.")
-@click.option("--policy", "policy_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Gate policy (a bundled name or a YAML file): also export its "
-                   "thresholds and the gate's verdict.")
+@policy_option
 @field_option(MetricsConfig, "n_resamples", "--resamples")
 @field_option(MetricsConfig, "seed")
 @field_option(MetricsConfig, "min_samples")
@@ -53,7 +52,8 @@ def command(ctx: click.Context, run_dir: Path, json_path: Path | None, port: int
     seeded paired-bootstrap CIs (stratified by scenario). Figures with too few samples are
     marked insufficient; figures whose definition does not apply, not computable.
 
-    With OTEL_EXPORTER_OTLP_ENDPOINT set, the figures are also pushed over OTLP.
+    With --policy, its thresholds and the gate's verdict are exported too. With
+    OTEL_EXPORTER_OTLP_ENDPOINT set, the figures are also pushed over OTLP.
     """
     from rich.console import Console
 

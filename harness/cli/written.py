@@ -7,6 +7,9 @@ from pathlib import Path
 
 import click
 
+# `init` and `dashboards export` write through write_or_refuse and take the same --force
+force_option = click.option("--force", is_flag=True, help="Overwrite files that exist.")
+
 
 def write_or_refuse(directory: Path, files: dict[str, bytes], force: bool) -> list[Path]:
     from layergate.harness.starter import StarterExistsError, write_files

@@ -12,6 +12,7 @@ from layergate.exporters import bundled
 from layergate.exporters.catalogue import BASELINE, BASELINE2, CANDIDATE, FULL_DEPTH
 from layergate.exporters.errors import UsageError
 from layergate.exporters.model_files import DEFAULT_MODEL
+from layergate.harness.gate.policy import POLICY_HELP
 from layergate.harness.stack.engines import EngineSpec
 
 
@@ -102,8 +103,7 @@ class DemoConfig:
     threads: int = field(default=1, metadata={
         "help": "torch threads per engine; the engines (2 + one per candidate) share the "
                 "cores, so keep their threads together near the cores.", "min": 1})
-    gate_policy: Path | None = field(default=None, metadata={
-        "help": "Gate policy: a bundled name or a YAML file [default: default]."})
+    gate_policy: Path | None = field(default=None, metadata={"help": POLICY_HELP})
     hold: bool = field(default=False, metadata={
         "help": "Keep engines and Prometheus up after the verdict, until Ctrl-C."})
 
