@@ -3,7 +3,6 @@ week's, release N against N-1) figure by figure; exit 1 on a regression."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -44,7 +43,8 @@ def command(run_a: Path, run_b: Path, policy_path: Path | None, arm: str | None,
 
     from layergate.harness.gate import load_policy
     from layergate.harness.gate.compare import compare_runs
-    from layergate.harness.report.comparison import comparison_json, print_comparison
+    from layergate.harness.report import formats
+    from layergate.harness.report.comparison import print_comparison
     from layergate.harness.rundir import load_run
 
     policy = load_policy(policy_path)
@@ -53,11 +53,6 @@ def command(run_a: Path, run_b: Path, policy_path: Path | None, arm: str | None,
         runs = load_run(run_a), load_run(run_b)
         comparison = compare_runs(*runs, policy, arm_a or arm, arm_b or arm)
     print_comparison(comparison, Console())
-    if json_path is not None:
-        try:
-            json_path.write_text(json.dumps(comparison_json(comparison), indent=2) + "\n")
-        except OSError as exc:
-            raise click.BadParameter(f"cannot write {json_path}: {exc.strerror or exc}",
-                                     param_hint="--json") from exc
-        err.print(f"wrote {json_path}", highlight=False)
+    formats.COMPARISON.write(comparison, {"json": json_path},
+                             wrote=lambda path: err.print(f"wrote {path}", highlight=False))
     raise SystemExit(ExitCode.FAIL if comparison.regressions else ExitCode.PASS)

@@ -61,7 +61,8 @@ def command(ctx: click.Context, run_dir: Path, json_path: Path | None, port: int
     from layergate.harness.gate import load_policy
     from layergate.harness.gate.run_view import view_config, view_run
     from layergate.harness.replay.config import check_tokenizer
-    from layergate.harness.report.run_figures import print_figures, write_figures_json
+    from layergate.harness.report import formats
+    from layergate.harness.report.run_figures import print_figures
     from layergate.harness.rundir import load_run
 
     err = Console(stderr=True)
@@ -75,13 +76,8 @@ def command(ctx: click.Context, run_dir: Path, json_path: Path | None, port: int
                     f"({config.n_resamples} bootstrap resamples)"):
         view = view_run(run, policy, config)
     print_figures(view)
-    if json_path is not None:
-        try:
-            write_figures_json(view, json_path)
-        except OSError as exc:
-            raise click.BadParameter(f"cannot write {json_path}: {exc.strerror or exc}",
-                                     param_hint="--json") from exc
-        err.print(f"wrote {json_path}", highlight=False)
+    formats.FIGURES.write(view, {"json": json_path},
+                          wrote=lambda path: err.print(f"wrote {path}", highlight=False))
     pushed = push_run(run.manifest.id, view.figures, run.results, os.environ)
     if pushed is not None:
         err.print(pushed, highlight=False)

@@ -9,7 +9,6 @@ found unfinished under --on-unfinished-hook fail).
 
 from __future__ import annotations
 
-import json
 import re
 import signal
 import threading
@@ -106,6 +105,7 @@ def command(ctx: click.Context, json_path: Path | None, **_: Any) -> None:
     """
     from rich.console import Console
 
+    from layergate.harness.report import formats
     from layergate.harness.watch.loop import prepare, run_watch
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -124,17 +124,6 @@ def command(ctx: click.Context, json_path: Path | None, **_: Any) -> None:
     if outcome.hook_error:
         err.print(f"[bold red]error:[/] {outcome.hook_error}")
     err.print(f"verdict: [bold]{outcome.status.verdict}[/] (exit {outcome.exit_code})")
-    if json_path is not None:
-        _write_json(json_path, outcome)
-        err.print(f"wrote {json_path}")
+    formats.WATCH.write(outcome, {"json": json_path},
+                        wrote=lambda path: err.print(f"wrote {path}"))
     raise SystemExit(outcome.exit_code)
-
-
-def _write_json(path: Path, outcome: Any) -> None:
-    body = {**outcome.board.to_json(), "hook_error": outcome.hook_error,
-            "exit_code": outcome.exit_code}
-    try:
-        path.write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise click.BadParameter(f"cannot write {path}: {exc.strerror or exc}",
-                                 param_hint="--json") from exc

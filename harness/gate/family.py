@@ -182,6 +182,20 @@ class FamilyResult:
     alpha: float  # the family-wise error rate the adjustment holds
     require: str
 
+    @classmethod
+    def of_one(cls, result: GateResult) -> FamilyResult:
+        """A lone verdict (a capacity sweep's) as a family of one, so that every verdict
+        reaches the reports the same way; nothing to adjust, at the default confidence."""
+        level = MetricsConfig.confidence
+        return cls((CandidateVerdict(CANDIDATE, result, level),), NO_ADJUSTMENT,
+                   round(1 - level, 12), REQUIRE_ANY)
+
+    @property
+    def only(self) -> GateResult | None:
+        """The one candidate's result in a family of one (None with several): its reports
+        and summary are those of a one-candidate run."""
+        return self.candidates[0].result if len(self.candidates) == 1 else None
+
     @property
     def verdict(self) -> str:
         return combined({c.name: c.verdict for c in self.candidates}, self.require)

@@ -55,6 +55,11 @@ class WatchOutcome:
     def exit_code(self) -> int:
         return NO_DATA_EXIT if self.hook_error is not None else self.status.exit_code
 
+    def to_json(self) -> dict[str, Any]:
+        """The final state `watch --json` writes: the board, a failed hook, the exit code."""
+        return {**self.board.to_json(), "hook_error": self.hook_error,
+                "exit_code": self.exit_code}
+
 
 @dataclass(frozen=True)
 class Prepared:
