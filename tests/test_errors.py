@@ -5,6 +5,7 @@ command translates an error by hand."""
 from __future__ import annotations
 
 import ast
+import builtins
 import importlib
 import inspect
 from pathlib import Path
@@ -21,17 +22,25 @@ HTTP_ANSWERS = {"reference_engine.server.errors.APIError", "reference_engine.sch
 
 
 def _modules_raising_their_own() -> list[str]:
-    """The modules that define a class deriving from something named like an exception."""
-    out = []
+    """The modules that define an exception class: one deriving from a builtin exception or,
+    to a fixed point, from a class of the project found to be one."""
+    bases: dict[str, dict[str, set[str]]] = {}  # module -> class -> its bases' last names
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
             tree = ast.parse(path.read_text(encoding="utf-8"))
-            bases = [ast.unparse(b).rpartition(".")[2] for node in ast.walk(tree)
-                     if isinstance(node, ast.ClassDef) for b in node.bases]
-            if any(b.endswith(("Error", "Exception", "Mismatch")) for b in bases):
-                parts = path.relative_to(ROOT).with_suffix("").parts
-                out.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
-    return out
+            bases[module] = {node.name: {ast.unparse(b).rpartition(".")[2] for b in node.bases}
+                             for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+    known = {name for name, obj in vars(builtins).items()
+             if inspect.isclass(obj) and issubclass(obj, BaseException)}
+    while True:
+        found = {c for classes in bases.values() for c, b in classes.items() if b & known}
+        if found <= known:
+            break
+        known |= found
+    return [m for m, classes in bases.items()
+            if any(b & known for b in classes.values())]
 
 
 def _exception_classes() -> dict[str, type[BaseException]]:
