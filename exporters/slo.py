@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from layergate.exporters.errors import UsageError
 from layergate.exporters.records import ArmResult
 
 SLO_KEYS = ("ttft", "tpot", "e2e")
@@ -18,7 +19,7 @@ _UNITS = {"ms": 1e-3, "s": 1.0}
 _LIMIT = re.compile(r"^\s*([-+]?[0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)\s*(ms|s)?\s*$", re.IGNORECASE)
 
 
-class SLOError(ValueError):
+class SLOError(UsageError, ValueError):
     pass
 
 

@@ -15,10 +15,12 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
+from layergate.exporters.errors import UsageError
+
 TOKENIZER_FILE = "tokenizer.json"
 
 
-class TokenizerError(ValueError):
+class TokenizerError(UsageError, ValueError):
     """A tokenizer that cannot be found or read; the message says where it looked."""
 
 

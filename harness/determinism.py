@@ -26,6 +26,7 @@ from rich.progress import Progress
 
 from layergate.exporters import tokenizer
 from layergate.exporters.catalogue import SEED_IGNORED, same_output
+from layergate.exporters.errors import UsageError
 from layergate.exporters.records import ArmResult
 from layergate.exporters.traffic import TrafficRecord, read_traffic
 from layergate.harness.manifest import Manifest
@@ -40,7 +41,7 @@ from layergate.harness.replay.transport import HttpxTransport, Transport
 from layergate.harness.rundir import RunDir
 
 
-class DeterminismError(ValueError):
+class DeterminismError(UsageError, ValueError):
     pass
 
 

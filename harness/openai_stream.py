@@ -41,6 +41,7 @@ from layergate.exporters.catalogue import (
     TOKENIZER,
     USAGE,
 )
+from layergate.exporters.errors import InfrastructureError
 from layergate.exporters.records import ArmResult
 from layergate.exporters.traffic import TrafficRecord
 
@@ -51,7 +52,7 @@ _DECODE = json.JSONDecoder().decode
 REQUEST_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 
 
-class StreamError(ValueError):
+class StreamError(InfrastructureError, ValueError):
     """An answer that breaks the protocol; the message says how, `quirk` names it."""
 
     def __init__(self, message: str, quirk: str | None = None) -> None:

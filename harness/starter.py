@@ -20,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from layergate.exporters import bundled
+from layergate.exporters.errors import UsageError
 from layergate.exporters.traffic import dumps_record
 from layergate.harness.gate.policy import flattened
 from layergate.harness.install_source import InstallSource
@@ -41,7 +42,7 @@ POLICY_HEADER = ("# The gate policy of this stack: `layergate gate RUN --policy 
                  "# layergate's docs/FORMATS.md (gate policy). Edit the thresholds to yours.\n")
 
 
-class StarterExistsError(FileExistsError):
+class StarterExistsError(UsageError, FileExistsError):
     """Files that init would overwrite; names them."""
 
 

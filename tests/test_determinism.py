@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from layergate.exporters.traffic import TrafficRecord, read_traffic, write_traffic
-from layergate.harness.cli.determinism import command
+from layergate.harness.cli import main
 from layergate.harness.processes import ManagedProcess
 from layergate.harness.rundir import load_run
 from layergate.harness.scenarios import SCENARIOS_DIR
@@ -25,8 +25,9 @@ def _traffic(path: Path) -> Path:
 def test_repeats_store_tokens_latency_and_peak_memory(tmp_path: Path,
                                                       full_engine: ManagedProcess) -> None:
     out = tmp_path / "det"
-    result = CliRunner().invoke(command, [
-        "--target", f"baseline={full_engine.url}", "--traffic", str(_traffic(tmp_path / "t")),
+    result = CliRunner().invoke(main, [
+        "determinism", "--target", f"baseline={full_engine.url}",
+        "--traffic", str(_traffic(tmp_path / "t")),
         "--repeats", "2", "--concurrency", "1,2", "--requests", "3", "--out", str(out),
         "--no-progress"])
     assert result.exit_code == 0, result.output
@@ -54,7 +55,7 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
              (["--repeats", "2", "--concurrency", "0,2"], "--concurrency"),
              (["--repeats", "2", "--target", "x=ftp://x"], "http(s) URL")]
     for extra, message in cases:
-        args = ["--target", "http://127.0.0.1:9", "--traffic", str(traffic),
+        args = ["determinism", "--target", "http://127.0.0.1:9", "--traffic", str(traffic),
                 "--out", str(tmp_path / "o"), *extra]
-        result = runner.invoke(command, args)
+        result = runner.invoke(main, args)  # the group renders errors
         assert result.exit_code == 2 and message in result.output, result.output

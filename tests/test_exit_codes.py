@@ -103,3 +103,24 @@ def test_errors_end_with_their_code_and_one_message(args: list[str], code: ExitC
     assert message in result.stderr, result.stderr
     assert result.exception is None or isinstance(result.exception, SystemExit)
 
+
+
+@pytest.fixture(scope="module")
+def synthetic_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from benchmarks.rigs.synthetic_run import write_run
+
+    return write_run(tmp_path_factory.mktemp("synthetic") / "run", 40).path
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--require", "nope"], "--require 'nope': not all, any or a candidate of the run"),
+    (["--json", "{missing}/gate.json"], "--json: cannot write"),
+])
+def test_errors_once_translated_by_hand_reach_the_one_handler(
+        args: list[str], message: str, synthetic_run: Path, tmp_path: Path) -> None:
+    """A RequireError and an unwritable report path: usage errors (2) that the gate once
+    turned into click's errors itself."""
+    argv = ["gate", str(synthetic_run), *(a.format(missing=tmp_path / "no") for a in args)]
+    result = CliRunner().invoke(main, argv)
+    assert result.exit_code == ExitCode.USAGE, result.output
+    assert f"layergate gate: error: {message}" in result.stderr, result.stderr

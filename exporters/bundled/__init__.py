@@ -25,6 +25,8 @@ from typing import Any
 
 import yaml
 
+from layergate.exporters.errors import UsageError
+
 
 @dataclass(frozen=True)
 class Kind:
@@ -41,7 +43,7 @@ WATCH_POLICIES = Kind(("scenarios", "watch"), "watch policy", others=("metric-na
 MIXES = Kind(("scenarios", "mixes"), "scenario")
 
 
-class BundledNameError(ValueError):
+class BundledNameError(UsageError, ValueError):
     """A name that is neither a file nor a bundled name; lists the known names."""
 
 

@@ -3,13 +3,13 @@ week's, release N against N-1) figure by figure; exit 1 on a regression."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from layergate.exporters.catalogue import ExitCode
 from layergate.harness.cli.exits import RUN_DIR_UNREADABLE, exits
+from layergate.harness.cli.options import policy_option
 
 
 @exits(ExitCode.PASS, ExitCode.FAIL, ExitCode.USAGE, ExitCode.INFRASTRUCTURE,
@@ -18,9 +18,7 @@ from layergate.harness.cli.exits import RUN_DIR_UNREADABLE, exits
 @click.command("compare")
 @click.argument("run_a", type=click.Path(file_okay=False, path_type=Path))
 @click.argument("run_b", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--policy", "policy_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Gate policy whose critical rules say which figures are gated and their "
-                   "thresholds (a bundled name or a YAML file). Default: default.")
+@policy_option
 @click.option("--arm", "arm", metavar="NAME",
               help="The candidate to compare in both runs (needed when they have several).")
 @click.option("--arm-a", metavar="NAME", help="The candidate of RUN_A (default: --arm).")
@@ -30,7 +28,9 @@ from layergate.harness.cli.exits import RUN_DIR_UNREADABLE, exits
 def command(run_a: Path, run_b: Path, policy_path: Path | None, arm: str | None,
             arm_a: str | None, arm_b: str | None, json_path: Path | None) -> None:
     """Compare the candidate of RUN_A (before) with that of RUN_B (after), each judged
-    against its own baseline and noise floor under the same policy.
+    against its own baseline and noise floor under the same policy (--policy; without it
+    the bundled `default`), whose critical rules say which figures are gated and their
+    thresholds.
 
     Every figure is shown with both values and intervals, the change, and whether each run's
     value lies outside the other's interval. A regression is a gated figure (a critical rule
@@ -43,7 +43,8 @@ def command(run_a: Path, run_b: Path, policy_path: Path | None, arm: str | None,
 
     from layergate.harness.gate import load_policy
     from layergate.harness.gate.compare import compare_runs
-    from layergate.harness.report.comparison import comparison_json, print_comparison
+    from layergate.harness.report import formats
+    from layergate.harness.report.comparison import print_comparison
     from layergate.harness.rundir import load_run
 
     policy = load_policy(policy_path)
@@ -52,11 +53,6 @@ def command(run_a: Path, run_b: Path, policy_path: Path | None, arm: str | None,
         runs = load_run(run_a), load_run(run_b)
         comparison = compare_runs(*runs, policy, arm_a or arm, arm_b or arm)
     print_comparison(comparison, Console())
-    if json_path is not None:
-        try:
-            json_path.write_text(json.dumps(comparison_json(comparison), indent=2) + "\n")
-        except OSError as exc:
-            raise click.BadParameter(f"cannot write {json_path}: {exc.strerror or exc}",
-                                     param_hint="--json") from exc
-        err.print(f"wrote {json_path}", highlight=False)
+    formats.COMPARISON.write(comparison, {"json": json_path},
+                             wrote=lambda path: err.print(f"wrote {path}", highlight=False))
     raise SystemExit(ExitCode.FAIL if comparison.regressions else ExitCode.PASS)

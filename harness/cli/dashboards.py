@@ -7,9 +7,8 @@ from pathlib import Path
 import click
 
 from layergate.exporters.catalogue import ExitCode
-from layergate.exporters.errors import InfrastructureError
 from layergate.harness.cli.exits import exits
-from layergate.harness.cli.written import write_or_refuse
+from layergate.harness.cli.written import force_option, write_or_refuse
 
 
 @click.group(name="dashboards")
@@ -24,7 +23,7 @@ def command() -> None:
 @exits(ExitCode.PASS, ExitCode.USAGE, PASS="written", USAGE="files exist (without --force)")
 @command.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--force", is_flag=True, help="Overwrite files that exist.")
+@force_option
 def export(directory: Path, force: bool) -> None:
     """Write DIRECTORY/dashboards/: the Grafana dashboards (grafana/*.json) and provisioning,
     Prometheus's config and recording rules (prometheus.yml, rules.yml), and the rollout
@@ -54,7 +53,7 @@ def push(grafana_url: str, api_key: str | None, user: str | None, password: str 
     """Upload the Prometheus datasource (uid layergate-prometheus) and every dashboard
     into the folder `layergate`, overwriting earlier versions.
     """
-    from layergate.harness.stack.grafana_push import GrafanaPushError, push_dashboards
+    from layergate.harness.stack.grafana_push import push_dashboards
 
     if not grafana_url.startswith(("http://", "https://")):
         raise click.BadParameter("must start with http:// or https://",
@@ -64,11 +63,8 @@ def push(grafana_url: str, api_key: str | None, user: str | None, password: str 
     if bool(user) != bool(password):
         raise click.UsageError("--user and --password go together")
     credential: str | tuple[str, str] | None = api_key or ((user, password) if user else None)
-    try:
-        result = push_dashboards(grafana_url, credential, prometheus_url, timeout,
-                                 on_upload=lambda t: click.echo(f"uploaded {t}"))
-    except GrafanaPushError as exc:
-        raise InfrastructureError(str(exc)) from exc
+    result = push_dashboards(grafana_url, credential, prometheus_url, timeout,
+                             on_upload=lambda t: click.echo(f"uploaded {t}"))
     click.echo(f"datasource {result.datasource_uid} and {len(result.dashboards)} dashboards "
                f"pushed to {grafana_url}")
     for url in result.urls:

@@ -54,20 +54,15 @@ def command(ctx: click.Context, quick: bool, **_: Any) -> None:
     started.
     """
     from layergate.harness.gate import load_policy
-    from layergate.harness.rundir import RunDirError
-    from layergate.harness.stack.demo import DemoError, run_demo
-    from layergate.harness.stack.health import StackError
+    from layergate.harness.stack.demo import run_demo
 
     given = config_values(ctx, DemoConfig, given_only=True)
     out = given.pop("out", ctx.params["out"])
-    try:
-        config = DemoConfig.quick(out, **given) if quick else DemoConfig(out=out, **given)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from exc
+    config = DemoConfig.quick(out, **given) if quick else DemoConfig(out=out, **given)
     load_policy(config.gate_policy)  # a bad policy should fail now, not after minutes of replay
     try:
         outcome = run_demo(config)
-    except (DemoError, StackError, RunDirError, FileNotFoundError) as exc:
+    except FileNotFoundError as exc:  # a program of the stack not installed
         raise InfrastructureError(str(exc)) from exc
     except KeyboardInterrupt:
         click.echo("interrupted: every process the demo started has been stopped", err=True)

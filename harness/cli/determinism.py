@@ -62,13 +62,11 @@ def command(ctx: click.Context, **_: Any) -> None:
     the token ids, the latencies and the engine-reported peak memory. `layergate metrics`
     turns them into output, resource and latency determinism.
     """
-    from layergate.harness.determinism import DeterminismError, run_determinism
+    from layergate.harness.determinism import run_determinism
     from layergate.harness.rundir import RunDir
 
     try:
         run_dir = run_determinism(DeterminismConfig(**config_values(ctx, DeterminismConfig)))
-    except DeterminismError as exc:
-        raise click.UsageError(str(exc)) from exc
     except KeyboardInterrupt:
         click.echo(f"interrupted: {ctx.params['out']} is marked interrupted", err=True)
         raise SystemExit(ExitCode.FAIL) from None

@@ -54,15 +54,11 @@ def command(ctx: click.Context, trace: Path, **_: Any) -> None:
     The output appears only once complete; the import report (counts of what was left
     out, clipped or capped, and the requests capped) goes next to it.
     """
-    from layergate.exporters.tokenizer import TokenizerError
-    from layergate.harness.traces import ImportConfigError, SynthError, TraceError, import_trace
+    from layergate.harness.traces import import_trace
 
-    try:
-        # SOURCE is the field `source`, named apart so that it is not taken for an option
-        config = ImportConfig(source=trace, **config_values(ctx, ImportConfig))
-        report = import_trace(config, note=lambda text: click.echo(f"note: {text}", err=True))
-    except (ImportConfigError, TraceError, TokenizerError, SynthError) as exc:
-        raise click.UsageError(str(exc)) from exc
+    # SOURCE is the field `source`, named apart so that it is not taken for an option
+    config = ImportConfig(source=trace, **config_values(ctx, ImportConfig))
+    report = import_trace(config, note=lambda text: click.echo(f"note: {text}", err=True))
     click.echo(f"{config.out}: {report.lines()[0]}")
     for line in report.lines()[1:]:
         click.echo(f"  {line}")

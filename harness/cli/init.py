@@ -8,13 +8,13 @@ import click
 
 from layergate.exporters.catalogue import ExitCode
 from layergate.harness.cli.exits import exits
-from layergate.harness.cli.written import write_or_refuse
+from layergate.harness.cli.written import force_option, write_or_refuse
 
 
 @exits(ExitCode.PASS, ExitCode.USAGE, PASS="written", USAGE="files exist (without --force)")
 @click.command("init")
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--force", is_flag=True, help="Overwrite files that exist.")
+@force_option
 @click.option("--install-from", "install_from", metavar="SOURCE",
               help="Where the starter's CI jobs and image install layergate from: a version "
                    "on your package index (0.1.0), a wheel or sdist file (copied into "

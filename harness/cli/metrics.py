@@ -15,6 +15,7 @@ from layergate.exporters.catalogue import ExitCode
 from layergate.exporters.cli_options import config_values, field_option
 from layergate.exporters.config import MetricsConfig
 from layergate.harness.cli.exits import RUN_DIR_UNREADABLE, exits
+from layergate.harness.cli.options import policy_option
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -32,9 +33,7 @@ if TYPE_CHECKING:
                    "until Ctrl-C.")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address --serve listens on.")
-@click.option("--policy", "policy_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Gate policy (a bundled name or a YAML file): also export its "
-                   "thresholds and the gate's verdict.")
+@policy_option
 @field_option(MetricsConfig, "n_resamples", "--resamples")
 @field_option(MetricsConfig, "seed")
 @field_option(MetricsConfig, "min_samples")
@@ -53,7 +52,8 @@ def command(ctx: click.Context, run_dir: Path, json_path: Path | None, port: int
     seeded paired-bootstrap CIs (stratified by scenario). Figures with too few samples are
     marked insufficient; figures whose definition does not apply, not computable.
 
-    With OTEL_EXPORTER_OTLP_ENDPOINT set, the figures are also pushed over OTLP.
+    With --policy, its thresholds and the gate's verdict are exported too. With
+    OTEL_EXPORTER_OTLP_ENDPOINT set, the figures are also pushed over OTLP.
     """
     from rich.console import Console
 
@@ -61,7 +61,8 @@ def command(ctx: click.Context, run_dir: Path, json_path: Path | None, port: int
     from layergate.harness.gate import load_policy
     from layergate.harness.gate.run_view import view_config, view_run
     from layergate.harness.replay.config import check_tokenizer
-    from layergate.harness.report.run_figures import print_figures, write_figures_json
+    from layergate.harness.report import formats
+    from layergate.harness.report.run_figures import print_figures
     from layergate.harness.rundir import load_run
 
     err = Console(stderr=True)
@@ -75,13 +76,8 @@ def command(ctx: click.Context, run_dir: Path, json_path: Path | None, port: int
                     f"({config.n_resamples} bootstrap resamples)"):
         view = view_run(run, policy, config)
     print_figures(view)
-    if json_path is not None:
-        try:
-            write_figures_json(view, json_path)
-        except OSError as exc:
-            raise click.BadParameter(f"cannot write {json_path}: {exc.strerror or exc}",
-                                     param_hint="--json") from exc
-        err.print(f"wrote {json_path}", highlight=False)
+    formats.FIGURES.write(view, {"json": json_path},
+                          wrote=lambda path: err.print(f"wrote {path}", highlight=False))
     pushed = push_run(run.manifest.id, view.figures, run.results, os.environ)
     if pushed is not None:
         err.print(pushed, highlight=False)

@@ -38,11 +38,8 @@ def command(ctx: click.Context, **params: Any) -> None:
     from layergate.harness.replay import auth
     from layergate.harness.replay.workers import worker_env
 
-    try:
-        config = WorkerConfig(**config_values(ctx, WorkerConfig))
-        token = auth.token_from(config.worker_token_file, os.environ)
-    except auth.TokenError as exc:
-        raise click.UsageError(str(exc)) from exc
+    config = WorkerConfig(**config_values(ctx, WorkerConfig))
+    token = auth.token_from(config.worker_token_file, os.environ)
     cmd = config.command()
     env = worker_env(os.environ, config.name, config.processes)
     if token:

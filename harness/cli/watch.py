@@ -9,7 +9,6 @@ found unfinished under --on-unfinished-hook fail).
 
 from __future__ import annotations
 
-import json
 import re
 import signal
 import threading
@@ -106,18 +105,12 @@ def command(ctx: click.Context, json_path: Path | None, **_: Any) -> None:
     """
     from rich.console import Console
 
-    from layergate.harness.gate import PolicyError
+    from layergate.harness.report import formats
     from layergate.harness.watch.loop import prepare, run_watch
-    from layergate.harness.watch.metric_map import MetricMapError
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     config = WatchConfig(**config_values(ctx, WatchConfig))
-    try:
-        prepared = prepare(config)
-    except PolicyError as exc:
-        raise click.BadParameter(str(exc), param_hint="--policy") from exc
-    except (MetricMapError, ValueError) as exc:
-        raise click.UsageError(str(exc)) from exc
+    prepared = prepare(config)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     err.print(f"watching {config.candidate} against {config.baseline} on {config.prometheus} "
@@ -125,26 +118,12 @@ def command(ctx: click.Context, json_path: Path | None, **_: Any) -> None:
               f"{', '.join(f'{s:g}' for s in prepared.plan.analysed)} %, window "
               f"{config.window_s:g} s, alpha {prepared.policy.alpha:g} over the rollout, "
               f"{prepared.machine.alpha:.2g} per stage and figure)")
-    try:
-        outcome = run_watch(prepared, say=err.print, stop=stop)
-    except MetricMapError as exc:
-        raise click.UsageError(str(exc)) from exc
+    outcome = run_watch(prepared, say=err.print, stop=stop)
     if outcome.status.verdict == PENDING:
         err.print("[yellow]stopped before a verdict[/]")
     if outcome.hook_error:
         err.print(f"[bold red]error:[/] {outcome.hook_error}")
     err.print(f"verdict: [bold]{outcome.status.verdict}[/] (exit {outcome.exit_code})")
-    if json_path is not None:
-        _write_json(json_path, outcome)
-        err.print(f"wrote {json_path}")
+    formats.WATCH.write(outcome, {"json": json_path},
+                        wrote=lambda path: err.print(f"wrote {path}"))
     raise SystemExit(outcome.exit_code)
-
-
-def _write_json(path: Path, outcome: Any) -> None:
-    body = {**outcome.board.to_json(), "hook_error": outcome.hook_error,
-            "exit_code": outcome.exit_code}
-    try:
-        path.write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise click.BadParameter(f"cannot write {path}: {exc.strerror or exc}",
-                                 param_hint="--json") from exc

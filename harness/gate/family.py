@@ -34,6 +34,7 @@ from layergate.exporters.catalogue import (
     exit_code,
 )
 from layergate.exporters.config import MetricsConfig
+from layergate.exporters.errors import UsageError
 from layergate.exporters.figures import OVERALL, Figure
 from layergate.exporters.records import ArmResult
 from layergate.harness.gate.best import (
@@ -52,11 +53,11 @@ from layergate.harness.rundir import LazyResults, Run, RunDir
 from layergate.harness.store.results import StoredResult
 
 
-class RequireError(ValueError):
+class RequireError(UsageError, ValueError):
     """A `--require` naming no candidate of the run (a usage error)."""
 
 
-class CapacityError(ValueError):
+class CapacityError(UsageError, ValueError):
     """A capacity sweep given for no candidate of the run (a usage error)."""
 
 
@@ -180,6 +181,20 @@ class FamilyResult:
     multiplicity: str
     alpha: float  # the family-wise error rate the adjustment holds
     require: str
+
+    @classmethod
+    def of_one(cls, result: GateResult) -> FamilyResult:
+        """A lone verdict (a capacity sweep's) as a family of one, so that every verdict
+        reaches the reports the same way; nothing to adjust, at the default confidence."""
+        level = MetricsConfig.confidence
+        return cls((CandidateVerdict(CANDIDATE, result, level),), NO_ADJUSTMENT,
+                   round(1 - level, 12), REQUIRE_ANY)
+
+    @property
+    def only(self) -> GateResult | None:
+        """The one candidate's result in a family of one (None with several): its reports
+        and summary are those of a one-candidate run."""
+        return self.candidates[0].result if len(self.candidates) == 1 else None
 
     @property
     def verdict(self) -> str:

@@ -101,6 +101,11 @@ def default_policy_dir() -> Path:
     return bundled.path(*bundled.POLICIES.folder)
 
 
+# what `--policy` says on every command that takes a gate policy (harness/cli/options.py,
+# the demo's DemoConfig.gate_policy)
+POLICY_HELP = "Gate policy: a bundled name (`layergate policies` lists them) or a YAML file."
+
+
 def load_policy(path: str | Path | None = None) -> Policy:
     """Read and validate a policy: a file path, a bundled name (`no-regression`), or None
     for the bundled `default`."""

@@ -17,11 +17,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from layergate.exporters.errors import UsageError
+
 TOKEN_ENV = "LAYERGATE_WORKER_TOKEN"
 MIN_LENGTH = 16  # a guessable token authenticates nothing
 
 
-class TokenError(ValueError):
+class TokenError(UsageError, ValueError):
     pass
 
 

@@ -22,8 +22,10 @@ from typing import Any, Protocol
 import httpcore
 import httpx
 
+from layergate.exporters.errors import InfrastructureError
 
-class TransportError(Exception):
+
+class TransportError(InfrastructureError):
     """The exchange failed below the protocol; the message says how."""
 
 

@@ -1,6 +1,7 @@
 """Reports of a gate result: terminal summary, JSON, JUnit, Markdown and self-contained HTML.
 
-Every writer takes a `GateResult` (from `layergate.harness.gate.evaluate`) and a path.
+Every writer takes a `GateResult` (from `layergate.harness.gate.evaluate`) and a path;
+commands reach them through the registries of `formats.py`, by format name.
 """
 
 from __future__ import annotations

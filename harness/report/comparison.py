@@ -3,7 +3,9 @@ side by side on the terminal, and as JSON."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -71,3 +73,8 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
             "outputs_changed": c.outputs_changed, "paired_requests": c.paired,
             "regressions": [r.name for r in c.regressions],
             "figures": [_change(ch) for ch in c.changes]}
+
+
+def write_comparison_json(comparison: Comparison, path: Path) -> Path:
+    path.write_text(json.dumps(comparison_json(comparison), indent=2) + "\n")
+    return path

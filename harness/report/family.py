@@ -103,6 +103,14 @@ def leaderboard_table(family: FamilyResult) -> Table:
     return table
 
 
+def print_verdict(family: FamilyResult, console: Console | None = None) -> None:
+    """The gate's terminal report: a family of one as its candidate's summary."""
+    if family.only is not None:
+        print_summary(family.only, console)
+    else:
+        print_family(family, console)
+
+
 def print_family(family: FamilyResult, console: Console | None = None) -> None:
     """Each candidate's summary, then the leaderboard and the run's verdict."""
     console = console or Console()

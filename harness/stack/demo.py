@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.panel import Panel
 
 from layergate.exporters.catalogue import BASELINE2, FAIL, PASS
+from layergate.exporters.errors import InfrastructureError
 from layergate.harness.rundir import RunDir
 from layergate.harness.stack.demo_config import DemoConfig
 from layergate.harness.stack.demo_locust import locust_table
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
 
 SCRAPE_S = 2.0
 DETERMINISM_MAX_TOKENS = 24
+# the gate's reports (harness/report/formats.py GATE) the demo writes into the run, by format
+REPORT_FILES = {"html": "report.html", "json": "gate.json", "junit": "junit.xml",
+                "markdown": "report.md"}
 
 LINKS = {
     "finished-run figures (RER, termination, consistency)":
@@ -43,7 +47,7 @@ LINKS = {
 }
 
 
-class DemoError(RuntimeError):
+class DemoError(InfrastructureError, RuntimeError):
     """The demo could not produce a verdict (a part failed to start or to run)."""
 
 
@@ -102,27 +106,17 @@ def _determinism(config: DemoConfig, stack: RunningStack, run_dir: Path,
 
 def _gate_and_reports(config: DemoConfig, run_dir: Path,
                       console: Console) -> tuple[FamilyResult, dict[str, Path]]:
-    from layergate.harness import report
     from layergate.harness.gate import load_policy
     from layergate.harness.gate.family import evaluate_family
-    from layergate.harness.report import family as several
+    from layergate.harness.report import formats
+    from layergate.harness.report.family import print_verdict
     from layergate.harness.rundir import load_run
 
     with console.status("computing figures (bootstrap CIs) and the gate's verdicts"):
         family = evaluate_family(load_run(run_dir), load_policy(config.gate_policy))
-        one = family.candidates[0].result if len(family.candidates) == 1 else None
-        writers = ((report.write_html, several.write_family_html, "report.html"),
-                   (report.write_json, several.write_family_json, "gate.json"),
-                   (report.write_junit, several.write_family_junit, "junit.xml"),
-                   (report.write_markdown, several.write_family_markdown, "report.md"))
-        reports = {kind: (single(one, run_dir / name) if one is not None
-                          else each(family, run_dir / name))
-                   for kind, (single, each, name) in zip(
-                       ("html", "json", "junit", "markdown"), writers, strict=True)}
-    if one is not None:
-        report.print_summary(one, console)
-    else:
-        several.print_family(family, console)
+        reports = formats.GATE.write(family, {name: run_dir / file
+                                              for name, file in REPORT_FILES.items()})
+    print_verdict(family, console)
     return family, reports
 
 

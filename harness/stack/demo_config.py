@@ -10,7 +10,9 @@ from typing import Any
 
 from layergate.exporters import bundled
 from layergate.exporters.catalogue import BASELINE, BASELINE2, CANDIDATE, FULL_DEPTH
+from layergate.exporters.errors import UsageError
 from layergate.exporters.model_files import DEFAULT_MODEL
+from layergate.harness.gate.policy import POLICY_HELP
 from layergate.harness.stack.engines import EngineSpec
 
 
@@ -69,6 +71,10 @@ DEFAULT_CANDIDATES = ("static", "speculative", "dynamic")
 QUICK = {"requests": 8, "max_tokens": 16, "rate": 1.0, "determinism_prompts": 3, "repeats": 2}
 
 
+class DemoConfigError(UsageError, ValueError):
+    """A demo configuration that cannot run."""
+
+
 @dataclass(frozen=True)
 class DemoConfig:
     out: Path = field(default=Path("runs"), metadata={
@@ -97,28 +103,27 @@ class DemoConfig:
     threads: int = field(default=1, metadata={
         "help": "torch threads per engine; the engines (2 + one per candidate) share the "
                 "cores, so keep their threads together near the cores.", "min": 1})
-    gate_policy: Path | None = field(default=None, metadata={
-        "help": "Gate policy: a bundled name or a YAML file [default: default]."})
+    gate_policy: Path | None = field(default=None, metadata={"help": POLICY_HELP})
     hold: bool = field(default=False, metadata={
         "help": "Keep engines and Prometheus up after the verdict, until Ctrl-C."})
 
     def __post_init__(self) -> None:
         for name in self.candidates:
             if name not in CANDIDATES:
-                raise ValueError(f"candidates: unknown candidate {name!r}, choose from "
-                                 f"{', '.join(CANDIDATES)}")
+                raise DemoConfigError(f"candidates: unknown candidate {name!r}, choose from "
+                                      f"{', '.join(CANDIDATES)}")
         if not self.candidates or len(set(self.candidates)) != len(self.candidates):
-            raise ValueError("give each candidate once (and at least one)")
+            raise DemoConfigError("give each candidate once (and at least one)")
         baselines = {CANDIDATES[n].baseline_switches for n in self.candidates}
         if len(baselines) > 1:
-            raise ValueError("engine-switches runs alone: its baselines run with other "
-                             "switches than the other candidates'")
+            raise DemoConfigError("engine-switches runs alone: its baselines run with other "
+                                  "switches than the other candidates'")
         for name in ("requests", "max_tokens", "determinism_prompts", "repeats", "threads"):
             value = getattr(self, name)
             if value is not None and value < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
+                raise DemoConfigError(f"{name} must be >= 1, got {value}")
         if self.rate is not None and self.rate <= 0:
-            raise ValueError(f"rate must be > 0, got {self.rate}")
+            raise DemoConfigError(f"rate must be > 0, got {self.rate}")
 
     @classmethod
     def quick(cls, out: Path, **overrides: Any) -> DemoConfig:

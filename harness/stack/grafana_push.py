@@ -14,13 +14,14 @@ import yaml
 from grafana_client import GrafanaApi
 from grafana_client.client import GrafanaClientError, GrafanaException
 
+from layergate.exporters.errors import InfrastructureError
 from layergate.harness.stack.native import DASHBOARDS_DIR
 
 FOLDER_UID = "layergate"
 DATASOURCE_FILE = DASHBOARDS_DIR / "provisioning" / "datasources" / "prometheus.yml"
 
 
-class GrafanaPushError(RuntimeError):
+class GrafanaPushError(InfrastructureError, RuntimeError):
     """Grafana unreachable, credentials refused, or an upload rejected."""
 
 

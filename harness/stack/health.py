@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import time
 
+from layergate.exporters.errors import InfrastructureError
 from layergate.harness.processes import ManagedProcess
 from layergate.harness.readiness import why_down
 
 
-class StackError(RuntimeError):
+class StackError(InfrastructureError, RuntimeError):
     """A process of the stack did not start or did not become healthy."""
 
 

@@ -11,13 +11,14 @@ from urllib.parse import quote
 
 import httpx
 
+from layergate.exporters.errors import InfrastructureError
 from layergate.harness.processes import ManagedProcess, free_port
 from layergate.harness.stack.health import StackError, wait_healthy
 from layergate.harness.stack.processes import ProcessSet
 from layergate.harness.stack.prometheus_config import ScrapeTargets, write_prometheus_config
 
 
-class PromQLError(RuntimeError):
+class PromQLError(InfrastructureError, RuntimeError):
     """Prometheus rejected a query (bad syntax, unknown function, ...)."""
 
 

@@ -8,12 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from layergate.exporters.errors import UsageError
 from layergate.harness.traces import formats
 
 DEFAULT_BLOCK_SIZE = 512  # tokens per mooncake hash id (the trace's own block size)
 
 
-class ImportConfigError(ValueError):
+class ImportConfigError(UsageError, ValueError):
     pass
 
 

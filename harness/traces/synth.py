@@ -25,6 +25,7 @@ from array import array
 import numpy as np
 
 from layergate.exporters import tokenizer
+from layergate.exporters.errors import UsageError
 
 WINDOW = 1 << 20  # words in the seeded text prompts are cut from
 BODY_WORDS = 1024  # the shortest words make the text (3.6 bytes a token for SmolLM2)
@@ -35,7 +36,7 @@ _M = (1 << 64) - 1
 ROOT = -1  # the parent of a prompt's first block
 
 
-class SynthError(ValueError):
+class SynthError(UsageError, ValueError):
     """The tokenizer cannot make exact-length prompts (too few stable one-token words)."""
 
 

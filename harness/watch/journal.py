@@ -30,11 +30,16 @@ from typing import Any
 from layergate.exporters.atomic import write_json_atomic
 from layergate.exporters.canary import ArmWindow, Window
 from layergate.exporters.catalogue import BASELINE, CANDIDATE
+from layergate.exporters.errors import UsageError
 
 VERSION = 1
 
 
-class StateMismatch(ValueError):
+class StateFileError(UsageError, ValueError):
+    """A --state file that cannot be read or written."""
+
+
+class StateMismatch(StateFileError):
     """The state file belongs to another rollout."""
 
 
@@ -59,7 +64,7 @@ class Journal:
     @classmethod
     def open(cls, path: Path | None, identity: dict[str, Any], origin: float) -> Journal:
         """The journal at `path` (created with `origin` when absent or empty). Raises
-        StateMismatch when it names another rollout, ValueError when it is unreadable."""
+        StateMismatch when it names another rollout, StateFileError when it is unreadable."""
         fresh = {"version": VERSION, "identity": identity, "origin": origin,
                  "revision": None, "epoch": 0, "inputs": [], "hooks": {}, "grants": [],
                  "answers": [], "events": []}
@@ -68,16 +73,16 @@ class Journal:
             try:
                 journal.save()
             except OSError as exc:
-                raise ValueError(f"--state {path}: cannot write it: "
+                raise StateFileError(f"--state {path}: cannot write it: "
                                  f"{exc.strerror or exc}") from exc
             return journal
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise ValueError(f"--state {path}: cannot read it as a watch state file: "
+            raise StateFileError(f"--state {path}: cannot read it as a watch state file: "
                              f"{exc}") from exc
         if not isinstance(data, dict) or data.get("version") != VERSION:
-            raise ValueError(f"--state {path}: not a watch state file of version {VERSION}")
+            raise StateFileError(f"--state {path}: not a watch state file of version {VERSION}")
         diffs = differences(data.get("identity", {}), identity)
         if diffs:
             raise StateMismatch(f"--state {path} was written for another rollout: "

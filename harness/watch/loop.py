@@ -29,6 +29,7 @@ from layergate.harness.watch.hooks import HookResult, Hooks
 from layergate.harness.watch.journal import Journal
 from layergate.harness.watch.metric_map import (
     EngineMetrics,
+    MetricMapError,
     load_engine_metrics,
     normalise_selector,
 )
@@ -53,6 +54,11 @@ class WatchOutcome:
     @property
     def exit_code(self) -> int:
         return NO_DATA_EXIT if self.hook_error is not None else self.status.exit_code
+
+    def to_json(self) -> dict[str, Any]:
+        """The final state `watch --json` writes: the board, a failed hook, the exit code."""
+        return {**self.board.to_json(), "hook_error": self.hook_error,
+                "exit_code": self.exit_code}
 
 
 @dataclass(frozen=True)
@@ -93,14 +99,14 @@ def first_window_end(now: float, window: float) -> float:
 
 def prepare(config: WatchConfig) -> Prepared:
     """Load and check the policy, the mapping, the selectors and the state file. Raises
-    PolicyError, MetricMapError or ValueError (StateMismatch among them: all usage errors)
+    PolicyError, MetricMapError, StagePlanError or StateFileError (all usage errors)
     naming what is wrong."""
     policy = load_watch_policy(config.policy)
     engine = load_engine_metrics(config.engine, config.metric_names)
     selectors = {BASELINE: normalise_selector(config.baseline, f"--{BASELINE}"),
                  CANDIDATE: normalise_selector(config.candidate, f"--{CANDIDATE}")}
     if selectors[BASELINE] == selectors[CANDIDATE]:
-        raise ValueError("--baseline and --candidate select the same series: the watch would "
+        raise MetricMapError("--baseline and --candidate select the same series: the watch would "
                          "compare an arm with itself")
     plan = StagePlan(config.stages, config.min_windows, config.max_windows,
                      config.no_data_windows)

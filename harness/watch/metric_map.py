@@ -10,12 +10,13 @@ from typing import Any
 
 from layergate.exporters import bundled
 from layergate.exporters.catalogue import HISTOGRAM_ROLES, ROLES, did_you_mean
+from layergate.exporters.errors import UsageError
 from layergate.harness.policy_file import read_yaml
 
 _NAME = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?$", re.S)
 
 
-class MetricMapError(ValueError):
+class MetricMapError(UsageError, ValueError):
     """A mapping file, engine or selector that cannot be used (a usage error)."""
 
 

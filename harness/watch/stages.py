@@ -57,6 +57,7 @@ from layergate.exporters.catalogue import (
     WatchVerdict,
     exit_code,
 )
+from layergate.exporters.errors import UsageError
 from layergate.exporters.figures import OVERALL, Figure
 from layergate.harness.gate.checks import SKIPPED, Check, judge
 from layergate.harness.gate.policy import MetricRule
@@ -71,6 +72,10 @@ MIN_N_OPT = 4  # the t-mixture cannot exclude anything before 4 windows at these
 MAX_N_OPT = 10  # past this, a tight boundary only delays the early decisions that matter
 
 
+class StagePlanError(UsageError, ValueError):
+    """Stages or window counts that make no rollout."""
+
+
 @dataclass(frozen=True)
 class StagePlan:
     stages: tuple[float, ...] = WatchConfig.stages  # percent of traffic on the candidate
@@ -81,15 +86,15 @@ class StagePlan:
     def __post_init__(self) -> None:
         s = self.stages
         if not s or any(not 0 < x <= FULL for x in s) or list(s) != sorted(set(s)):
-            raise ValueError(f"stages must increase within (0, 100], got {list(s)}")
+            raise StagePlanError(f"stages must increase within (0, 100], got {list(s)}")
         if not self.analysed:
-            raise ValueError("stages: at least one stage below 100 % (at 100 % no baseline "
+            raise StagePlanError("stages: at least one stage below 100 % (at 100 % no baseline "
                              "serves beside the candidate)")
         if not 1 <= self.min_windows <= self.max_windows:
-            raise ValueError(f"need 1 <= min windows <= max windows, got {self.min_windows}"
+            raise StagePlanError(f"need 1 <= min windows <= max windows, got {self.min_windows}"
                              f" and {self.max_windows}")
         if self.no_data_windows < 1:
-            raise ValueError(f"no-data windows must be >= 1, got {self.no_data_windows}")
+            raise StagePlanError(f"no-data windows must be >= 1, got {self.no_data_windows}")
 
     @property
     def analysed(self) -> tuple[float, ...]:

@@ -23,13 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from layergate.exporters import bundled
+from layergate.exporters.errors import UsageError
 from layergate.reference_engine.skip_policies.decider import OPS, Condition, Rule
 from layergate.reference_engine.skip_policies.detector import FEATURES
 
 FORMAT = "layergate-rules/1"
 
 
-class RulesError(ValueError):
+class RulesError(UsageError, ValueError):
     """A rules file that cannot be used; names the file and the field."""
 
     def __init__(self, path: str | Path, field_name: str, message: str) -> None:
