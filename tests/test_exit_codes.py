@@ -107,7 +107,7 @@ def test_errors_end_with_their_code_and_one_message(args: list[str], code: ExitC
 
 @pytest.fixture(scope="module")
 def synthetic_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from benchmarks.rigs.synthetic_run import write_run
+    from tests.support.synthetic_run import write_run
 
     return write_run(tmp_path_factory.mktemp("synthetic") / "run", 40).path
 

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.rigs.synthetic_run import write_run
 from layergate.harness.gate.family import FamilyResult, evaluate_family
 from layergate.harness.gate.policy import load_policy
 from layergate.harness.report import formats
 from layergate.harness.report.json_report import to_dict
 from layergate.harness.report.registry import Reports, ReportWriteError
 from layergate.harness.rundir import load_run
+from tests.support.synthetic_run import write_run
 
 SEVERAL = ("fast", "safe")
 
