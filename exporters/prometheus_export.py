@@ -11,12 +11,13 @@ import signal
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from layergate.exporters.catalogue import VERDICTS, exit_code, figure_spec
 from layergate.exporters.figures import Figure
+from layergate.exporters.metrics_server import serve_metrics
 
 PREFIX = "layergate_run_"
 LABELS = ("run", "arm", "scenario")
@@ -94,14 +95,14 @@ def serve_until_stopped(collector: Collector, host: str, port: int,
     `on_ready` gets the port bound (0 picks a free one). An OSError when it cannot listen."""
     registry = CollectorRegistry()
     registry.register(collector)
-    server, _ = start_http_server(port, addr=host, registry=registry)
+    server = serve_metrics(registry, host, port)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    on_ready(server.server_port)
+    on_ready(server.port)
     try:
         while not stop.wait(0.5):
             pass
     except KeyboardInterrupt:
         pass
     finally:
-        server.shutdown()
+        server.stop()

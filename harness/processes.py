@@ -1,7 +1,7 @@
 """Child processes layergate starts: each in its own session and process group, logged to a
 file, and stopped by SIGTERM to the whole group, then SIGKILL. The one supervision of the
-replay (Locust's master and workers), the stack (engines, exporter, Prometheus) and the
-tests' and benchmarks' servers.
+replay (Locust's master and workers), the stack (engines, exporter, Prometheus), the
+watch's hook commands (`run_captured`) and the tests' and benchmarks' servers.
 
 A child in its own session does not see the terminal's Ctrl-C, so its starter stops it, in
 order (the stack's `ProcessSet` does that on exit and on SIGTERM / SIGHUP too).
@@ -82,8 +82,7 @@ class ManagedProcess:
         return self.popen.returncode
 
     def _signal_group(self, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.popen.pid, sig)
+        _signal_group(self.popen.pid, sig)
 
 
 def spawn(name: str, cmd: Sequence[str], log_path: Path, *,
@@ -101,6 +100,36 @@ def spawn(name: str, cmd: Sequence[str], log_path: Path, *,
                                  env=None if env is None else dict(env),
                                  preexec_fn=deathsig)
     return ManagedProcess(name, tuple(cmd), popen, Path(log_path), url)
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A child run to its end: its exit code (None: killed at the timeout) and its output."""
+
+    returncode: int | None
+    output: str
+
+
+def run_captured(cmd: Sequence[str], timeout: float, *,
+                 env: Mapping[str, str] | None = None) -> Finished:
+    """Run `cmd` to its end in its own session, stdout and stderr captured together, with
+    the whole environment `env` (None: this process's). Past `timeout` seconds the whole
+    group gets SIGKILL, so what the command started stops too."""
+    proc = subprocess.Popen(list(cmd), env=None if env is None else dict(env),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _signal_group(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return Finished(None, out.decode(errors="replace"))
+    return Finished(proc.returncode, out.decode(errors="replace"))
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
 
 
 def _die_with_parent() -> None:

@@ -2,44 +2,27 @@
 
 One SERVER span per request (parented on the caller's W3C `traceparent` when there is one),
 with `queue`, `prefill` and `decode` children placed from the engine's own timings in the
-finish event. Spans go over OTLP/HTTP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set; otherwise
-the tracer is a no-op and costs nothing. The provider is passed in, never set globally, so
-tests can read spans back with an in-memory exporter.
+finish event. The provider comes from the shared setup (exporters/otlp.py: OTLP/HTTP when
+`OTEL_EXPORTER_OTLP_ENDPOINT` is set); without one the tracer is a no-op and costs nothing.
+It is passed in, never set globally, so tests can read spans back with an in-memory
+exporter.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from layergate.exporters.otlp import PROPAGATOR
 from layergate.reference_engine.api import FinishEvent, SamplingParams
 
 GEN_AI_SYSTEM = "layergate"
-_PROPAGATOR = TraceContextTextMapPropagator()
+SERVICE_NAME = "layergate-engine"  # the spans' service without OTEL_SERVICE_NAME
 _PHASES = (("queue", "queue_time_s"), ("prefill", "prefill_time_s"), ("decode", "decode_time_s"))
-
-
-def tracer_provider_from_env(service_name: str = "layergate-engine") -> TracerProvider | None:
-    """A provider exporting over OTLP/HTTP when the standard OTel variables ask for it."""
-    if not (os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-            or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")):
-        return None
-    # imported here: the exporter pulls in protobuf, not worth it when tracing is off
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-    name = os.environ.get("OTEL_SERVICE_NAME", service_name)
-    provider = TracerProvider(resource=Resource.create({"service.name": name}))
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    return provider
 
 
 class RequestTracer:
@@ -50,7 +33,7 @@ class RequestTracer:
 
     def start(self, operation: str, headers: Mapping[str, str]) -> RequestTrace:
         """`operation` is the GenAI operation name: `chat` or `text_completion`."""
-        parent = _PROPAGATOR.extract(carrier=headers)
+        parent = PROPAGATOR.extract(carrier=headers)
         start_ns = time.time_ns()
         span = self._tracer.start_span(
             f"{operation} {self.model}", context=parent, kind=SpanKind.SERVER,

@@ -9,8 +9,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
+from layergate.exporters.otlp import exporting
 from layergate.exporters.records import ArmResult
-from layergate.harness.replay.tracing import Propagated, arm_span, exporting, replay_tracer
+from layergate.harness.replay.tracing import Propagated, arm_span, replay_tracer
 
 TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-0[13]$")
 

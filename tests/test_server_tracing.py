@@ -15,7 +15,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 from prometheus_client import CollectorRegistry
 
-from layergate.reference_engine.tracing import tracer_provider_from_env
+from layergate.exporters.otlp import tracer_provider_from_env
+from layergate.reference_engine.tracing import SERVICE_NAME
 
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
 PARENT_ID = "b7ad6b7169203331"
@@ -124,8 +125,8 @@ def test_rejected_request_span_is_an_error(traced):
 def test_otlp_exporter_only_when_configured(monkeypatch):
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
-    assert tracer_provider_from_env() is None
+    assert tracer_provider_from_env(SERVICE_NAME) is None
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
-    provider = tracer_provider_from_env()
+    provider = tracer_provider_from_env(SERVICE_NAME)
     assert isinstance(provider, TracerProvider)
     provider.shutdown()

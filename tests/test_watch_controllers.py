@@ -176,7 +176,7 @@ def test_a_lost_grant_is_granted_again_and_never_twice_from_a_stale_reading() ->
 def test_the_payload_is_read_and_webhooks_are_post_only() -> None:
     board = _board()
     server = serve(board, CollectorRegistry(), "127.0.0.1", 0)
-    base = f"http://127.0.0.1:{server.server_address[1]}"
+    base = f"http://127.0.0.1:{server.port}"
     try:
         got = httpx.get(f"{base}/flagger/confirm-traffic-increase")
         assert got.status_code == 405 and got.headers["allow"] == "POST"
@@ -192,8 +192,7 @@ def test_the_payload_is_read_and_webhooks_are_post_only() -> None:
         assert board.journal.revision == "abc"
         assert httpx.post(f"{base}/status").status_code == 405
     finally:
-        server.shutdown()
-        server.server_close()
+        server.stop()
 
 
 @pytest.fixture
@@ -207,7 +206,7 @@ def _argo(board: Board, metric: dict, stages, seed: int, slow_from: float | None
     """Each Rollout step: setWeight, then an AnalysisRun of the template at that stage, one
     measurement per window; yields (stage, the run's phase) until one does not succeed."""
     server = serve(board, CollectorRegistry(), "127.0.0.1", 0)
-    port = server.server_address[1]
+    port = server.port
     rng = np.random.default_rng(seed)
     k = 0
     try:
@@ -231,8 +230,7 @@ def _argo(board: Board, metric: dict, stages, seed: int, slow_from: float | None
             if phase != "Successful":
                 return
     finally:
-        server.shutdown()
-        server.server_close()
+        server.stop()
 
 
 def test_an_argo_analysis_run_succeeds_for_identical_arms(argo_metric: dict) -> None:

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from layergate.exporters.capacity_export import CapacityStepsCollector
 from layergate.exporters.figures import Figure
+from layergate.exporters.metrics_server import serve_metrics
 from layergate.exporters.prometheus_export import RunFiguresCollector
 from layergate.harness.replay.config import ConfigError
 
@@ -33,7 +34,7 @@ class SweepMetrics:
         self.registry.register(self.steps)
         self.registry.register(self.figures)
         try:
-            self.server, _ = start_http_server(port, host, self.registry)
+            self.server = serve_metrics(self.registry, host, port)
         except OSError as exc:
             raise ConfigError(f"--metrics-port {port}: cannot listen: {exc}") from exc
 
@@ -43,4 +44,4 @@ class SweepMetrics:
         self.figures.figures = tuple(figures)
 
     def close(self) -> None:
-        self.server.shutdown()
+        self.server.stop()

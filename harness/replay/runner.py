@@ -42,11 +42,12 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from layergate.exporters import tokenizer
+from layergate.exporters.metrics_server import serve_metrics
 from layergate.exporters.records import ArmResult
 from layergate.exporters.schedule_lag import schedule_lag
 from layergate.exporters.traffic import TrafficRecord
@@ -327,7 +328,7 @@ def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Pat
             if status == "complete" and config.metrics_linger_s > 0:
                 tail.poll()  # the last rows, then one scrape interval for Prometheus to see them
                 time.sleep(config.metrics_linger_s)
-            server.shutdown()
+            server.stop()
         final = dataclasses.replace(
             manifest, notes=tuple(notes),
             resent=(previous.resent if previous else 0) + resent,
@@ -462,7 +463,7 @@ def _nothing_to_send(manifest: Manifest, config: ReplayConfig) -> bool:
 def _serve_metrics(port: int, host: str):
     registry = CollectorRegistry()
     try:
-        server, _ = start_http_server(port, host, registry)
+        server = serve_metrics(registry, host, port)
     except OSError as exc:
         raise ConfigError(f"--metrics-port {port}: cannot listen: {exc}") from exc
     return server, ReplayMetrics(registry)

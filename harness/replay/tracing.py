@@ -12,44 +12,22 @@ arm's own spans of one request still share a trace.
 
 from __future__ import annotations
 
-import os
 import random
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 
 from opentelemetry import trace
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import SpanKind, Status, StatusCode
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from layergate.exporters.otlp import PROPAGATOR, tracer_provider_from_env
 from layergate.exporters.records import ArmResult
-
-_PROPAGATOR = TraceContextTextMapPropagator()
-
-
-def exporting() -> bool:
-    """Whether spans have somewhere to go (the OTLP endpoint variables)."""
-    return bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-                or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
-
-
-def replay_tracer_provider(service_name: str = "layergate-replayer") -> TracerProvider:
-    """A provider exporting over OTLP/HTTP."""
-    provider = TracerProvider(resource=Resource.create(
-        {"service.name": os.environ.get("OTEL_SERVICE_NAME", service_name)}))
-    # imported here: the exporter pulls in protobuf, not worth it when nothing exports
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    return provider
 
 
 def replay_tracer() -> trace.Tracer | None:
-    """The replayer's tracer when spans are exported, else None (`arm_span` then only
-    propagates)."""
-    return replay_tracer_provider().get_tracer("layergate.harness.replay") if exporting() else None
+    """The replayer's tracer when spans are exported (exporters/otlp.py), else None
+    (`arm_span` then only propagates)."""
+    provider = tracer_provider_from_env("layergate-replayer")
+    return provider.get_tracer("layergate.harness.replay") if provider is not None else None
 
 
 class Propagated:
@@ -75,7 +53,7 @@ class ArmSpan:
     def __init__(self, span: trace.Span) -> None:
         self.span = span
         self.headers: dict[str, str] = {}
-        _PROPAGATOR.inject(self.headers, context=trace.set_span_in_context(span))
+        PROPAGATOR.inject(self.headers, context=trace.set_span_in_context(span))
 
     def finish(self, result: ArmResult) -> None:
         attrs = {"layergate.ok": result.ok, "gen_ai.usage.input_tokens": result.prompt_tokens}

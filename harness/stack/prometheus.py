@@ -1,4 +1,5 @@
-"""A real Prometheus (the Debian package's binary) on 127.0.0.1, and a small query client."""
+"""A real Prometheus (the Debian package's binary) on 127.0.0.1, asked through the shared
+client (harness/prometheus_api.py)."""
 
 from __future__ import annotations
 
@@ -9,17 +10,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import httpx
-
-from layergate.exporters.errors import InfrastructureError
 from layergate.harness.processes import ManagedProcess, free_port
+from layergate.harness.prometheus_api import PrometheusAPI
 from layergate.harness.stack.health import StackError, wait_healthy
 from layergate.harness.stack.processes import ProcessSet
 from layergate.harness.stack.prometheus_config import ScrapeTargets, write_prometheus_config
-
-
-class PromQLError(InfrastructureError, RuntimeError):
-    """Prometheus rejected a query (bad syntax, unknown function, ...)."""
 
 
 @dataclass(frozen=True)
@@ -31,33 +26,31 @@ class PrometheusServer:
     def graph_link(self, expr: str, range_: str = "15m") -> str:
         return (f"{self.url}/graph?g0.expr={quote(expr)}&g0.tab=0&g0.range_input={range_}")
 
-    def _get(self, path: str, params: dict[str, Any]) -> Any:
-        resp = httpx.get(f"{self.url}{path}", params=params, timeout=30)
-        body = resp.json()
-        if body.get("status") != "success":
-            raise PromQLError(f"{body.get('errorType')}: {body.get('error')} "
-                              f"(query {params.get('query')!r})")
-        return body["data"]
+    def api(self) -> PrometheusAPI:
+        """A client of its own for each call (close it), as `httpx.get` makes one: the
+        server is a frozen record and holds no connection."""
+        return PrometheusAPI(self.url, timeout=30)
 
     def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
-        params: dict[str, Any] = {"query": expr}
-        if at is not None:
-            params["time"] = at
-        return self._get("/api/v1/query", params)["result"]
+        with self.api() as api:
+            return api.query(expr, at)
 
     def query_range(self, expr: str, start: float, end: float,
                     step: float = 1.0) -> list[dict[str, Any]]:
-        params = {"query": expr, "start": start, "end": end, "step": step}
-        return self._get("/api/v1/query_range", params)["result"]
+        with self.api() as api:
+            return api.query_range(expr, start, end, step)
 
     def label_values(self, label: str, match: str) -> list[str]:
-        return self._get(f"/api/v1/label/{label}/values", {"match[]": match})
+        with self.api() as api:
+            return api.get(f"/api/v1/label/{label}/values", {"match[]": match})
 
     def targets(self) -> list[dict[str, Any]]:
-        return self._get("/api/v1/targets", {})["activeTargets"]
+        with self.api() as api:
+            return api.get("/api/v1/targets", {})["activeTargets"]
 
     def rule_groups(self) -> list[dict[str, Any]]:
-        return self._get("/api/v1/rules", {})["groups"]
+        with self.api() as api:
+            return api.get("/api/v1/rules", {})["groups"]
 
     def wait_for(self, expr: str, timeout: float = 30.0) -> list[dict[str, Any]]:
         """Poll until `expr` returns at least one series (e.g. after a first scrape)."""

@@ -13,14 +13,12 @@ The command runs with `sh -c`, the watch's environment plus:
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from layergate.exporters.catalogue import ADVANCE, ROLLBACK, exit_code
+from layergate.harness.processes import run_captured
 from layergate.harness.watch.journal import Journal
 from layergate.harness.watch.stages import Transition
 
@@ -82,15 +80,6 @@ class Hooks:
         return result
 
     def _run(self, command: str, t: Transition) -> HookResult:
-        # its own process group, so a timeout also stops what the command started
-        proc = subprocess.Popen(["sh", "-c", command], env={**os.environ, **hook_env(t)},
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-        try:
-            out, _ = proc.communicate(timeout=self.timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate()
-            return HookResult(command, None, out.decode(errors="replace"))
-        return HookResult(command, proc.returncode, out.decode(errors="replace"))
+        got = run_captured(["sh", "-c", command], self.timeout,
+                           env={**os.environ, **hook_env(t)})
+        return HookResult(command, got.returncode, got.output)

@@ -144,7 +144,7 @@ def run_watch(prepared: Prepared, say: Say | None = None,
     try:
         if server is not None:
             say(f"serving /status, /metrics and /flagger/* on "
-                f"http://{config.host}:{server.server_address[1]}")
+                f"http://{config.host}:{server.port}")
         try:
             outcome = _resume_hooks(board, hooks, config, say) or \
                 _loop(prepared, source, board, hooks, say, stop, on_window,
@@ -162,8 +162,7 @@ def run_watch(prepared: Prepared, say: Say | None = None,
     finally:
         source.close()
         if server is not None:
-            server.shutdown()
-            server.server_close()
+            server.stop()
     return outcome
 
 

@@ -9,90 +9,87 @@ Rollouts.
   confirm-promotion, rollback): answered from the watch's state (harness/watch/flagger.py);
   the payload's name, namespace, phase and checksum are read and logged, and a new checksum
   starts the stages over. POST only: a debugging GET must not look like Flagger asking.
+
+The server is the shared one (exporters/metrics_server.py); these are its other routes.
 """
 
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlparse
+from collections.abc import Callable, Iterable
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import parse_qs
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 
+from layergate.exporters.metrics_server import MetricsServer, WsgiApp, serve_metrics
 from layergate.harness.watch.board import Board
 from layergate.harness.watch.flagger import HOOKS, Payload
 
 FLAGGER = "/flagger/"
 
+# (status code, JSON body, the Allow header or None)
+Answer = tuple[int, dict, str | None]
 
-def serve(board: Board, registry: CollectorRegistry, host: str, port: int
-          ) -> ThreadingHTTPServer:
-    """Start answering on host:port in a daemon thread; `shutdown()` stops it."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the http.server API
-            if urlparse(self.path).path.startswith(FLAGGER):
-                self._json(405, {"error": "Flagger webhooks are POSTed; a GET would be "
-                                 "taken for Flagger asking"}, allow="POST")
-                return
-            self._route()
+def serve(board: Board, registry: CollectorRegistry, host: str, port: int) -> MetricsServer:
+    """Start answering on host:port in a daemon thread; `stop()` stops it."""
+    return serve_metrics(registry, host, port, routes=_routes(board), name="watch-http")
 
-        def do_POST(self) -> None:  # noqa: N802
-            url = urlparse(self.path)
-            if not url.path.startswith(FLAGGER):
-                return self._json(405, {"error": f"{url.path} answers GET only"}, allow="GET")
-            hook = url.path.removeprefix(FLAGGER)
-            if hook not in HOOKS:
-                return self._json(404, {"error": f"no Flagger hook {url.path}; use "
-                                        f"{', '.join(HOOKS)}"})
-            try:
-                length = int(self.headers.get("Content-Length") or 0)
-                payload = Payload.parse(self.rfile.read(length) if length > 0 else b"")
-            except ValueError as exc:
-                return self._json(400, {"error": f"{url.path}: {exc}"})
-            got = board.flagger(hook, payload)
-            return self._json(got.code, {"verdict": board.snapshot().status.verdict,
-                                         "message": got.message})
 
-        def _route(self) -> None:
-            url = urlparse(self.path)
-            if url.path == "/metrics":
-                return self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
-            if url.path == "/status":
-                query = parse_qs(url.query)
-                stage = query.get("stage", [None])[0]
-                revision = query.get("revision", [""])[0].strip()
-                try:
-                    value = None if stage is None else float(stage)
-                except ValueError:
-                    return self._json(400, {"error": f"stage must be a number, got {stage!r}"})
-                if revision.startswith("{{"):  # Argo left the argument unresolved
-                    return self._json(400, {"error": f"revision {revision!r} is an "
-                                            "unresolved AnalysisTemplate argument"})
-                return self._json(200, board.argo(value, revision))
-            if url.path == "/health":
-                return self._json(200, {"status": "ok"})
-            return self._json(404, {"error": f"no route {url.path}; see /status, /metrics, "
-                                    "/flagger/<hook>"})
+def _routes(board: Board) -> WsgiApp:
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        code, body, allow = _answer(board, environ)
+        data = (json.dumps(body) + "\n").encode()
+        headers = [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
+        if allow is not None:
+            headers.append(("Allow", allow))
+        start_response(f"{code} {HTTPStatus(code).phrase}", headers)
+        return [data]
 
-        def _json(self, code: int, body: dict, allow: str | None = None) -> None:
-            self._send(code, (json.dumps(body) + "\n").encode(), "application/json", allow)
+    return app
 
-        def _send(self, code: int, body: bytes, content_type: str,
-                  allow: str | None = None) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", content_type)
-            if allow is not None:
-                self.send_header("Allow", allow)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-            pass  # Prometheus and the controllers poll often; keep stderr for decisions
+def _answer(board: Board, environ: dict[str, Any]) -> Answer:
+    method, path = environ["REQUEST_METHOD"], environ["PATH_INFO"]
+    if method == "POST":
+        return _post(board, path, environ)
+    if method != "GET":
+        return 501, {"error": f"unsupported method {method}"}, None
+    if path.startswith(FLAGGER):
+        return 405, {"error": "Flagger webhooks are POSTed; a GET would be taken for "
+                     "Flagger asking"}, "POST"
+    return _get(board, path, parse_qs(environ.get("QUERY_STRING", "")))
 
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, name="watch-http", daemon=True).start()
-    return server
+
+def _post(board: Board, path: str, environ: dict[str, Any]) -> Answer:
+    if not path.startswith(FLAGGER):
+        return 405, {"error": f"{path} answers GET only"}, "GET"
+    hook = path.removeprefix(FLAGGER)
+    if hook not in HOOKS:
+        return 404, {"error": f"no Flagger hook {path}; use {', '.join(HOOKS)}"}, None
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        payload = Payload.parse(environ["wsgi.input"].read(length) if length > 0 else b"")
+    except ValueError as exc:
+        return 400, {"error": f"{path}: {exc}"}, None
+    got = board.flagger(hook, payload)
+    return got.code, {"verdict": board.snapshot().status.verdict, "message": got.message}, None
+
+
+def _get(board: Board, path: str, query: dict[str, list[str]]) -> Answer:
+    if path == "/status":
+        stage = query.get("stage", [None])[0]
+        revision = query.get("revision", [""])[0].strip()
+        try:
+            value = None if stage is None else float(stage)
+        except ValueError:
+            return 400, {"error": f"stage must be a number, got {stage!r}"}, None
+        if revision.startswith("{{"):  # Argo left the argument unresolved
+            return 400, {"error": f"revision {revision!r} is an unresolved "
+                         "AnalysisTemplate argument"}, None
+        return 200, board.argo(value, revision), None
+    if path == "/health":
+        return 200, {"status": "ok"}, None
+    return 404, {"error": f"no route {path}; see /status, /metrics, /flagger/<hook>"}, None

@@ -13,10 +13,9 @@ import math
 import time
 from dataclasses import dataclass
 
-import httpx
-
 from layergate.exporters.canary import ArmWindow, Window
 from layergate.exporters.catalogue import BASELINE, CANDIDATE, LIVE_ARMS
+from layergate.harness.prometheus_api import PrometheusAPI, PrometheusError
 from layergate.harness.watch.metric_map import EngineMetrics, MetricMapError
 
 
@@ -35,14 +34,13 @@ class PrometheusSource:
 
     def __init__(self, url: str, engine: EngineMetrics, selectors: dict[str, str],
                  min_requests: int = 1, timeout: float = 10.0) -> None:
-        self.url = url.rstrip("/")
+        self.api = PrometheusAPI(url, timeout)
         self.engine, self.selectors = engine, selectors
         self.min_requests = min_requests
-        self.client = httpx.Client(timeout=timeout)
         self.traffic = "requests" if "requests" in engine.refs else "e2e_count"
 
     def close(self) -> None:
-        self.client.close()
+        self.api.close()
 
     def probe(self) -> dict[str, int] | NoData:
         """How many series each arm's selector matches now (0: nothing yet). Raises
@@ -107,21 +105,12 @@ class PrometheusSource:
 
     def _query(self, expr: str, at: float) -> float | None | NoData:
         try:
-            resp = self.client.get(f"{self.url}/api/v1/query",
-                                   params={"query": expr, "time": f"{at:.3f}"})
-        except httpx.HTTPError as exc:
-            return NoData(f"Prometheus at {self.url} did not answer: {exc}")
-        try:
-            body = resp.json()
-        except ValueError:
-            return NoData(f"Prometheus at {self.url} answered HTTP {resp.status_code} "
-                          "without JSON")
-        if body.get("status") != "success":
-            if body.get("errorType") == "bad_data":
-                raise MetricMapError(f"Prometheus refused {expr!r}: {body.get('error')}")
-            return NoData(f"Prometheus at {self.url} failed a query: {body.get('errorType')}: "
-                          f"{body.get('error')}")
-        result = body["data"]["result"]
+            result = self.api.query(expr, at)
+        except PrometheusError as exc:
+            if exc.refused:
+                raise MetricMapError(f"Prometheus refused {expr!r}: {exc.error}") from exc
+            # the reason of a window, read by an operator: the same whichever query failed
+            return NoData(exc.where)
         if not result:
             return None
         value = float(result[0]["value"][1])

@@ -101,9 +101,10 @@ def command(ctx: click.Context, **options: Any) -> None:
     import uvicorn
     from prometheus_client import CollectorRegistry
 
+    from layergate.exporters.otlp import tracer_provider_from_env
     from layergate.reference_engine.engine import Engine
     from layergate.reference_engine.server import ServerSettings, create_app
-    from layergate.reference_engine.tracing import tracer_provider_from_env
+    from layergate.reference_engine.tracing import SERVICE_NAME
 
     registry = CollectorRegistry()
     try:
@@ -117,7 +118,7 @@ def command(ctx: click.Context, **options: Any) -> None:
              config.seed, numerics.get("device", config.device), config.skip_policy,
              config.dry_run, config.batch_invariant, config.padding, config.prefix_cache)
     app = create_app(engine, registry, ServerSettings(api_key=options["api_key"]),
-                     tracer_provider=tracer_provider_from_env())
+                     tracer_provider=tracer_provider_from_env(SERVICE_NAME))
     host, port = options["host"], options["port"]
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port,
                                            log_level=options["log_level"], access_log=False,
