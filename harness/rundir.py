@@ -39,7 +39,8 @@ from layergate.exporters.traffic import (
 )
 from layergate.harness.manifest import Manifest, parse_manifest
 from layergate.harness.store import ResultStore, StoreError
-from layergate.harness.store.columns import Scan, rowids
+from layergate.harness.store.outputs import rowids
+from layergate.harness.store.scan import Scan
 
 MANIFEST = "manifest.json"
 RESULTS = "results.sqlite"
@@ -154,7 +155,7 @@ class Run:
 
     @functools.cached_property
     def _stored(self) -> Scan:
-        """The store read once for everything below (layergate.harness.store.columns)."""
+        """The store read once for everything below (layergate.harness.store.scan)."""
         with self._store() as store:
             return store.scan()
 
