@@ -22,6 +22,7 @@ import numpy as np
 from layergate.exporters import tokenizer
 from layergate.exporters.answers import Tally
 from layergate.exporters.atomic import write_json_atomic
+from layergate.exporters.catalogue import COMPLETE
 from layergate.exporters.columns import ResultColumns, concat, from_results, select
 from layergate.exporters.errors import InfrastructureError
 from layergate.exporters.recorded import recorded_results
@@ -135,7 +136,7 @@ class Run:
 
     @property
     def complete(self) -> bool:
-        return self.manifest.status == "complete"
+        return self.manifest.status == COMPLETE
 
     @property
     def tokenizer(self) -> str | None:

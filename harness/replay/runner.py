@@ -47,10 +47,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from layergate.exporters import tokenizer
+from layergate.exporters.catalogue import COMPLETE, INTERRUPTED, RUNNING, RunStatus
 from layergate.exporters.records import ArmResult
 from layergate.exporters.schedule_lag import schedule_lag
 from layergate.exporters.traffic import TrafficRecord
-from layergate.harness.manifest import Manifest, Status, now_iso
+from layergate.harness.manifest import Manifest, now_iso
 from layergate.harness.processes import ManagedProcess, free_port, spawn
 from layergate.harness.replay import auth
 from layergate.harness.replay.breaker import CircuitBreaker
@@ -164,7 +165,7 @@ def _open_manifest(config: ReplayConfig, run: RunDir, count: int,
     if previous is not None:
         # keep the original config; each resume appends its own (arms may have moved)
         resumes = [*previous.config.get("resumes", []), {**config.to_json(), "at": now_iso()}]
-        return Manifest(previous.id, "replay", "running", previous.created,
+        return Manifest(previous.id, "replay", RUNNING, previous.created,
                         {**previous.config, "resumes": resumes}, config.arms,
                         {**previous.traffic, **traffic, "source": previous.traffic.get("source")},
                         notes=previous.notes, arms_stopped=previous.arms_stopped,
@@ -224,8 +225,8 @@ class _Ledger:
         ledger.write()
         return ledger
 
-    def write(self, status: Status | None = None, counts: dict[str, dict[str, int]] | None = None,
-              **fields: object) -> None:
+    def write(self, status: RunStatus | None = None,
+              counts: dict[str, dict[str, int]] | None = None, **fields: object) -> None:
         """The manifest with the notes and stopped arms so far, `fields` and, to end the
         run, its `status` and `counts`."""
         manifest = dataclasses.replace(self.manifest, notes=tuple(self.notes),
@@ -362,7 +363,7 @@ def _replay_run(config: ReplayConfig, prepared: _Prepared, ledger: _Ledger,
     manifest says how far it got and the store is closed."""
     run = prepared.run
     store = run.open_store()
-    sent, total, status, server = _Sent(), 0, "interrupted", None
+    sent, total, status, server = _Sent(), 0, INTERRUPTED, None
     try:
         total = _fill_queue(config, prepared, ledger, store)
         # the breaker sees this invocation's results only (a resume starts afresh); the
@@ -385,7 +386,7 @@ def _replay_run(config: ReplayConfig, prepared: _Prepared, ledger: _Ledger,
             with contextlib.suppress(RunDirError):
                 sent = dataclasses.replace(sent, workers=run.read_workers() or {})
         if server is not None:
-            if status == "complete" and config.metrics_linger_s > 0:
+            if status == COMPLETE and config.metrics_linger_s > 0:
                 tail.poll()  # the last rows, then one scrape interval for Prometheus to see them
                 time.sleep(config.metrics_linger_s)
             server.shutdown()
@@ -408,17 +409,17 @@ def _fill_queue(config: ReplayConfig, prepared: _Prepared, ledger: _Ledger,
 
 
 def _final_status(config: ReplayConfig, records: list[TrafficRecord], stopped: dict[str, dict],
-                  store: ResultStore, outcome: _Outcome) -> Status:
+                  store: ResultStore, outcome: _Outcome) -> RunStatus:
     """`complete` when every record the arms still sent to has a row (or a stop hook ended
     the run and what was handed out is done), else `interrupted`."""
     missing = pending_items(records, _sending(config, stopped), store.pairs())
     complete = outcome.finished and outcome.broken is None and (
         not missing or outcome.stop_reason is not None)
-    return "complete" if complete else "interrupted"
+    return COMPLETE if complete else INTERRUPTED
 
 
 def _close(previous: Manifest | None, ledger: _Ledger, store: ResultStore, sent: _Sent,
-           status: Status) -> None:
+           status: RunStatus) -> None:
     """The run's last manifest, this invocation's sending added to what earlier ones did;
     then the store is closed."""
     outcome = sent.outcome
@@ -542,7 +543,7 @@ def _nothing_to_send(manifest: Manifest, config: ReplayConfig) -> bool:
     """A complete run whose every arm has only ok rows: a resume would send nothing (a
     complete run with error rows is still filled: a resume turns an error into a result)."""
     counts = manifest.counts or {}
-    return manifest.status == "complete" and all(
+    return manifest.status == COMPLETE and all(
         arm in counts and counts[arm].get("error", 0) == 0 for arm in config.arms)
 
 
