@@ -1,5 +1,6 @@
-"""The shared vocabulary: every figure, arm, verdict, exit code and rollout stage, and the
-one test of whether two answers are the same output. Everything else imports these words.
+"""The shared vocabulary: every figure, arm, verdict, exit code, rollout stage and run
+status, and the one test of whether two answers are the same output. Everything else
+imports these words.
 
 Adding a figure is one `_figure(...)` entry: the policy loader, the reports and the
 exporters read its unit, direction, noise-floor excess and whether a policy may gate it
@@ -396,6 +397,15 @@ def exit_code(verdict: str) -> ExitCode:
         raise ValueError(f"unknown verdict {verdict!r}: one of {', '.join(VERDICTS)}")
     return ExitCode[verdict.upper()]
 
+
+# --- run statuses ----------------------------------------------------------------------
+
+# How a run (its manifest.json) or a capacity sweep (its capacity.json) stands: `running`
+# until it ends `complete`, or `interrupted` (Ctrl-C, a crash, an arm down, rows missing:
+# `--resume` goes on with it)
+RUNNING, COMPLETE, INTERRUPTED = "running", "complete", "interrupted"
+RUN_STATUSES = (RUNNING, COMPLETE, INTERRUPTED)
+RunStatus = Literal["running", "complete", "interrupted"]
 
 # --- rollout stages --------------------------------------------------------------------
 

@@ -3,7 +3,7 @@ arrays, each output by a digest, the outputs themselves fetched only for the row
 need them. `layergate.exporters.aligned` lays these out per arm.
 
 Built from `ArmResult`s here (`from_results`) or read from a run's store
-(`layergate.harness.store.columns`), with the same values either way, so a million results need no
+(`layergate.harness.store.scan`), with the same values either way, so a million results need no
 million objects. A digest is 8 bytes of BLAKE2b of the text (of the token ids: their JSON,
 as the store writes it), the same in every process: equal outputs have equal digests;
 unequal ones collide with probability 2^-64 per pair, far below any figure's resolution.

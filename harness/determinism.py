@@ -25,7 +25,7 @@ from typing import Any
 from rich.progress import Progress
 
 from layergate.exporters import tokenizer
-from layergate.exporters.catalogue import SEED_IGNORED, same_output
+from layergate.exporters.catalogue import COMPLETE, INTERRUPTED, SEED_IGNORED, same_output
 from layergate.exporters.errors import UsageError
 from layergate.exporters.records import ArmResult
 from layergate.exporters.traffic import TrafficRecord, read_traffic
@@ -137,7 +137,7 @@ def run_determinism(config: DeterminismConfig) -> Path:
     run.write_manifest(manifest)
     store = run.open_store()
     total = len(config.targets) * len(config.concurrency) * config.repeats * len(records)
-    status = "interrupted"
+    status = INTERRUPTED
     transport = HttpxTransport(max_connections=max(config.concurrency) * 2)
     try:
         with Progress(disable=not config.progress) as bar:
@@ -154,7 +154,7 @@ def run_determinism(config: DeterminismConfig) -> Path:
                             first.setdefault(record.id, result)
                             store.put(mark_seed_ignored(result, first[record.id], record))
                         bar.advance(task, len(records))
-        status = "complete"
+        status = COMPLETE
     finally:
         transport.close()
         run.write_manifest(manifest.with_status(status, store.counts_by_arm()))

@@ -17,8 +17,9 @@ from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any, Literal, get_args
 
+from layergate.exporters.catalogue import RUN_STATUSES, RUNNING, RunStatus
+
 Kind = Literal["replay", "determinism"]
-Status = Literal["running", "complete", "interrupted"]
 _PACKAGES = ("layergate", "locust", "httpx", "prometheus-client")
 
 
@@ -41,7 +42,7 @@ def versions() -> dict[str, str]:
 class Manifest:
     id: str
     kind: Kind
-    status: Status
+    status: RunStatus
     created: str
     config: dict[str, Any]
     arms: dict[str, str]
@@ -70,11 +71,11 @@ class Manifest:
     def new(cls, kind: Kind, config: dict[str, Any], arms: dict[str, str],
             traffic: dict[str, Any], in_flight_limit: int | None = None) -> Manifest:
         run_id = f"{kind}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
-        return cls(run_id, kind, "running", now_iso(), config, arms, traffic,
+        return cls(run_id, kind, RUNNING, now_iso(), config, arms, traffic,
                    in_flight_limit=in_flight_limit)
 
-    def with_status(self, status: Status, counts: dict[str, dict[str, int]]) -> Manifest:
-        finished = None if status == "running" else now_iso()
+    def with_status(self, status: RunStatus, counts: dict[str, dict[str, int]]) -> Manifest:
+        finished = None if status == RUNNING else now_iso()
         return dataclasses.replace(self, status=status, counts=counts, finished=finished)
 
     def to_json(self) -> dict[str, Any]:
@@ -100,7 +101,7 @@ def parse_manifest(obj: Any, where: str) -> Manifest:
     if obj["kind"] not in get_args(Kind):
         raise ValueError(f"{where}: key 'kind' must be one of {', '.join(get_args(Kind))}: "
                          f"{obj['kind']!r}")
-    if obj["status"] not in get_args(Status):
+    if obj["status"] not in RUN_STATUSES:
         raise ValueError(f"{where}: key 'status' is not a known status: {obj['status']!r}")
     values = {k: v for k, v in obj.items() if k in names}
     values["notes"] = tuple(values.get("notes", ()))

@@ -22,6 +22,7 @@ import numpy as np
 from layergate.exporters import tokenizer
 from layergate.exporters.answers import Tally
 from layergate.exporters.atomic import write_json_atomic
+from layergate.exporters.catalogue import COMPLETE
 from layergate.exporters.columns import ResultColumns, concat, from_results, select
 from layergate.exporters.errors import InfrastructureError
 from layergate.exporters.recorded import recorded_results
@@ -39,7 +40,8 @@ from layergate.exporters.traffic import (
 )
 from layergate.harness.manifest import Manifest, parse_manifest
 from layergate.harness.store import ResultStore, StoreError
-from layergate.harness.store.columns import Scan, rowids
+from layergate.harness.store.outputs import rowids
+from layergate.harness.store.scan import Scan
 
 MANIFEST = "manifest.json"
 RESULTS = "results.sqlite"
@@ -134,7 +136,7 @@ class Run:
 
     @property
     def complete(self) -> bool:
-        return self.manifest.status == "complete"
+        return self.manifest.status == COMPLETE
 
     @property
     def tokenizer(self) -> str | None:
@@ -154,7 +156,7 @@ class Run:
 
     @functools.cached_property
     def _stored(self) -> Scan:
-        """The store read once for everything below (layergate.harness.store.columns)."""
+        """The store read once for everything below (layergate.harness.store.scan)."""
         with self._store() as store:
             return store.scan()
 

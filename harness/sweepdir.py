@@ -12,13 +12,13 @@ from typing import Any
 
 from layergate.exporters.atomic import write_json_atomic
 from layergate.exporters.capacity_step import StepArm
+from layergate.exporters.catalogue import RUNNING, RunStatus
 from layergate.exporters.errors import InfrastructureError
 from layergate.harness.manifest import now_iso
 
 STATE = "capacity.json"
 REPORT = "capacity-report.json"
 KIND = "capacity"
-RUNNING, COMPLETE, INTERRUPTED = "running", "complete", "interrupted"
 
 
 class StateError(InfrastructureError, RuntimeError):
@@ -52,7 +52,7 @@ class Step:
 @dataclass
 class SweepState:
     config: dict[str, Any]
-    status: str = RUNNING
+    status: RunStatus = RUNNING
     created: str = field(default_factory=now_iso)
     steps: list[Step] = field(default_factory=list)
     done: dict[str, str] = field(default_factory=dict)  # arm -> why its ladder ended

@@ -21,7 +21,7 @@ from layergate.harness.gate import load_policy
 from layergate.harness.gate.evaluation import evaluate_run, run_figures
 from layergate.harness.report.html import render_html
 from layergate.harness.rundir import load_run
-from layergate.harness.store import columns as store_columns
+from layergate.harness.store import outputs, scan, summary_read
 from tests.support.synthetic_run import write_run
 from tests.test_figures_columnar import assert_same_figures
 
@@ -49,8 +49,9 @@ def test_the_bulk_read_is_taken_and_equals_the_columns_read(
     def refused(*_: object, **__: object) -> None:
         raise AssertionError("read from the columns")
 
-    monkeypatch.setattr(store_columns, "read_columns", refused)
-    monkeypatch.setattr(store_columns, "CHUNK", 7)  # chunk edges inside the run
+    monkeypatch.setattr(scan, "read_columns", refused)
+    for reader in (summary_read, outputs):  # chunk edges inside the run
+        monkeypatch.setattr(reader, "CHUNK", 7)
     assert_same_figures(run_figures(load_run(run_dir), CFG), want)
 
 
@@ -62,9 +63,9 @@ def test_a_row_whose_name_is_missing_is_read_from_its_columns(run_dir: Path,
         key = conn.execute("SELECT key FROM result_names WHERE name = 'r7'").fetchone()[0]
         conn.execute("DELETE FROM result_names WHERE key = ?", (key,))
         conn.commit()
-    scan = store_columns.read_scan(path / "results.sqlite")
-    assert "r7" in set(scan.replay.request_id.tolist())
-    assert not scan.replay.factorised  # the columns' read, which factorises nothing
+    found = scan.read_scan(path / "results.sqlite")
+    assert "r7" in set(found.replay.request_id.tolist())
+    assert not found.replay.factorised  # the columns' read, which factorises nothing
     assert_same_figures(run_figures(load_run(path), CFG), want)
 
 

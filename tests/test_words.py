@@ -1,5 +1,5 @@
-"""Every arm, verdict state, figure name and watch transition has one owner, the
-catalogue: code in harness/ and exporters/ imports the word instead of writing it
+"""Every arm, verdict state, figure name, watch transition and run status has one owner,
+the catalogue: code in harness/ and exporters/ imports the word instead of writing it
 (docstrings, and the text inside an f-string, may say it)."""
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from layergate.exporters.catalogue import (
     OVERALL,
     RECORDED,
     ROLLBACK,
+    RUN_STATUSES,
     VERDICT_STATES,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
 OWNER = Path("exporters/catalogue.py")
 WORDS = {*ARMS, RECORDED, EVERY_ARM, OVERALL, *VERDICT_STATES, *FIGURES, ADVANCE, ROLLBACK,
-         HOLD}
+         HOLD, *RUN_STATUSES}
 # the same spelling in another sense, each owned where it is written
 ALLOWED = {
     ("harness/cli/__init__.py", "capacity"): "the command's name and module",
@@ -93,8 +94,9 @@ def test_the_scan_sees_code_and_not_prose():
     source = ('"""candidate and pass in a docstring."""\n'
               'x = f"the {y} candidate"\n'
               'ARM = "candidate"\n'
-              'z = {"pass": 1}\n')
-    assert literals(source) == [(3, "candidate"), (4, "pass")]
+              'z = {"pass": 1}\n'
+              'done = status == "complete"\n')
+    assert literals(source) == [(3, "candidate"), (4, "pass"), (5, "complete")]
 
 
 def test_one_rollout_ladder_for_the_gate_and_the_watch():
@@ -126,3 +128,11 @@ def test_the_verdict_types_spell_the_catalogued_states():
     assert set(get_args(WatchVerdict)) == {*VERDICTS, PENDING, NO_DATA}
     assert set(get_args(Transit)) == {ADVANCE, ROLLBACK}
     assert set(get_args(WatchVerdict)) | set(get_args(Verdict)) <= set(VERDICT_STATES)
+
+
+def test_the_status_type_spells_the_catalogued_run_statuses():
+    from typing import get_args
+
+    from layergate.exporters.catalogue import RunStatus
+
+    assert get_args(RunStatus) == RUN_STATUSES

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from layergate.exporters.capacity_replicates import replicated_ratio
-from layergate.exporters.catalogue import CANDIDATE, CAPACITY_RATIO
+from layergate.exporters.catalogue import CANDIDATE, CAPACITY_RATIO, COMPLETE
 from layergate.harness.capacity.config import USERS, CapacityConfig
 from layergate.harness.capacity.report import sweep_figures
-from layergate.harness.sweepdir import COMPLETE, SweepDir
+from layergate.harness.sweepdir import SweepDir
 
 REPORT = "replicates.json"
 

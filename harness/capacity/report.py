@@ -9,11 +9,11 @@ from typing import Any
 
 from layergate.exporters import capacity as cap
 from layergate.exporters.capacity_step import StepArm
-from layergate.exporters.catalogue import CAPACITY, CAPACITY_RATIO, ExitCode
+from layergate.exporters.catalogue import CAPACITY, CAPACITY_RATIO, COMPLETE, ExitCode
 from layergate.exporters.figures import Figure
 from layergate.harness.capacity.config import CapacityConfig
 from layergate.harness.report import wording
-from layergate.harness.sweepdir import COMPLETE, KIND, SweepState
+from layergate.harness.sweepdir import KIND, SweepState
 
 
 def judge_of(config: CapacityConfig) -> cap.SweepJudge:

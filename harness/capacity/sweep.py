@@ -22,7 +22,7 @@ from typing import ClassVar
 from rich.console import Console
 
 from layergate.exporters.capacity_step import StepArm, step_arms
-from layergate.exporters.catalogue import PASS
+from layergate.exporters.catalogue import COMPLETE, INTERRUPTED, PASS, RUNNING
 from layergate.exporters.traffic import TrafficRecord, read_traffic, write_traffic
 from layergate.harness import scenarios
 from layergate.harness.capacity.config import RATE, USERS, CapacityConfig
@@ -35,13 +35,7 @@ from layergate.harness.replay.config import ConfigError, ReplayConfig
 from layergate.harness.replay.runner import run_replay
 from layergate.harness.report.capacity_plots import write_frontier
 from layergate.harness.rundir import RunDir
-from layergate.harness.sweepdir import (
-    COMPLETE,
-    INTERRUPTED,
-    Step,
-    SweepDir,
-    SweepState,
-)
+from layergate.harness.sweepdir import Step, SweepDir, SweepState
 
 POOL = 1000  # records drawn from a mix, then cycled
 # what --resume takes from this invocation: where the arms are now, the bounds, the display
@@ -136,7 +130,7 @@ def run_capacity(config: CapacityConfig, echo: Callable[[str], None] | None = No
         state = sweep.read()
         config = resumed(config, state.config)
         state.resumes.append({"at": now_iso(), "arms": config.arms})
-        state.status = "running"
+        state.status = RUNNING
     else:
         if config.traffic is None and config.scenario is None:
             raise ConfigError(f"--resume: {sweep.path} holds no sweep and there is nothing "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from layergate.exporters.catalogue import BASELINE, CANDIDATE, CAPACITY_RATIO
+from layergate.exporters.catalogue import BASELINE, CANDIDATE, CAPACITY_RATIO, COMPLETE, RUNNING
 from layergate.exporters.figures import Figure
 from layergate.harness.capacity.config import CapacityConfig
 from layergate.harness.capacity.report import sweep_figures
@@ -69,9 +69,9 @@ def evaluate_replicates(path: str | Path, policy: Policy) -> GateResult:
                              "excess_ci": [ratio["ci_low"] - 1, ratio["ci_high"] - 1],
                              "replicates": rows, "unit": "ratio"})
     done = all(SweepDir(path / r["dir"]).exists() and
-               SweepDir(path / r["dir"]).read().status == "complete" for r in rows)
+               SweepDir(path / r["dir"]).read().status == COMPLETE for r in rows)
     manifest = {"id": path.name, "kind": "capacity-replicates",
-                "status": "complete" if done and rows else "running", "arms": {}}
+                "status": COMPLETE if done and rows else RUNNING, "arms": {}}
     return apply_policy(policy, [fig], manifest, [], path)
 
 

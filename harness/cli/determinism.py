@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from layergate.exporters.catalogue import CANDIDATE, ExitCode
+from layergate.exporters.catalogue import CANDIDATE, COMPLETE, INTERRUPTED, ExitCode
 from layergate.exporters.cli_options import config_values, field_option
 from layergate.harness.cli.exits import exits
 from layergate.harness.determinism import DeterminismConfig
@@ -40,7 +40,7 @@ def _option(name: str, *flags: str, **attrs: Any):
     return field_option(DeterminismConfig, name, *flags, **attrs)
 
 
-@exits(ExitCode.PASS, ExitCode.FAIL, ExitCode.USAGE, PASS="complete", FAIL="interrupted")
+@exits(ExitCode.PASS, ExitCode.FAIL, ExitCode.USAGE, PASS=COMPLETE, FAIL=INTERRUPTED)
 @click.command(name="determinism")
 @_option("targets", "--target", required=True, multiple=True, parse=_targets,
          metavar="[ARM=]URL")

@@ -14,6 +14,7 @@ import click
 from layergate.exporters.catalogue import (
     ARM_ROLES,
     CANDIDATE,
+    COMPLETE,
     REFERENCE_ARMS,
     REQUIRED_ARMS,
     ExitCode,
@@ -81,7 +82,7 @@ def arms_and_models(params: dict[str, Any]) -> tuple[dict[str, str], dict[str, s
     return arms, models
 
 
-@exits(ExitCode.PASS, ExitCode.FAIL, ExitCode.USAGE, ExitCode.INFRASTRUCTURE, PASS="complete",
+@exits(ExitCode.PASS, ExitCode.FAIL, ExitCode.USAGE, ExitCode.INFRASTRUCTURE, PASS=COMPLETE,
        FAIL="interrupted (finish it with --resume)",
        INFRASTRUCTURE="an arm is not there (nothing sent) or went down (interrupted: finish "
                       "it with --resume), too few workers joined, or the run directory is "
@@ -166,7 +167,7 @@ def command(ctx: click.Context, **params: Any) -> None:
         click.echo(f"schedule: {ScheduleLag.from_json(manifest.schedule).words()}")
     for note in manifest.notes:
         click.echo(f"note: {note}", err=True)
-    if manifest.status != "complete":
+    if manifest.status != COMPLETE:
         raise SystemExit(ExitCode.FAIL)
 
 

@@ -12,6 +12,7 @@ from typing import Any, Literal, Protocol
 
 from layergate.exporters.catalogue import (
     CANDIDATE,
+    COMPLETE,
     ERROR_RATE,
     EVERY_ARM,
     FAIL,
@@ -194,7 +195,7 @@ def complete_check(name: str, manifest: dict[str, Any]) -> Check:
     """The fail-closed check that a run (or its `determinism/` sub-run) completed: an
     interrupted run fails rather than waits, its missing requests are not random."""
     status = manifest.get("status")
-    complete = status == "complete"
+    complete = status == COMPLETE
     return Check(name=name, scenario=OVERALL, arm=EVERY_ARM, critical=True, counts=True,
                  status=PASS if complete else FAIL,
                  reason="run marked complete" if complete else

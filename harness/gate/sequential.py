@@ -50,6 +50,7 @@ from layergate.exporters.bootstrap import dense
 from layergate.exporters.catalogue import (
     FAIL,
     INCONCLUSIVE,
+    INTERRUPTED,
     PASS,
     UNDECIDED,
     exit_code,
@@ -245,9 +246,9 @@ def _verdict(policy: Policy, prefix: _Prefix, look: _Look, hopeless: bool,
             verdict = FAIL
             reasons.append(reason_line(check))
     # a run still running is judged as it goes; only an interrupted one has stopped short
-    if policy.require_complete and prefix.got.status == "interrupted":
+    if policy.require_complete and prefix.got.status == INTERRUPTED:
         verdict = FAIL
-        reasons.append(reason_line(complete_check("run_complete", {"status": "interrupted"})))
+        reasons.append(reason_line(complete_check("run_complete", {"status": INTERRUPTED})))
     gating = [s for s in states if s.counts]
     reasons += [reason_line(s) for s in gating if s.state == FAIL]
     if verdict == INCONCLUSIVE:

@@ -47,6 +47,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from layergate.exporters import tokenizer
+from layergate.exporters.catalogue import COMPLETE, INTERRUPTED, RUNNING, RunStatus
 from layergate.exporters.metrics_server import serve_metrics
 from layergate.exporters.records import ArmResult
 from layergate.exporters.schedule_lag import schedule_lag
@@ -66,7 +67,7 @@ from layergate.harness.replay.work import WorkerPlan
 from layergate.harness.replay.workers import LOCUSTFILE, connect_host, worker_command, worker_env
 from layergate.harness.rundir import RunDir, RunDirError
 from layergate.harness.stops import Stop
-from layergate.harness.store import ResultStore
+from layergate.harness.store import ResultStore, WorkQueue
 from layergate.harness.store.tail import Latest, StoreTail
 
 POLL_S = 0.25
@@ -159,35 +160,105 @@ def _spawn(name: str, cmd: list[str], env: dict[str, str], run: RunDir,
                  die_with_parent=True)
 
 
-def _open_manifest(config: ReplayConfig, run: RunDir, count: int, resuming: bool) -> Manifest:
+def _open_manifest(config: ReplayConfig, run: RunDir, count: int,
+                   previous: Manifest | None) -> Manifest:
     traffic = run.traffic_summary(count, str(config.traffic or config.scenario or ""))
-    if resuming:
+    if previous is not None:
         # keep the original config; each resume appends its own (arms may have moved)
-        old = run.read_manifest()
-        resumes = [*old.config.get("resumes", []), {**config.to_json(), "at": now_iso()}]
-        return Manifest(old.id, "replay", "running", old.created,
-                        {**old.config, "resumes": resumes}, config.arms,
-                        {**old.traffic, **traffic, "source": old.traffic.get("source")},
-                        notes=old.notes, arms_stopped=old.arms_stopped,
+        resumes = [*previous.config.get("resumes", []), {**config.to_json(), "at": now_iso()}]
+        return Manifest(previous.id, "replay", RUNNING, previous.created,
+                        {**previous.config, "resumes": resumes}, config.arms,
+                        {**previous.traffic, **traffic, "source": previous.traffic.get("source")},
+                        notes=previous.notes, arms_stopped=previous.arms_stopped,
                         in_flight_limit=config.in_flight_limit)
     return Manifest.new("replay", config.to_json(), config.arms, traffic,
                         config.in_flight_limit)
 
 
-def _prepare(config: ReplayConfig) -> tuple[RunDir, list[TrafficRecord], bool]:
-    """The run directory (not yet written), its records, and whether this resumes a run.
-    `--resume` is start-or-resume: a directory without a manifest starts a fresh run (a
-    first `docker compose up` on an empty volume), one with a manifest is filled."""
+@dataclasses.dataclass(frozen=True)
+class _Prepared:
+    """A run about to start: its directory (not yet written), its records, the manifest of
+    the run a resume fills, and where Locust's processes meet."""
+
+    run: RunDir
+    records: list[TrafficRecord]
+    previous: Manifest | None  # None: a new run
+    address: tuple[str, int]  # where Locust's master listens
+    token: dict[str, str]  # the worker token for Locust's processes' environment
+
+    @property
+    def resuming(self) -> bool:
+        return self.previous is not None
+
+
+def _prepare(config: ReplayConfig) -> _Prepared:
+    """Every usage error before anything is sent or written. `--resume` is start-or-resume:
+    a directory without a manifest starts a fresh run (a first `docker compose up` on an
+    empty volume), one with a manifest is filled."""
+    address = _master_address(config)
+    token = _token_env(config, address[0])
     run = RunDir(config.out)
     if run.exists() and not config.resume:
         raise ConfigError(f"{run.path} already holds a run: pass --resume to fill it, "
                           "or choose another --out")
     if run.exists():
-        return run, list(run.read_traffic().records), True
+        return _Prepared(run, list(run.read_traffic().records), run.read_manifest(),
+                         address, token)
     if config.traffic is None and config.scenario is None:
         raise ConfigError(f"--resume: {run.path} is not a run directory (no manifest.json) "
                           "and there is nothing to start it from: give --traffic or --scenario")
-    return run, load_records(config), False
+    return _Prepared(run, load_records(config), None, address, token)
+
+
+@dataclasses.dataclass
+class _Ledger:
+    """What the run's manifest says as the run goes: notes and stopped arms accumulate
+    here, and `write` is the one writer of manifest.json once the run is open."""
+
+    run: RunDir
+    manifest: Manifest  # as opened: `running`
+    notes: list[str]
+    stopped: dict[str, dict]  # Manifest.arms_stopped: a stop before a resume stays
+
+    @classmethod
+    def open(cls, run: RunDir, manifest: Manifest) -> _Ledger:
+        ledger = cls(run, manifest, list(manifest.notes), dict(manifest.arms_stopped))
+        ledger.write()
+        return ledger
+
+    def write(self, status: RunStatus | None = None,
+              counts: dict[str, dict[str, int]] | None = None, **fields: object) -> None:
+        """The manifest with the notes and stopped arms so far, `fields` and, to end the
+        run, its `status` and `counts`."""
+        manifest = dataclasses.replace(self.manifest, notes=tuple(self.notes),
+                                       arms_stopped=dict(self.stopped), **fields)
+        if status is not None:
+            manifest = manifest.with_status(status, counts or {})
+        self.run.write_manifest(manifest)
+
+    def arm_stopped(self, arm: str, reason: str, first: str | None, unsent: int) -> None:
+        self.stopped[arm] = {"reason": reason, "first_unsent": first, "unsent": unsent,
+                             "at": now_iso()}
+        self.notes.append(f"{arm}: sent nothing more from request {first} on ({unsent} "
+                          f"record(s) left): {reason}" if first else
+                          f"{arm}: stopped with nothing left to send: {reason}")
+        self.write()  # said at once, so a resume after a kill sends it nothing either
+
+
+@dataclasses.dataclass(frozen=True)
+class _ArmStopper:
+    """The runner's `StopArm`: an arm of the run the stop hook names loses the queue's rows
+    not yet handed out, once."""
+
+    ledger: _Ledger
+    queue: WorkQueue
+    arms: dict[str, str]
+
+    def __call__(self, arm: str, reason: str) -> None:
+        if arm in self.ledger.stopped or arm not in self.arms:
+            return
+        unsent, first = self.queue.drop_arm(arm)
+        self.ledger.arm_stopped(arm, reason, first, unsent)
 
 
 @dataclasses.dataclass
@@ -195,6 +266,15 @@ class _Outcome:
     finished: bool = False  # every queued record done (or drained after a stop)
     stop_reason: str | None = None
     broken: str | None = None  # the circuit breaker's reason: the run stays interrupted
+
+
+@dataclasses.dataclass(frozen=True)
+class _Sent:
+    """What this invocation's sending came to; the default: nothing to send."""
+
+    outcome: _Outcome = dataclasses.field(default_factory=lambda: _Outcome(finished=True))
+    resent: int = 0  # records sent again after their lease ran out
+    workers: dict = dataclasses.field(default_factory=dict)  # workers.json, as the master wrote it
 
 
 def _follow(proc: ManagedProcess, store: ResultStore, tail: StoreTail,
@@ -263,45 +343,30 @@ def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Pat
         # a restarted replayer (a second `docker compose up`) must not send the run again
         console.print(f"{run.path} holds a complete run: nothing to send")
         return run.path
-    address = _master_address(config)
-    token = _token_env(config, address[0])
-    run, records, resuming = _prepare(config)  # bad traffic is a usage error: first
+    prepared = _prepare(config)  # bad traffic is a usage error: first
     if config.preflight_timeout > 0:
         check_arms(config.arms, config.preflight_timeout)
-    if not resuming:
-        run.write_traffic(records)
-    previous = run.read_manifest() if resuming else None
-    manifest = _open_manifest(config, run, len(records), resuming)
-    run.write_manifest(manifest)
+    if not prepared.resuming:
+        prepared.run.write_traffic(prepared.records)
+    ledger = _Ledger.open(prepared.run, _open_manifest(config, prepared.run,
+                                                        len(prepared.records), prepared.previous))
+    sent = _replay_run(config, prepared, ledger, should_stop, console)
+    if sent.outcome.broken is not None:
+        raise ArmDown(f"{sent.outcome.broken} (the run in {prepared.run.path} is interrupted)")
+    if sent.workers.get("start_failed") and not sent.outcome.finished:
+        raise WorkersShort(f"the run never started: {sent.workers['start_failed']}")
+    return prepared.run.path
+
+
+def _replay_run(config: ReplayConfig, prepared: _Prepared, ledger: _Ledger,
+                should_stop: StopHook | None, console: Console) -> _Sent:
+    """Queue the work, send it and close the run: whatever ends it (Ctrl-C, a crash), the
+    manifest says how far it got and the store is closed."""
+    run = prepared.run
     store = run.open_store()
-    notes = list(manifest.notes)
-    status = "interrupted"
-    server = None
-    outcome = _Outcome(finished=True)
-    resent = total = 0
-    workers: dict = {}
-    stopped = dict(manifest.arms_stopped)  # an arm stopped before a resume stays stopped
-
-    def stop_arm(arm: str, reason: str) -> None:
-        if arm in stopped or arm not in config.arms:
-            return
-        unsent, first = store.queue.drop_arm(arm)
-        stopped[arm] = {"reason": reason, "first_unsent": first, "unsent": unsent,
-                        "at": now_iso()}
-        notes.append(f"{arm}: sent nothing more from request {first} on ({unsent} "
-                     f"record(s) left): {reason}" if first else
-                     f"{arm}: stopped with nothing left to send: {reason}")
-        # said at once, so a resume after a kill sends it nothing either
-        run.write_manifest(dataclasses.replace(manifest, notes=tuple(notes),
-                                                arms_stopped=dict(stopped)))
-
+    sent, total, status, server = _Sent(), 0, INTERRUPTED, None
     try:
-        # a resume keeps the run's schedule (its traffic.jsonl); --speed still applies
-        total = store.queue.fill(pending_items(records, _sending(config, stopped),
-                                               store.pairs(ok_only=True),
-                                               config.speed if resuming else 1.0))
-        before = _needs_before(config, previous.arms if previous else {}, run)
-        notes += scrape_arms(before, run, "before")
+        total = _fill_queue(config, prepared, ledger, store)
         # the breaker sees this invocation's results only (a resume starts afresh); the
         # live metrics count the whole run
         breaker = CircuitBreaker(config.breaker)
@@ -312,37 +377,59 @@ def run_replay(config: ReplayConfig, should_stop: StopHook | None = None) -> Pat
             tail.follow(metrics.observe)
             console.print(f"live metrics: http://{config.bind_host}:{config.metrics_port}/metrics")
         if total:
-            outcome, resent, workers = _send(config, run, store, tail, breaker, total,
-                                             (should_stop, stop_arm), console, notes,
-                                             address, token)
-        notes += scrape_arms(config.arms, run, "after")
-        missing = pending_items(records, _sending(config, stopped), store.pairs())
-        complete = outcome.finished and outcome.broken is None and (
-            not missing or outcome.stop_reason is not None)
-        status = "complete" if complete else "interrupted"
+            sent = _send(config, prepared, store, tail, breaker, total,
+                         (should_stop, _ArmStopper(ledger, store.queue, config.arms)),
+                         console, ledger.notes)
+        ledger.notes.extend(scrape_arms(config.arms, run, "after"))
+        status = _final_status(config, prepared.records, ledger.stopped, store, sent.outcome)
     finally:
-        if total and not workers:  # interrupted mid-send: what the master wrote so far
+        if total and not sent.workers:  # interrupted mid-send: what the master wrote so far
             with contextlib.suppress(RunDirError):
-                workers = run.read_workers() or {}
+                sent = dataclasses.replace(sent, workers=run.read_workers() or {})
         if server is not None:
-            if status == "complete" and config.metrics_linger_s > 0:
+            if status == COMPLETE and config.metrics_linger_s > 0:
                 tail.poll()  # the last rows, then one scrape interval for Prometheus to see them
                 time.sleep(config.metrics_linger_s)
             server.stop()
-        final = dataclasses.replace(
-            manifest, notes=tuple(notes),
-            resent=(previous.resent if previous else 0) + resent,
-            stopped_early=outcome.stop_reason is not None, stop_reason=outcome.stop_reason,
-            arms_stopped=stopped,
-            workers=_merge_workers(previous.workers if previous else {}, workers),
-            schedule=_schedule(store))
-        run.write_manifest(final.with_status(status, store.counts_by_arm()))
-        store.close()
-    if outcome.broken is not None:
-        raise ArmDown(f"{outcome.broken} (the run in {run.path} is interrupted)")
-    if workers.get("start_failed") and not outcome.finished:
-        raise WorkersShort(f"the run never started: {workers['start_failed']}")
-    return run.path
+        _close(prepared.previous, ledger, store, sent, status)
+    return sent
+
+
+def _fill_queue(config: ReplayConfig, prepared: _Prepared, ledger: _Ledger,
+                store: ResultStore) -> int:
+    """Queue what is left to send and scrape the arms that need a `before`; returns the
+    records queued."""
+    # a resume keeps the run's schedule (its traffic.jsonl); --speed still applies
+    total = store.queue.fill(pending_items(prepared.records, _sending(config, ledger.stopped),
+                                           store.pairs(ok_only=True),
+                                           config.speed if prepared.resuming else 1.0))
+    previous = prepared.previous.arms if prepared.previous else {}
+    ledger.notes.extend(scrape_arms(_needs_before(config, previous, prepared.run),
+                                    prepared.run, "before"))
+    return total
+
+
+def _final_status(config: ReplayConfig, records: list[TrafficRecord], stopped: dict[str, dict],
+                  store: ResultStore, outcome: _Outcome) -> RunStatus:
+    """`complete` when every record the arms still sent to has a row (or a stop hook ended
+    the run and what was handed out is done), else `interrupted`."""
+    missing = pending_items(records, _sending(config, stopped), store.pairs())
+    complete = outcome.finished and outcome.broken is None and (
+        not missing or outcome.stop_reason is not None)
+    return COMPLETE if complete else INTERRUPTED
+
+
+def _close(previous: Manifest | None, ledger: _Ledger, store: ResultStore, sent: _Sent,
+           status: RunStatus) -> None:
+    """The run's last manifest, this invocation's sending added to what earlier ones did;
+    then the store is closed."""
+    outcome = sent.outcome
+    ledger.write(status, store.counts_by_arm(),
+                 resent=(previous.resent if previous else 0) + sent.resent,
+                 stopped_early=outcome.stop_reason is not None, stop_reason=outcome.stop_reason,
+                 workers=_merge_workers(previous.workers if previous else {}, sent.workers),
+                 schedule=_schedule(store))
+    store.close()
 
 
 def _sending(config: ReplayConfig, stopped: dict[str, dict]) -> list[str]:
@@ -350,13 +437,14 @@ def _sending(config: ReplayConfig, stopped: dict[str, dict]) -> list[str]:
     return [arm for arm in config.arms if arm not in stopped]
 
 
-def _send(config: ReplayConfig, run: RunDir, store: ResultStore, tail: StoreTail,
+def _send(config: ReplayConfig, prepared: _Prepared, store: ResultStore, tail: StoreTail,
           breaker: CircuitBreaker, total: int,
-          stopping: tuple[StopHook | None, StopArm], console: Console, notes: list[str],
-          address: tuple[str, int], token: dict[str, str]) -> tuple[_Outcome, int, dict]:
+          stopping: tuple[StopHook | None, StopArm], console: Console,
+          notes: list[str]) -> _Sent:
     """Run Locust's master and the local workers until the work is done; returns the
     outcome, the records sent again and what the master recorded about its workers."""
-    host, port = address
+    run, token = prepared.run, prepared.token
+    host, port = prepared.address
     if run.workers_path.exists():
         run.workers_path.unlink()  # this invocation's workers only
     with tempfile.TemporaryDirectory(prefix="layergate-workers-") as home:
@@ -397,7 +485,7 @@ def _send(config: ReplayConfig, run: RunDir, store: ResultStore, tail: StoreTail
                      "(a worker stopped while holding them)")
     workers = run.read_workers() or {}
     notes += _worker_notes(workers)
-    return outcome, resent, workers
+    return _Sent(outcome, resent, workers)
 
 
 def _footprint(master_pid: int, run: RunDir) -> str:
@@ -456,7 +544,7 @@ def _nothing_to_send(manifest: Manifest, config: ReplayConfig) -> bool:
     """A complete run whose every arm has only ok rows: a resume would send nothing (a
     complete run with error rows is still filled: a resume turns an error into a result)."""
     counts = manifest.counts or {}
-    return manifest.status == "complete" and all(
+    return manifest.status == COMPLETE and all(
         arm in counts and counts[arm].get("error", 0) == 0 for arm in config.arms)
 
 

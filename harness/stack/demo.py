@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.panel import Panel
 
-from layergate.exporters.catalogue import BASELINE2, FAIL, PASS
+from layergate.exporters.catalogue import BASELINE2, COMPLETE, FAIL, PASS
 from layergate.exporters.errors import InfrastructureError
 from layergate.harness.rundir import RunDir
 from layergate.harness.stack.demo_config import DemoConfig
@@ -84,7 +84,7 @@ def _replay(config: DemoConfig, stack: RunningStack, run_dir: Path, console: Con
                             metrics_port=stack.replayer_metrics_port, timeout=config.timeout_s,
                             metrics_linger_s=3 * SCRAPE_S, progress=True))
     manifest = RunDir(run_dir).read_manifest()
-    if manifest.status != "complete":
+    if manifest.status != COMPLETE:
         raise DemoError(f"the replay ended {manifest.status}: {'; '.join(manifest.notes)}")
 
 

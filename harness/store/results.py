@@ -18,7 +18,7 @@ from layergate.exporters.answers import Tally
 from layergate.exporters.columns import ResultColumns
 from layergate.exporters.errors import InfrastructureError
 from layergate.exporters.records import ArmResult
-from layergate.harness.store.columns import REPLAY, Scan, read_scan, tallies
+from layergate.harness.store.column_read import REPLAY
 from layergate.harness.store.queue import WorkQueue
 from layergate.harness.store.rows import (
     add_missing_columns,
@@ -27,7 +27,9 @@ from layergate.harness.store.rows import (
     insert_rows,
     schema,
 )
+from layergate.harness.store.scan import Scan, read_scan
 from layergate.harness.store.sqlite import connect, write_transaction
+from layergate.harness.store.tallies import tallies
 
 
 class StoreError(InfrastructureError, RuntimeError):

@@ -45,10 +45,15 @@ def schema() -> list[str]:
             "PRIMARY KEY (request_id, arm, repeat, concurrency))", NAMES_SCHEMA]
 
 
+def present_columns(conn: sqlite3.Connection) -> set[str]:
+    """The columns table `results` has (a store of an earlier version lacks some)."""
+    return {row[1] for row in conn.execute("PRAGMA table_info(results)")}
+
+
 def add_missing_columns(conn: sqlite3.Connection) -> None:
     """Columns `ArmResult` gained after the store was written (a resume of an older run):
     added empty, read back as the field's default."""
-    have = {row[1] for row in conn.execute("PRAGMA table_info(results)")}
+    have = present_columns(conn)
     added = [_column(name) for name in _COLUMNS if name not in have]
     added += [f'"{name}" BLOB' for name in ("summary", "itl_f64") if name not in have]
     for column in added:

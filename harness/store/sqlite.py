@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 BUSY_TIMEOUT_MS = 30_000
+CHUNK = 50_000  # rows a bulk read converts at once: bounds the Python objects alive to a few MB
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
