@@ -7,10 +7,10 @@ u ~ N(0, tau^2) for the whole sweep (applied as a time scale on the load it sees
 capacity is exactly exp(u) times its design's). A sweep is R replicates: each the real
 ladder (`harness.capacity.ladder.next_step`, `harness.capacity.sweep.step_size`) from a
 fresh seed, every step a fresh Poisson schedule starting on idle servers (the sweep's idle
-check), judged by the real `exporters.capacity` (attainment of a TTFT SLO); the replicates
+check), judged by the real `exporters.figures.capacity` (attainment of a TTFT SLO); the replicates
 share the sweep's processes (the same servers). The interval is
-`layergate.exporters.capacity_replicates.replicated_ratio` (log ratio across replicates with the
-between-process term). Beside it: the single sweep's own bootstrap interval (its first
+`layergate.exporters.figures.capacity_replicates.replicated_ratio` (log ratio across replicates
+with the between-process term). Beside it: the single sweep's own bootstrap interval (its first
 replicate), which is what `layergate capacity` gave before.
 
 Truths (candidate / baseline capacity):
@@ -38,10 +38,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.gate_simulation import share  # noqa: E402
-from layergate.exporters import capacity as cap  # noqa: E402
-from layergate.exporters.capacity_replicates import replicated_ratio  # noqa: E402
-from layergate.exporters.capacity_step import StepArm  # noqa: E402
 from layergate.exporters.catalogue import BASELINE, CANDIDATE, CAPACITY_RATIO  # noqa: E402
+from layergate.exporters.figures import capacity as cap  # noqa: E402
+from layergate.exporters.figures.capacity_replicates import replicated_ratio  # noqa: E402
+from layergate.exporters.figures.capacity_step import StepArm  # noqa: E402
 from layergate.harness.capacity.config import CapacityConfig  # noqa: E402
 from layergate.harness.capacity.ladder import next_step  # noqa: E402
 from layergate.harness.capacity.replicates import dithered  # noqa: E402

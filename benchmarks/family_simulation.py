@@ -5,8 +5,8 @@ Each simulated family replays N requests through baseline A, baseline2 A' and th
 candidates, every arm's process with its own log speed factor u ~ N(0, tau^2) and every
 request on every arm its own log-time noise (benchmarks/gate_simulation.py's model and
 built-in inputs). Each candidate's figures come from the gate's calculators (alignment,
-resampled sums, layergate.exporters.rer with its between-process term, the candidate's own process
-draw), each candidate is judged by the real `judge` of an RER rule, the family by the real
+resampled sums, layergate.exporters.figures.rer with its between-process term, the candidate's own
+process draw), each candidate is judged by the real `judge` of an RER rule, the family by the real
 `judge_family` (Holm) and `FamilyResult` (comparisons with the best, the recommendation
 and its selection-adjusted interval).
 
@@ -33,12 +33,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.gate_simulation import built_in_inputs, share  # noqa: E402
-from layergate.exporters import rer  # noqa: E402
-from layergate.exporters.aligned import align  # noqa: E402
-from layergate.exporters.bootstrap import expanded, percentile_ci, resample_sums  # noqa: E402
 from layergate.exporters.catalogue import HOLM, PASS, REQUIRE_ANY  # noqa: E402
-from layergate.exporters.config import MetricsConfig  # noqa: E402
-from layergate.exporters.figures import OVERALL  # noqa: E402
+from layergate.exporters.figures import OVERALL, rer  # noqa: E402
+from layergate.exporters.figures.aligned import align  # noqa: E402
+from layergate.exporters.figures.bootstrap import expanded, percentile_ci, resample_sums  # noqa: E402
+from layergate.exporters.figures.config import MetricsConfig  # noqa: E402
 from layergate.exporters.records import ArmResult  # noqa: E402
 from layergate.harness.gate.family import CandidateVerdict, FamilyResult, judge_family  # noqa: E402
 from layergate.harness.gate.policy import parse_policy  # noqa: E402

@@ -8,9 +8,10 @@ another), and every request on every arm its own noise e ~ N(0, sigma^2) in log 
 sigma measured from the same real run's A'-vs-A pairs. The candidate's true time ratio is
 1 (A/A), 0.85 (`faster`: a true 15 % saving) or 1.20 (`slow`: +20 % latency).
 
-The figures come from the gate's own code (alignment, resampled sums, layergate.exporters.rer and
-layergate.exporters.latency with their intervals) and are judged by the shipped policies' rules
-(`default`, `tight`), under each method:
+The figures come from the gate's own code (alignment, resampled sums,
+layergate.exporters.figures.rer and
+layergate.exporters.figures.latency with their intervals) and are judged by the shipped policies'
+rules (`default`, `tight`), under each method:
 
   per-request    the per-request paired bootstrap alone (process_spread 0), latency
                  judged as B/A against an absolute tolerance (the policies before)
@@ -40,11 +41,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from layergate.exporters import latency, rer  # noqa: E402
-from layergate.exporters.aligned import align  # noqa: E402
-from layergate.exporters.bootstrap import resample_sums  # noqa: E402
-from layergate.exporters.config import MetricsConfig  # noqa: E402
-from layergate.exporters.figures import OVERALL  # noqa: E402
+from layergate.exporters.figures import (  # noqa: E402
+    OVERALL,  # noqa: E402
+    latency,
+    rer,
+)
+from layergate.exporters.figures.aligned import align  # noqa: E402
+from layergate.exporters.figures.bootstrap import resample_sums  # noqa: E402
+from layergate.exporters.figures.config import MetricsConfig  # noqa: E402
 from layergate.exporters.records import ArmResult  # noqa: E402
 from layergate.harness.gate.checks import judge  # noqa: E402
 from layergate.harness.gate.policy import default_policy_dir, load_policy  # noqa: E402

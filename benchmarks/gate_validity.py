@@ -347,9 +347,9 @@ def log_offset(plain: list[float | None], figure: str) -> tuple[float, float] | 
     baseline) and its per-request standard error, read off the +-1 SE (expanded) interval."""
     from scipy.stats import norm
 
-    from layergate.exporters.bootstrap import expanded
     from layergate.exporters.catalogue import figure_spec
-    from layergate.exporters.process_spread import to_ratio
+    from layergate.exporters.figures.bootstrap import expanded
+    from layergate.exporters.figures.process_spread import to_ratio
 
     value, low, high, n = plain
     if value is None or low is None or high is None or not n:

@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere: the checkout's rigs
 
-from layergate.exporters.config import MetricsConfig  # noqa: E402
+from layergate.exporters.figures.config import MetricsConfig  # noqa: E402
 from layergate.harness.rundir import RunDir  # noqa: E402
 from tests.support.synthetic_run import write_run  # noqa: E402
 

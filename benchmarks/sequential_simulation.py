@@ -41,8 +41,8 @@ from scipy.stats import beta
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from layergate.exporters.compute import compute_figures  # noqa: E402
-from layergate.exporters.config import MetricsConfig  # noqa: E402
+from layergate.exporters.figures.compute import compute_figures  # noqa: E402
+from layergate.exporters.figures.config import MetricsConfig  # noqa: E402
 from layergate.exporters.records import ArmResult  # noqa: E402
 from layergate.harness.gate import load_policy  # noqa: E402
 from layergate.harness.gate.policy import default_policy_dir  # noqa: E402

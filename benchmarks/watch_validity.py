@@ -39,8 +39,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from layergate.exporters.canary import ArmWindow, Window  # noqa: E402
-from layergate.exporters.sequential import rate_difference_sequence, windows_needed  # noqa: E402
+from layergate.exporters.figures.canary import ArmWindow, Window  # noqa: E402
+from layergate.exporters.figures.sequential import rate_difference_sequence, windows_needed  # noqa: E402
 from layergate.harness.watch.policy import load_watch_policy  # noqa: E402
 from layergate.harness.watch.stages import StageMachine, StagePlan, WatchStatus  # noqa: E402
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from layergate.exporters.capacity_step import PERCENTILES, StepArm
+from layergate.exporters.figures.capacity_step import PERCENTILES, StepArm
 
 PREFIX = "layergate_capacity_step_"
 LABELS = ("run", "arm", "step")

@@ -19,7 +19,7 @@ from typing import Literal, Protocol
 # --- figures ---------------------------------------------------------------------------
 
 Better = Literal["higher", "lower"]
-# how a live figure's interval is built from the windows (exporters/canary.py)
+# how a live figure's interval is built from the windows (exporters/figures/canary.py)
 LiveScale = Literal["log_ratio", "saving", "rate_delta", "difference", "share"]
 # metric roles: what a mapping file names for each engine (histograms give _sum and _count)
 HISTOGRAM_ROLES = ("e2e", "ttft", "tpot")
@@ -35,12 +35,12 @@ class FigureSpec:
     `not_gated`: why a gate policy may not name it (empty: it may). `live`: computed while
     traffic flows (from Prometheus), not by `compute_figures` over a finished run.
     `timing`: a paired performance figure whose interval includes the between-process
-    term (exporters/process_spread.py): "ratio" when the value is the arm's time over the
+    term (exporters/figures/process_spread.py): "ratio" when the value is the arm's time over the
     baseline's, "saving" when it is 1 minus that ratio; saturation makes it inconclusive.
     `sweep`: computed from the steps of a capacity sweep (`layergate capacity`), not by
     `compute_figures` over one replay. A live figure's `scale` is the one its interval is
     built on and `roles` the metric roles it needs ("a|b": either will do;
-    exporters/canary.py computes it)."""
+    exporters/figures/canary.py computes it)."""
 
     name: str
     unit: str  # fraction (a share in [0, 1]), ratio, s, bytes, tokens, score (0-100), nats
@@ -137,7 +137,7 @@ TIMING_FIGURES = (RER, RER_DECODE, LATENCY_RATIO, TTFT_LATENCY_RATIO, TPOT_LATEN
 DETERMINISM_FIGURES = (OUTPUT_DETERMINISM, RESOURCE_DETERMINISM, LATENCY_DETERMINISM)
 TTFT_GROWTH = _figure("ttft_growth", "ratio", "lower", "median TTFT of the last third of the "
                       "run (send order) / the first third's; detail['saturated'] says whether "
-                      "the arm queued (exporters/saturation.py)",
+                      "the arm queued (exporters/figures/saturation.py)",
                       not_gated="it is the saturation check: a saturated run's latency "
                                 "verdicts are inconclusive whatever the policy")
 E2E_JITTER = _figure("e2e_jitter", "s", "lower", "P99 - P50 of E2E")
@@ -156,7 +156,7 @@ for _kind, _words in LATENCY_KINDS.items():
         _figure(f"{_kind}_{_q}", "s", "lower", f"{_q.upper()} of the {_words}")
 
 # live figures: `layergate watch` computes them from each arm's Prometheus metrics over the
-# same windows (exporters/canary.py); a gate policy judges the replay's paired figures
+# same windows (exporters/figures/canary.py); a gate policy judges the replay's paired figures
 _LIVE = "a live canary figure (layergate watch, from Prometheus windows); on a shadow replay " \
         "the gate judges the paired figures instead"
 
@@ -186,8 +186,8 @@ LAYERS_EXECUTED_SHARE = _live("layers_executed_share", "fraction", "lower", "lay
                               "layers_executed", "layers_skipped")
 LIVE_FIGURES = {name: spec for name, spec in FIGURES.items() if spec.live}
 
-# a capacity sweep's figures (exporters/capacity.py): from the steps of `layergate capacity`,
-# not from one replay
+# a capacity sweep's figures (exporters/figures/capacity.py): from the steps of `layergate
+# capacity`, not from one replay
 CAPACITY = _figure("capacity", "load", "higher", "highest offered load (requests/s open "
                    "loop, users closed loop) at which the arm met the SLO, interpolated "
                    "between its last passing and first failing step", sweep=True)
@@ -365,7 +365,7 @@ VERDICT_STATES = {
     NO_DATA: "watch: ended because its windows had no data (Prometheus, selectors, traffic)",
     WATCHING: "watch's exposed state while pending with data",
 }
-# the gate's run-wide check of the replay's schedule fidelity (exporters/schedule_lag.py):
+# the gate's run-wide check of the replay's schedule fidelity (exporters/figures/schedule_lag.py):
 # not a figure of an arm but of the load tool, bounded by the policy's max_send_lag_p99_s
 SCHEDULE_LAG = "schedule_lag"
 

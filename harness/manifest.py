@@ -61,7 +61,7 @@ class Manifest:
     arms_stopped: dict[str, dict[str, Any]] = field(default_factory=dict)
     # a replay: the Locust workers its master served (workers.json), across resumes
     workers: dict[str, Any] = field(default_factory=dict)
-    # a replay: how far its sends lagged their intended times (exporters/schedule_lag.py)
+    # a replay: how far its sends lagged their intended times (exporters/figures/schedule_lag.py)
     schedule: dict[str, Any] = field(default_factory=dict)
     # a replay: its open loop's cap on requests in flight over every worker
     # (ReplayConfig.in_flight_limit, as the last invocation set it); None: a closed loop

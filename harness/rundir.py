@@ -20,14 +20,14 @@ from typing import Any
 import numpy as np
 
 from layergate.exporters import tokenizer
-from layergate.exporters.answers import Tally
 from layergate.exporters.atomic import write_json_atomic
 from layergate.exporters.catalogue import COMPLETE
-from layergate.exporters.columns import ResultColumns, concat, from_results, select
 from layergate.exporters.errors import InfrastructureError
-from layergate.exporters.recorded import recorded_results
+from layergate.exporters.figures.answers import Tally
+from layergate.exporters.figures.columns import ResultColumns, concat, from_results, select
+from layergate.exporters.figures.recorded import recorded_results
+from layergate.exporters.figures.schedule_lag import ScheduleLag, schedule_lag
 from layergate.exporters.records import ArmResult, MetricsScrape
-from layergate.exporters.schedule_lag import ScheduleLag, schedule_lag
 from layergate.exporters.traffic import (
     Schedule,
     TrafficError,

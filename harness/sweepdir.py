@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from layergate.exporters.atomic import write_json_atomic
-from layergate.exporters.capacity_step import StepArm
 from layergate.exporters.catalogue import RUNNING, RunStatus
 from layergate.exporters.errors import InfrastructureError
+from layergate.exporters.figures.capacity_step import StepArm
 from layergate.harness.manifest import now_iso
 
 STATE = "capacity.json"

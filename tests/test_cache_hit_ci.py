@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from layergate.exporters.compute import compute_figures
-from layergate.exporters.config import MetricsConfig
 from layergate.exporters.figures import Figure
+from layergate.exporters.figures.compute import compute_figures
+from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.records import ArmResult, MetricsScrape
 
 CFG = MetricsConfig(n_resamples=400, min_samples=2)

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from layergate.exporters import capacity as cap
-from layergate.exporters.capacity_step import StepArm
 from layergate.exporters.catalogue import BASELINE, BASELINE2, CANDIDATE, FIGURES
 from layergate.exporters.figures import Figure
+from layergate.exporters.figures import capacity as cap
+from layergate.exporters.figures.capacity_step import StepArm
+from layergate.exporters.figures.slo import SLO, SLOError, parse_slo
 from layergate.exporters.records import ArmResult
-from layergate.exporters.slo import SLO, SLOError, parse_slo
 from layergate.harness.capacity.config import CapacityConfig
 from layergate.harness.capacity.ladder import DONE_BRACKETED, DONE_NONE, next_step, propose
 from layergate.harness.capacity.report import build_report

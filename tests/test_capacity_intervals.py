@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from layergate.exporters import capacity as cap
-from layergate.exporters.capacity_replicates import replicated_ratio, replicates_needed
-from layergate.exporters.capacity_step import StepArm
 from layergate.exporters.catalogue import BASELINE, CANDIDATE
+from layergate.exporters.figures import capacity as cap
+from layergate.exporters.figures.capacity_replicates import replicated_ratio, replicates_needed
+from layergate.exporters.figures.capacity_step import StepArm
 from layergate.harness.capacity.config import CapacityConfig
 from layergate.harness.capacity.replicates import dithered, replicate_config
 

@@ -11,9 +11,9 @@ import time
 import httpx
 import numpy as np
 
-from layergate.exporters import capacity as cap
-from layergate.exporters.capacity_step import StepArm
 from layergate.exporters.catalogue import BASELINE
+from layergate.exporters.figures import capacity as cap
+from layergate.exporters.figures.capacity_step import StepArm
 from layergate.exporters.traffic import read_traffic
 from layergate.harness.capacity.config import RATE
 from layergate.harness.capacity.idle import IdleCheck

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from layergate.exporters import capacity as cap
 from layergate.exporters.catalogue import BASELINE, BASELINE2, CANDIDATE, ExitCode
-from layergate.exporters.slo import parse_slo
+from layergate.exporters.figures import capacity as cap
+from layergate.exporters.figures.slo import parse_slo
 from layergate.harness.capacity.sweep import step_seed
 from layergate.harness.processes import layergate_command
 from layergate.harness.sweepdir import REPORT, STATE, SweepDir

@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from layergate.exporters import capacity
-from layergate.exporters.capacity_step import StepArm
 from layergate.exporters.catalogue import (
     ARMS,
     FIGURES,
@@ -23,11 +21,12 @@ from layergate.exporters.catalogue import (
     same_output,
     stage_for,
 )
-from layergate.exporters.compute import compute_figures
-from layergate.exporters.config import MetricsConfig
-from layergate.exporters.consistency import compare
-from layergate.exporters.figures import OVERALL, Figure
-from layergate.exporters.recorded import recorded_result
+from layergate.exporters.figures import OVERALL, Figure, capacity
+from layergate.exporters.figures.capacity_step import StepArm
+from layergate.exporters.figures.compute import compute_figures
+from layergate.exporters.figures.config import MetricsConfig
+from layergate.exporters.figures.consistency import compare
+from layergate.exporters.figures.recorded import recorded_result
 from layergate.exporters.records import ArmResult, MetricsScrape
 from layergate.harness.gate.policy import PolicyError, parse_policy
 from layergate.harness.report.pairs import Pair

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from layergate.exporters.cli_options import FieldOption, config_field, field_choices, field_default
-from layergate.exporters.config import MetricsConfig
+from layergate.exporters.figures.config import MetricsConfig
 from layergate.harness.capacity.config import CapacityConfig
 from layergate.harness.capture.config import CaptureConfig
 from layergate.harness.cli import COMMANDS, main

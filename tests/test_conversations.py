@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from layergate.exporters.bootstrap import percentile_ci, resample_sums
-from layergate.exporters.conversations import cluster_labels, conversations
+from layergate.exporters.figures.bootstrap import percentile_ci, resample_sums
+from layergate.exporters.figures.conversations import cluster_labels, conversations
 
 
 def _chat(rid: str, *turns: str) -> dict:
@@ -82,7 +82,7 @@ def test_the_cluster_bootstrap_covers_where_the_per_request_one_does_not():
 def test_the_gate_reads_conversations_from_the_runs_traffic(tmp_path):
     """compute_figures with the run's conversations: a latency ratio whose turns share their
     conversation's ratio gets a wider interval than the per-request one."""
-    from layergate.exporters.compute import compute_figures
+    from layergate.exporters.figures.compute import compute_figures
     from layergate.exporters.records import ArmResult
 
     rng = np.random.default_rng(2)

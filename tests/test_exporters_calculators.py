@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from layergate.exporters.compute import compute_figures
-from layergate.exporters.config import MetricsConfig
 from layergate.exporters.figures import Figure
+from layergate.exporters.figures.compute import compute_figures
+from layergate.exporters.figures.config import MetricsConfig
+from layergate.exporters.figures.recorded import recorded_result
+from layergate.exporters.figures.stats import quantiles_ci, wilcoxon
+from layergate.exporters.figures.token_kl import position_kl
 from layergate.exporters.prom_text import cache_counters
-from layergate.exporters.recorded import recorded_result
 from layergate.exporters.records import ArmResult, MetricsScrape
-from layergate.exporters.stats import quantiles_ci, wilcoxon
-from layergate.exporters.token_kl import position_kl
 
 CFG = MetricsConfig(n_resamples=200, min_samples=2, min_determinism_prompts=1)
 

@@ -15,9 +15,9 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from prometheus_client import CollectorRegistry, generate_latest
 
-from layergate.exporters.compute import compute_figures
-from layergate.exporters.config import MetricsConfig
 from layergate.exporters.figures import Figure
+from layergate.exporters.figures.compute import compute_figures
+from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.otel_export import LATENCY_BOUNDARIES, OtelRunExporter
 from layergate.exporters.prometheus_export import RunFiguresCollector, register_run
 from layergate.exporters.records import ArmResult

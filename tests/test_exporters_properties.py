@@ -9,9 +9,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from layergate.exporters.bootstrap import resample_sums
-from layergate.exporters.compute import compute_figures
-from layergate.exporters.config import MetricsConfig
+from layergate.exporters.figures.bootstrap import resample_sums
+from layergate.exporters.figures.compute import compute_figures
+from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.records import ArmResult
 
 CFG = MetricsConfig(n_resamples=100, min_samples=2)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from layergate.exporters.compute import compute_figures
-from layergate.exporters.config import MetricsConfig
+from layergate.exporters.figures.compute import compute_figures
+from layergate.exporters.figures.config import MetricsConfig
+from layergate.exporters.figures.textstats import bleu_stats, chrf_stats
 from layergate.exporters.records import ArmResult
-from layergate.exporters.textstats import bleu_stats, chrf_stats
 
 WORDS = ("The", "cat", "sat", "on", "the", "mat", ".", "It's", "a", "dog,", "isn't", "it?",
          "Paris", "(France)", "3.14", "—", "naïve", "café", "x+y=z", "end")

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from layergate.exporters import bootstrap
-from layergate.exporters.bootstrap import Sparse, compact, dense, resample_sums
-from layergate.exporters.config import MetricsConfig
+from layergate.exporters.figures import bootstrap
+from layergate.exporters.figures.bootstrap import Sparse, compact, dense, resample_sums
+from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.traffic import Offsets
 from layergate.harness.gate import load_policy
 from layergate.harness.gate.evaluation import evaluate_run, run_figures

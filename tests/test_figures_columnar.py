@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from layergate.exporters.columns import from_results
-from layergate.exporters.compute import compute_figures
-from layergate.exporters.config import MetricsConfig
 from layergate.exporters.figures import Figure
+from layergate.exporters.figures.columns import from_results
+from layergate.exporters.figures.compute import compute_figures
+from layergate.exporters.figures.config import MetricsConfig
+from layergate.exporters.figures.schedule_lag import schedule_lag
 from layergate.exporters.records import ArmResult
-from layergate.exporters.schedule_lag import schedule_lag
 from layergate.exporters.traffic import TrafficRecord
 from layergate.harness.gate.evaluation import run_figures
 from layergate.harness.manifest import Manifest, now_iso
@@ -124,7 +124,7 @@ def test_store_columns_give_the_figures_of_the_records(tmp_path: Path, stored: s
     loaded = load_run(run.path)
     got = run_figures(loaded, CFG)
     offsets = {f"r{i}": i * 0.1 for i in range(31)} | {"r99": 3.0}
-    from layergate.exporters.recorded import recorded_result
+    from layergate.exporters.figures.recorded import recorded_result
 
     extra = [recorded_result(rid, "chat", recorded) for rid in ("r1", "r2")]
     want = compute_figures([*rows, *extra], config=CFG, offsets=offsets)

@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from layergate.exporters.answers import answer_summary, describe
-from layergate.exporters.cache_hit import delta, hit_rate
 from layergate.exporters.catalogue import (
     CHARACTERS,
     FIGURES,
@@ -20,8 +18,10 @@ from layergate.exporters.catalogue import (
     TOKENIZER,
     USAGE,
 )
-from layergate.exporters.compute import compute_figures
-from layergate.exporters.config import MetricsConfig
+from layergate.exporters.figures.answers import answer_summary, describe
+from layergate.exporters.figures.cache_hit import delta, hit_rate
+from layergate.exporters.figures.compute import compute_figures
+from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.prom_text import CACHE_COUNTERS, NO_METRICS_ENDPOINT
 from layergate.exporters.records import ArmResult, MetricsScrape
 from layergate.exporters.traffic import TrafficRecord

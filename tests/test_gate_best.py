@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from layergate.exporters.catalogue import ARMS, CANDIDATE
-from layergate.exporters.process_spread import process_draws
+from layergate.exporters.figures.process_spread import process_draws
 from layergate.harness.gate.best import not_worse_than_best, paired_differences, selected_bounds
 
 NAMES = ("c1", "c2", "c3")

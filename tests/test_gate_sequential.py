@@ -12,17 +12,16 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from layergate.exporters import latency
-from layergate.exporters.aligned import align
 from layergate.exporters.catalogue import ExitCode
-from layergate.exporters.compute import compute_figures
-from layergate.exporters.config import MetricsConfig
-from layergate.exporters.figures import OVERALL
-from layergate.exporters.rer import _rer
-from layergate.exporters.sequential import linearised_path, t_mean_path
-from layergate.exporters.sequential.betting import bounded_mean_path, rejected
-from layergate.exporters.sequential.bound import intersected
-from layergate.exporters.sequential.figures import figure_path
+from layergate.exporters.figures import OVERALL, latency
+from layergate.exporters.figures.aligned import align
+from layergate.exporters.figures.compute import compute_figures
+from layergate.exporters.figures.config import MetricsConfig
+from layergate.exporters.figures.rer import _rer
+from layergate.exporters.figures.sequential import linearised_path, t_mean_path
+from layergate.exporters.figures.sequential.betting import bounded_mean_path, rejected
+from layergate.exporters.figures.sequential.bound import intersected
+from layergate.exporters.figures.sequential.figures import figure_path
 from layergate.harness.cli import main
 from layergate.harness.gate.send_order import load
 from layergate.harness.gate.sequential import decide, error_rate_above, until_decided

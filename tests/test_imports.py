@@ -76,6 +76,25 @@ def test_layers_import_only_downwards(package: str, forbidden: set[str]) -> None
     assert not wrong, f"{package} imports {forbidden}: {wrong}"
 
 
+# the exporters proper: they publish figures, so they may read the figures room
+PUBLISHERS = {"exporters/prometheus_export.py", "exporters/capacity_export.py",
+              "exporters/otel_export.py"}
+
+
+def test_the_figures_room_sits_between_the_vocabulary_and_the_exporters() -> None:
+    # the vocabulary and formats below the calculators never need a figure; the
+    # calculators never publish one
+    modules = _imported_modules("exporters")
+    below = {path: sorted(n for n in names if n.startswith("exporters.figures"))
+             for path, names in modules.items()
+             if not path.startswith("exporters/figures/") and path not in PUBLISHERS}
+    assert not {p: n for p, n in below.items() if n}, below
+    publishers = {p.removesuffix(".py").replace("/", ".") for p in PUBLISHERS}
+    above = {path: sorted(names & publishers) for path, names in modules.items()
+             if path.startswith("exporters/figures/")}
+    assert not {p: n for p, n in above.items() if n}, above
+
+
 def test_benchmarks_take_from_the_tests_only_their_rigs() -> None:
     # the rigs (echo and slot servers, synthetic runs, the watch rig) live in tests/support/;
     # a benchmark never runs a test's own code

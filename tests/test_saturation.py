@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from layergate.exporters.compute import compute_figures
-from layergate.exporters.config import MetricsConfig
+from layergate.exporters.figures.compute import compute_figures
+from layergate.exporters.figures.config import MetricsConfig
+from layergate.exporters.figures.saturation import peak_in_flight
 from layergate.exporters.records import ArmResult
-from layergate.exporters.saturation import peak_in_flight
 from layergate.exporters.traffic import TrafficRecord
 from layergate.harness.gate import apply_policy
 from layergate.harness.gate.evaluation import run_figures
@@ -177,7 +177,7 @@ def test_a_stable_queue_is_not_called_saturated_by_one_burst():
     5 s capacity steps after a 2 s warm-up: a burst late in a step once made its last
     third's median twice the first's, and the step saturated in 3 % of schedules; a
     queue that grows through the run (each third above the one before) is still caught."""
-    from layergate.exporters.slo import parse_slo
+    from layergate.exporters.figures.slo import parse_slo
     from tests.support.slots import simulated_step
 
     slo = parse_slo("ttft:5s")

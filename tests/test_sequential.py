@@ -5,7 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from layergate.exporters.sequential import mean_path, mean_sequence, radius_factor, ratio_path
+from layergate.exporters.figures.sequential import (
+    mean_path,
+    mean_sequence,
+    radius_factor,
+    ratio_path,
+)
 
 MIN_N = 30  # callers act only after a minimum count, as with fixed-sample CIs
 

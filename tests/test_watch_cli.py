@@ -9,8 +9,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from layergate.exporters.canary import available
 from layergate.exporters.catalogue import LIVE_FIGURES, ROLES
+from layergate.exporters.figures.canary import available
 from layergate.harness.cli import main
 from layergate.harness.watch.metric_map import (
     MetricMapError,

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
-from layergate.exporters.canary import ArmWindow, Window, evidence
 from layergate.exporters.catalogue import LIVE_FIGURES
+from layergate.exporters.figures.canary import ArmWindow, Window, evidence
 from layergate.harness.policy_file import PolicyError
 from layergate.harness.watch.board import Board, Missing
 from layergate.harness.watch.exposition import WatchCollector

@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from layergate.exporters.sequential import windows_needed
+from layergate.exporters.figures.sequential import windows_needed
 from layergate.harness.stack.engines import start_engine
 from layergate.harness.watch.stages import MIN_N_OPT
 from tests.support.watch_rig import Rig, RigResult, run_rig

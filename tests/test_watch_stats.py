@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from layergate.exporters.sequential import (
+from layergate.exporters.figures.sequential import (
     binomial_sequence,
     rate_difference_sequence,
     t_factor,

@@ -2,4 +2,4 @@
 drives the replayer step by step along a ladder (`ladder.py`) and stores each step as it
 completes (`harness/sweepdir.py`, the sweep's directory, as `rundir.py` is a run's); the
 gate judges a finished sweep (`verdict.py`); the figures and their intervals are
-`layergate.exporters.capacity`'s."""
+`layergate.exporters.figures.capacity`'s."""

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from layergate.exporters.catalogue import ARMS, REQUIRED_ARMS
-from layergate.exporters.slo import SLO, SLOError, parse_slo
+from layergate.exporters.figures.slo import SLO, SLOError, parse_slo
 from layergate.harness.replay.config import ConfigError
 
 RATE, USERS = "rate", "users"

@@ -1,6 +1,6 @@
 """Replicate sweeps (`layergate capacity --replicates R`): R ladders of the same arms, each
 from its own seed and its own dithered start, and the capacity ratio's interval across
-them (exporters/capacity_replicates.py).
+them (exporters/figures/capacity_replicates.py).
 
 One sweep's interval covered the true ratio in 31-48 % of simulated sweeps: a fresh
 arrival schedule and a ladder whose grid falls elsewhere move the knee by more than the
@@ -22,8 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from layergate.exporters.capacity_replicates import replicated_ratio
 from layergate.exporters.catalogue import CANDIDATE, CAPACITY_RATIO, COMPLETE
+from layergate.exporters.figures.capacity_replicates import replicated_ratio
 from layergate.harness.capacity.config import USERS, CapacityConfig
 from layergate.harness.capacity.report import sweep_figures
 from layergate.harness.sweepdir import SweepDir

@@ -7,10 +7,10 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from layergate.exporters import capacity as cap
-from layergate.exporters.capacity_step import StepArm
 from layergate.exporters.catalogue import CAPACITY, CAPACITY_RATIO, COMPLETE, ExitCode
 from layergate.exporters.figures import Figure
+from layergate.exporters.figures import capacity as cap
+from layergate.exporters.figures.capacity_step import StepArm
 from layergate.harness.capacity.config import CapacityConfig
 from layergate.harness.report import wording
 from layergate.harness.sweepdir import KIND, SweepState

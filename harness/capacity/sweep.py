@@ -21,8 +21,8 @@ from typing import ClassVar
 
 from rich.console import Console
 
-from layergate.exporters.capacity_step import StepArm, step_arms
 from layergate.exporters.catalogue import COMPLETE, INTERRUPTED, PASS, RUNNING
+from layergate.exporters.figures.capacity_step import StepArm, step_arms
 from layergate.exporters.traffic import TrafficRecord, read_traffic, write_traffic
 from layergate.harness import scenarios
 from layergate.harness.capacity.config import RATE, USERS, CapacityConfig

@@ -1,5 +1,5 @@
 """The gate on a capacity sweep (`layergate capacity`'s directory): its catalogued figures
-(exporters/capacity.py) under a policy, like a replay's. The per-step pass rule already
+(exporters/figures/capacity.py) under a policy, like a replay's. The per-step pass rule already
 weighed each arm's errors and saturation, so the fail-closed checks are the sweep's
 completeness only (an overloaded step's errors are its result, not a broken run). A
 sweep's capacity ratio is also a candidate's saving on a run's leaderboard

@@ -13,7 +13,7 @@ import click
 
 from layergate.exporters.catalogue import ExitCode
 from layergate.exporters.cli_options import config_values, field_option
-from layergate.exporters.config import MetricsConfig
+from layergate.exporters.figures.config import MetricsConfig
 from layergate.harness.cli.exits import RUN_DIR_UNREADABLE, exits
 from layergate.harness.cli.options import policy_option
 

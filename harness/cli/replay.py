@@ -162,7 +162,7 @@ def command(ctx: click.Context, **params: Any) -> None:
     manifest = RunDir(run_dir).read_manifest()
     click.echo(f"{manifest.status}: {run_dir} ({manifest.counts_text()})")
     if manifest.schedule:
-        from layergate.exporters.schedule_lag import ScheduleLag
+        from layergate.exporters.figures.schedule_lag import ScheduleLag
 
         click.echo(f"schedule: {ScheduleLag.from_json(manifest.schedule).words()}")
     for note in manifest.notes:

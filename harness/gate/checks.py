@@ -22,8 +22,8 @@ from layergate.exporters.catalogue import (
     UNDECIDED,
     Verdict,
 )
-from layergate.exporters.error_bound import error_upper_bound
 from layergate.exporters.figures import Figure
+from layergate.exporters.figures.error_bound import error_upper_bound
 from layergate.harness.gate.policy import MetricRule
 
 INF = float("inf")

@@ -6,10 +6,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from layergate.exporters.catalogue import DETERMINISM_FIGURES
-from layergate.exporters.columns import ResultColumns
-from layergate.exporters.compute import compute_figures
-from layergate.exporters.config import MetricsConfig
-from layergate.exporters.conversations import conversations
+from layergate.exporters.figures.columns import ResultColumns
+from layergate.exporters.figures.compute import compute_figures
+from layergate.exporters.figures.config import MetricsConfig
+from layergate.exporters.figures.conversations import conversations
 from layergate.harness.gate.policy import Policy, load_policy
 from layergate.harness.gate.result import GateResult
 from layergate.harness.gate.verdict import apply_policy

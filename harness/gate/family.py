@@ -33,9 +33,9 @@ from layergate.exporters.catalogue import (
     did_you_mean,
     exit_code,
 )
-from layergate.exporters.config import MetricsConfig
 from layergate.exporters.errors import UsageError
 from layergate.exporters.figures import OVERALL, Figure
+from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.records import ArmResult
 from layergate.harness.gate.best import (
     Difference,

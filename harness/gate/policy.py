@@ -23,7 +23,7 @@ from layergate.exporters.catalogue import (
     did_you_mean,
     figure_spec,
 )
-from layergate.exporters.config import MetricsConfig
+from layergate.exporters.figures.config import MetricsConfig
 from layergate.harness.policy_file import (
     PolicyError,
     Where,

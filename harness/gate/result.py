@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from layergate.exporters.answers import Tally
 from layergate.exporters.catalogue import exit_code
 from layergate.exporters.figures import OVERALL, Figure
+from layergate.exporters.figures.answers import Tally
+from layergate.exporters.figures.schedule_lag import ScheduleLag
 from layergate.exporters.records import ArmResult
-from layergate.exporters.schedule_lag import ScheduleLag
 from layergate.harness.gate.checks import Check
 from layergate.harness.gate.policy import Policy
 from layergate.harness.gate.recommendation import Rollout
@@ -30,7 +30,7 @@ class GateResult:
     results: Sequence[ArmResult] = ()  # the run's results, for reports of single requests
     # how many requests `results` were sampled from (Run.shown; None: they are all)
     shown_sampled_from: int | None = None
-    tallies: tuple[Tally, ...] = ()  # every answer counted (layergate.exporters.answers)
+    tallies: tuple[Tally, ...] = ()  # every answer counted (layergate.exporters.figures.answers)
     schedule: ScheduleLag | None = None  # the run's send lag (None: not recorded)
     run_dir: Path | None = None
 

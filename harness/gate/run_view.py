@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from layergate.exporters.config import MetricsConfig
 from layergate.exporters.figures import Figure
+from layergate.exporters.figures.config import MetricsConfig
 from layergate.harness.gate.evaluation import judge_figures, metrics_config
 from layergate.harness.gate.family import (
     FamilyResult,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from layergate.exporters.catalogue import EVERY_ARM, INCONCLUSIVE, PASS, SCHEDULE_LAG
 from layergate.exporters.figures import OVERALL
-from layergate.exporters.schedule_lag import ScheduleLag
+from layergate.exporters.figures.schedule_lag import ScheduleLag
 from layergate.harness.gate.checks import INFO, SKIPPED, Check
 from layergate.harness.gate.policy import Policy
 
@@ -15,7 +15,8 @@ _BEHIND = ("the load tool, not the arms, was the limit: replay a slower schedule
 
 
 def schedule_check(policy: Policy, lag: ScheduleLag | None) -> Check:
-    """The check of the run's send lag (`layergate.exporters.schedule_lag`; None: not recorded)."""
+    """The check of the run's send lag (`layergate.exporters.figures.schedule_lag`; None: not
+    recorded)."""
     bound = policy.max_send_lag_p99_s
     base = dict(name=SCHEDULE_LAG, scenario=OVERALL, arm=EVERY_ARM, critical=True,
                 threshold=bound, direction="<=", unit="s")

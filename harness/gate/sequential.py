@@ -1,6 +1,6 @@
 """The sequential gate: a policy judged on a run's requests in send order with
-anytime-valid intervals (`layergate.exporters.sequential`), so it may be looked at after every
-request and stop as soon as the verdict is known.
+anytime-valid intervals (`layergate.exporters.figures.sequential`), so it may be looked at after
+every request and stop as soon as the verdict is known.
 
 After each request (in the order they were meant to be sent, counting only a prefix in
 which every arm has answered) each gating rule is
@@ -13,8 +13,8 @@ budget, or when the results run out, it is inconclusive. The fail-closed checks 
 arm's error rate over the judged requests above the policy's limit fails the verdict, and
 decides the run as soon as it is known to be above: the errors exceed limit x budget (no
 later request can bring the rate back under), or the rate's own confidence sequence (the
-beta-binomial mixture, `layergate.exporters.sequential.binomial`) lies wholly above the limit, so an
-arm that fails every request stops the run within its first few. An `interrupted` run
+beta-binomial mixture, `layergate.exporters.figures.sequential.binomial`) lies wholly above the
+limit, so an arm that fails every request stops the run within its first few. An `interrupted` run
 fails.
 
 Everything is a function of the send-order prefix, so `until_decided` (the replay's stop
@@ -25,9 +25,10 @@ while the others go on, and its verdict stays the one it was decided on.
 
 Timing figures (RER, decode RER, the latency ratios) are widened by the between-process
 margin for the policy's `process_spread`, and latency ratios gated against the noise
-floor compare the fixed gate's excess B/A - A'/A (`layergate.exporters.sequential.figures`). When
-the judged prefix is saturated (`layergate.exporters.saturation`: an arm queued), its latency
-figures are undecided, with the fixed gate's words, so a saturated run is never decided
+floor compare the fixed gate's excess B/A - A'/A
+(`layergate.exporters.figures.sequential.figures`). When
+the judged prefix is saturated (`layergate.exporters.figures.saturation`: an arm queued), its
+latency figures are undecided, with the fixed gate's words, so a saturated run is never decided
 on latency.
 
 Figures with no per-request path (percentiles, jitter) are skipped when
@@ -44,9 +45,6 @@ from typing import Any
 
 import numpy as np
 
-from layergate.exporters import cache_hit, consistency, latency, rer, termination
-from layergate.exporters.aligned import align
-from layergate.exporters.bootstrap import dense
 from layergate.exporters.catalogue import (
     FAIL,
     INCONCLUSIVE,
@@ -56,10 +54,12 @@ from layergate.exporters.catalogue import (
     exit_code,
     judged_on_latency,
 )
-from layergate.exporters.config import MetricsConfig
-from layergate.exporters.figures import OVERALL
-from layergate.exporters.saturation import detect, not_comparable
-from layergate.exporters.sequential.binomial import binomial_sequence
+from layergate.exporters.figures import OVERALL, cache_hit, consistency, latency, rer, termination
+from layergate.exporters.figures.aligned import align
+from layergate.exporters.figures.bootstrap import dense
+from layergate.exporters.figures.config import MetricsConfig
+from layergate.exporters.figures.saturation import detect, not_comparable
+from layergate.exporters.figures.sequential.binomial import binomial_sequence
 from layergate.harness.gate.checks import (
     SKIPPED,
     complete_check,

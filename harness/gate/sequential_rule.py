@@ -2,8 +2,8 @@
 send order: its sticky pass / fail decisions after each request (`Track`) and its state at
 a look (`RuleState`), worded as the fixed gate words a check (`layergate.harness.gate.checks`).
 
-A rule with an anytime-valid interval (`layergate.exporters.sequential.figures.METHODS`) passes once
-its intersected confidence sequence lies wholly on the good side of the threshold, fails
+A rule with an anytime-valid interval (`layergate.exporters.figures.sequential.figures.METHODS`)
+passes once its intersected confidence sequence lies wholly on the good side of the threshold, fails
 once wholly on the bad side; a decision sticks. The repeat suite's figures are judged once,
 by the fixed gate, from the run's `determinism/` sub-run. A rule with no such interval, or
 not computable for the run, is skipped when not required, else undecided for good.
@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from layergate.exporters.aligned import Aligned
 from layergate.exporters.catalogue import DETERMINISM_FIGURES, FAIL, PASS, UNDECIDED
-from layergate.exporters.config import MetricsConfig
+from layergate.exporters.figures.aligned import Aligned
+from layergate.exporters.figures.config import MetricsConfig
+from layergate.exporters.figures.sequential import intersected
+from layergate.exporters.figures.sequential.figures import METHODS, FigurePath, figure_path
 from layergate.exporters.records import ArmResult
-from layergate.exporters.sequential import intersected
-from layergate.exporters.sequential.figures import METHODS, FigurePath, figure_path
 from layergate.harness.gate.checks import SKIPPED, interval_reason, judge
 from layergate.harness.gate.policy import MetricRule
 
@@ -143,7 +143,7 @@ def _untracked(rule: MetricRule, label: str, counts: bool, available: int, why: 
 
 
 def _determinism_suite(rule: MetricRule, label: str, counts: bool, ctx: RuleInputs) -> Track:
-    from layergate.exporters import determinism_figures
+    from layergate.exporters.figures import determinism_figures
 
     figs = determinism_figures.figures(ctx.determinism or (), replace(
         ctx.config, min_determinism_prompts=max(rule.min_samples, 1)))

@@ -12,7 +12,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from layergate.exporters.answers import Tally, as_tallies
 from layergate.exporters.catalogue import (
     CANDIDATE,
     ERROR_RATE,
@@ -23,9 +22,10 @@ from layergate.exporters.catalogue import (
     judged_on_latency,
 )
 from layergate.exporters.figures import OVERALL, Figure
+from layergate.exporters.figures.answers import Tally, as_tallies
+from layergate.exporters.figures.saturation import LOWER_THE_RATE, not_comparable, saturated_arms
+from layergate.exporters.figures.schedule_lag import ScheduleLag, schedule_lag
 from layergate.exporters.records import ArmResult
-from layergate.exporters.saturation import LOWER_THE_RATE, not_comparable, saturated_arms
-from layergate.exporters.schedule_lag import ScheduleLag, schedule_lag
 from layergate.harness.gate.checks import (
     INFO,
     Check,

@@ -48,9 +48,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from layergate.exporters import tokenizer
 from layergate.exporters.catalogue import COMPLETE, INTERRUPTED, RUNNING, RunStatus
+from layergate.exporters.figures.schedule_lag import schedule_lag
 from layergate.exporters.metrics_server import serve_metrics
 from layergate.exporters.records import ArmResult
-from layergate.exporters.schedule_lag import schedule_lag
 from layergate.exporters.traffic import TrafficRecord
 from layergate.harness.manifest import Manifest, now_iso
 from layergate.harness.processes import ManagedProcess, free_port, spawn

@@ -8,9 +8,9 @@ import json
 from html import escape
 from pathlib import Path
 
-from layergate.exporters.answers import answer_summary, describe
 from layergate.exporters.catalogue import CANDIDATE
 from layergate.exporters.figures import OVERALL
+from layergate.exporters.figures.answers import answer_summary, describe
 from layergate.harness.gate.checks import INFO, Check
 from layergate.harness.gate.result import GateResult
 from layergate.harness.report import html_plots, wording

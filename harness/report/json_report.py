@@ -7,8 +7,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from layergate.exporters.answers import answer_summary
 from layergate.exporters.catalogue import RRR
+from layergate.exporters.figures.answers import answer_summary
 from layergate.harness.gate.checks import Check, names_arm
 from layergate.harness.gate.result import GateResult
 

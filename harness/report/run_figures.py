@@ -10,7 +10,6 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from layergate.exporters.answers import answer_summary, describe
 from layergate.exporters.catalogue import (
     BLEU,
     ERROR_RATE,
@@ -21,6 +20,7 @@ from layergate.exporters.catalogue import (
     TERMINATION_ACCURACY,
 )
 from layergate.exporters.figures import OVERALL, Figure
+from layergate.exporters.figures.answers import answer_summary, describe
 from layergate.harness.gate.run_view import RunView
 
 # the figures of the per-scenario table

@@ -4,7 +4,7 @@ figures and why, and the run's verdict under `--require` when there are several.
 from __future__ import annotations
 
 from layergate.exporters.catalogue import OVERALL
-from layergate.exporters.saturation import LOWER_THE_RATE
+from layergate.exporters.figures.saturation import LOWER_THE_RATE
 from layergate.harness.gate.sequential import SequentialDecision
 from layergate.harness.gate.sequential_family import SequentialFamily
 

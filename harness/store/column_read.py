@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from layergate.exporters.columns import EXT_KEYS, ResultColumns, digest, number
+from layergate.exporters.figures.columns import EXT_KEYS, ResultColumns, digest, number
 from layergate.harness.store.outputs import empty, with_rowids
 from layergate.harness.store.rows import present_columns
 from layergate.harness.store.sqlite import CHUNK, connect

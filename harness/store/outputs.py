@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from layergate.exporters.columns import Factorised, Output, ResultColumns
+from layergate.exporters.figures.columns import Factorised, Output, ResultColumns
 from layergate.harness.store.sqlite import CHUNK, connect
 
 
@@ -42,7 +42,7 @@ def rowids(cols: ResultColumns) -> np.ndarray:
 
 
 def empty() -> ResultColumns:
-    from layergate.exporters.columns import from_results
+    from layergate.exporters.figures.columns import from_results
 
     return from_results(())
 

@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from layergate.exporters.answers import Tally
-from layergate.exporters.columns import ResultColumns
 from layergate.exporters.errors import InfrastructureError
+from layergate.exporters.figures.answers import Tally
+from layergate.exporters.figures.columns import ResultColumns
 from layergate.exporters.records import ArmResult
 from layergate.harness.store.column_read import REPLAY
 from layergate.harness.store.queue import WorkQueue

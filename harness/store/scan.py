@@ -1,6 +1,6 @@
 """Table `results` read once for everything the figures and run checks need (`Scan`), for
 figures over a million results: numbers straight into numpy arrays
-(`layergate.exporters.columns.ResultColumns`), each output by its digest, and the outputs
+(`layergate.exporters.figures.columns.ResultColumns`), each output by its digest, and the outputs
 themselves read back only for the rows a calculator asks for (`outputs.py`).
 
 Rows written by this version carry their numbers and gaps in binary (`summary.py`), read in
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from layergate.exporters.answers import Tally
-from layergate.exporters.columns import ROW_FIELDS, Factorised, ResultColumns
+from layergate.exporters.figures.answers import Tally
+from layergate.exporters.figures.columns import ROW_FIELDS, Factorised, ResultColumns
 from layergate.harness.store.column_read import REPLAY, read_columns
 from layergate.harness.store.outputs import empty, with_rowids
 from layergate.harness.store.rows import present_columns
@@ -34,7 +34,7 @@ class Scan:
 
     replay: ResultColumns  # the shadow replay's rows (those of no repeat suite), as columns
     repeated: np.ndarray  # rowids of the repeat suite's rows, in write order
-    tallies: list[Tally]  # every row's answer, counted (layergate.exporters.answers)
+    tallies: list[Tally]  # every row's answer, counted (layergate.exporters.figures.answers)
     send_lag: np.ndarray  # every row's send lag, s (NaN: not recorded)
 
 

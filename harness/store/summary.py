@@ -1,6 +1,6 @@
 """Each row's numbers in one fixed-width binary value, written beside the row's columns so
 that figures over a million rows read them in bulk (`numpy.frombuffer`) instead of value by
-value: column `summary` (the numbers and flags `exporters.columns.ResultColumns` holds, the
+value: column `summary` (the numbers and flags `exporters.figures.columns.ResultColumns` holds, the
 digests of the output, and the digests of the row's names: request id, arm, scenario, and
 its token source with its quirks, the *tag*) and column `itl_f64` (the inter-token gaps,
 float64). Each name is written once, by its digest, into table `result_names`, so a read of
@@ -15,7 +15,7 @@ from array import array
 
 import numpy as np
 
-from layergate.exporters.columns import EXT_KEYS, digest, number
+from layergate.exporters.figures.columns import EXT_KEYS, digest, number
 from layergate.exporters.records import ArmResult
 
 LAYOUT = np.dtype([("ok", "<f8"), ("e2e", "<f8"), ("ttft", "<f8"), ("output_tokens", "<f8"),

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from layergate.exporters.columns import Factorised
+from layergate.exporters.figures.columns import Factorised
 from layergate.harness.store.sqlite import CHUNK
 from layergate.harness.store.summary import LAYOUT
 

@@ -1,4 +1,4 @@
-"""A store's answers counted (`layergate.exporters.answers.Tally`): by arm, scenario, ok,
+"""A store's answers counted (`layergate.exporters.figures.answers.Tally`): by arm, scenario, ok,
 token source and quirks, over every row, by SQL from the rows' columns or in numpy from
 their binary summaries; sorted alike either way."""
 
@@ -10,8 +10,8 @@ from collections import Counter
 
 import numpy as np
 
-from layergate.exporters.answers import Tally
-from layergate.exporters.columns import Factorised
+from layergate.exporters.figures.answers import Tally
+from layergate.exporters.figures.columns import Factorised
 from layergate.harness.store.rows import present_columns
 from layergate.harness.store.summary import untag
 

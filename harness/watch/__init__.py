@@ -3,5 +3,5 @@
 `config.WatchConfig` holds the configuration and `loop.prepare` checks it; `loop.run_watch`
 reads a window at a time (`source`), decides (`stages`), runs the hooks (`hooks`) and
 publishes (`board`, `exposition`, `server`). The figures and their statistics are
-`layergate.exporters.canary`.
+`layergate.exporters.figures.canary`.
 """

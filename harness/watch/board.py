@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from layergate.exporters.canary import Window
 from layergate.exporters.catalogue import (
     CANDIDATE,
     FAIL,
@@ -26,6 +25,7 @@ from layergate.exporters.catalogue import (
     PENDING,
     ROLLBACK,
 )
+from layergate.exporters.figures.canary import Window
 from layergate.harness.watch.flagger import Answer, Payload, WeightReading, answer
 from layergate.harness.watch.journal import Journal, window_entry, window_of
 from layergate.harness.watch.stages import StageFigure, StageMachine, Transition, WatchStatus

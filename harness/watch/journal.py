@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from layergate.exporters.atomic import write_json_atomic
-from layergate.exporters.canary import ArmWindow, Window
 from layergate.exporters.catalogue import BASELINE, CANDIDATE
 from layergate.exporters.errors import UsageError
+from layergate.exporters.figures.canary import ArmWindow, Window
 
 VERSION = 1
 

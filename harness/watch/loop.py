@@ -19,8 +19,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from layergate.exporters.canary import Window
 from layergate.exporters.catalogue import BASELINE, CANDIDATE, FAIL, PENDING
+from layergate.exporters.figures.canary import Window
 from layergate.harness.watch.board import Board, Missing
 from layergate.harness.watch.config import WatchConfig
 from layergate.harness.watch.exposition import WatchCollector

@@ -13,8 +13,8 @@ import math
 import time
 from dataclasses import dataclass
 
-from layergate.exporters.canary import ArmWindow, Window
 from layergate.exporters.catalogue import BASELINE, CANDIDATE, LIVE_ARMS
+from layergate.exporters.figures.canary import ArmWindow, Window
 from layergate.harness.prometheus_api import PrometheusAPI, PrometheusError
 from layergate.harness.watch.metric_map import EngineMetrics, MetricMapError
 

@@ -41,7 +41,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from layergate.exporters.canary import Evidence, Window, available, evidence
 from layergate.exporters.catalogue import (
     ADVANCE,
     FAIL,
@@ -59,6 +58,7 @@ from layergate.exporters.catalogue import (
 )
 from layergate.exporters.errors import UsageError
 from layergate.exporters.figures import OVERALL, Figure
+from layergate.exporters.figures.canary import Evidence, Window, available, evidence
 from layergate.harness.gate.checks import SKIPPED, Check, judge
 from layergate.harness.gate.policy import MetricRule
 from layergate.harness.policy_file import PolicyError

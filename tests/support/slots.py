@@ -43,7 +43,7 @@ def simulated_step(arm: str, load: float, n: int, slots: int, token_s: float, to
     """One step of a capacity sweep (the sweep's own Poisson schedule for `n` requests at
     `load`) on an ideal slot server, judged as the sweep judges: TTFT = the wait for a
     slot + one token."""
-    from layergate.exporters.capacity_step import step_arms
+    from layergate.exporters.figures.capacity_step import step_arms
     from layergate.exporters.records import ArmResult
     from layergate.harness import scenarios
 

@@ -12,8 +12,8 @@ business: this figure says what the saving alone would justify.
 from __future__ import annotations
 
 from layergate.exporters.catalogue import CANDIDATE, RER, RRR, stage_for
-from layergate.exporters.config import MetricsConfig
 from layergate.exporters.figures import Figure
+from layergate.exporters.figures.config import MetricsConfig
 
 
 def figures(rer: list[Figure], config: MetricsConfig) -> list[Figure]:

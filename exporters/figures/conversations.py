@@ -1,5 +1,5 @@
 """Which requests of a traffic file belong to one multi-turn conversation: the bootstrap's
-resampling unit (exporters/bootstrap.py), since the turns of one conversation share its
+resampling unit (exporters/figures/bootstrap.py), since the turns of one conversation share its
 topic, length and difficulty, so their figures move together.
 
 The traffic format has no conversation field (docs/FORMATS.md): a chat request carries the
@@ -66,7 +66,8 @@ def _opening(messages: list[Any]) -> tuple[str | None, bool]:
 def cluster_labels(request_ids: list[str] | tuple[str, ...],
                    clusters: dict[str, str] | None) -> np.ndarray | None:
     """An integer label per request (rows of one conversation share one; every other row
-    its own), for `layergate.exporters.bootstrap.resample_sums`; None when no request is in one."""
+    its own), for `layergate.exporters.figures.bootstrap.resample_sums`; None when no request is in
+    one."""
     if not clusters or not any(rid in clusters for rid in request_ids):
         return None
     keys: dict[str, int] = {}

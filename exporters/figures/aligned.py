@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from layergate.exporters.catalogue import BASELINE, BASELINE2, CANDIDATE, arm_lacks
-from layergate.exporters.columns import (
+from layergate.exporters.figures.columns import (
     Output,
     Outputs,
     ResultColumns,
@@ -43,7 +43,7 @@ class ArmColumns:
     has: dict[str, np.ndarray]
     has_ids: np.ndarray  # bool: token ids returned
     ids_len: np.ndarray  # int
-    ids_key: np.ndarray  # digests of the outputs (layergate.exporters.columns)
+    ids_key: np.ndarray  # digests of the outputs (layergate.exporters.figures.columns)
     text_key: np.ndarray
     itl_start: np.ndarray  # int: where each row's gaps start in `all_itl`
     itl_len: np.ndarray  # int: how many gaps each row has (0 where absent)

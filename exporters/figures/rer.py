@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from layergate.exporters.aligned import Aligned, compared_arms, lacking
-from layergate.exporters.bootstrap import SumTable
 from layergate.exporters.catalogue import (
     BASELINE,
     BASELINE2,
@@ -22,9 +20,11 @@ from layergate.exporters.catalogue import (
     RER_REALISATION,
     RER_THEORETICAL,
 )
-from layergate.exporters.config import MetricsConfig
-from layergate.exporters.estimate import SumStat, estimate
 from layergate.exporters.figures import Figure
+from layergate.exporters.figures.aligned import Aligned, compared_arms, lacking
+from layergate.exporters.figures.bootstrap import SumTable
+from layergate.exporters.figures.config import MetricsConfig
+from layergate.exporters.figures.estimate import SumStat, estimate
 
 
 def _masked(valid: np.ndarray, x: np.ndarray) -> np.ndarray:

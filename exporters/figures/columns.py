@@ -1,6 +1,6 @@
 """A run's shadow-replay results as columns: one row per (request, arm), the numbers as numpy
 arrays, each output by a digest, the outputs themselves fetched only for the rows that
-need them. `layergate.exporters.aligned` lays these out per arm.
+need them. `layergate.exporters.figures.aligned` lays these out per arm.
 
 Built from `ArmResult`s here (`from_results`) or read from a run's store
 (`layergate.harness.store.scan`), with the same values either way, so a million results need no

@@ -19,10 +19,13 @@ observations are:
   asymptotic, so acted on only after a minimum count.
 """
 
-from layergate.exporters.sequential.betting import bounded_mean_path, bounded_mean_sequence
-from layergate.exporters.sequential.binomial import binomial_sequence, rate_difference_sequence
-from layergate.exporters.sequential.bound import SequenceBound, intersected
-from layergate.exporters.sequential.normal_mixture import (
+from layergate.exporters.figures.sequential.betting import bounded_mean_path, bounded_mean_sequence
+from layergate.exporters.figures.sequential.binomial import (
+    binomial_sequence,
+    rate_difference_sequence,
+)
+from layergate.exporters.figures.sequential.bound import SequenceBound, intersected
+from layergate.exporters.figures.sequential.normal_mixture import (
     linearised_path,
     mean_path,
     mean_sequence,
@@ -30,7 +33,7 @@ from layergate.exporters.sequential.normal_mixture import (
     radius_factor,
     ratio_path,
 )
-from layergate.exporters.sequential.t_mixture import (
+from layergate.exporters.figures.sequential.t_mixture import (
     t_factor,
     t_mean_path,
     t_mean_sequence,

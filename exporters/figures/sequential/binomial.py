@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 
-from layergate.exporters.sequential.bound import SequenceBound
-from layergate.exporters.sequential.bound import check_alpha as _check_alpha
+from layergate.exporters.figures.sequential.bound import SequenceBound
+from layergate.exporters.figures.sequential.bound import check_alpha as _check_alpha
 
 JEFFREYS = (0.5, 0.5)  # the beta mixture's prior: no preference between rare and common
 

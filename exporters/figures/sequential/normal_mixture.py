@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from layergate.exporters.sequential.bound import SequenceBound
+from layergate.exporters.figures.sequential.bound import SequenceBound
 
 
 def mixture_rho(alpha: float, n_opt: float) -> float:

@@ -1,4 +1,9 @@
-"""A computed figure: what calculators return and what the gate, reports and exporters consume."""
+"""The figures room: every calculator of a figure and the statistics behind its interval
+(the modules of this package), and here the computed `Figure` itself, which the calculators
+return and the gate, the reports and the exporters consume. `compute.py` computes all the
+figures of a run; each calculator takes frozen records (`exporters/records.py`) or their
+columns (`columns.py`, `aligned.py`) and returns Figures, and imports nothing of the
+harness or the engine."""
 
 from __future__ import annotations
 

@@ -6,7 +6,8 @@ first_divergence mean length of the common prefix (tokens; whitespace words with
                  the position of the first differing token, the full length when identical
 bleu, chrf       sacreBLEU corpus scores of the arm's texts against the baseline's, on at
                  most `text_sample` pairs (a seeded sample, proportional per scenario)
-token_kl         mean per-token KL (see layergate.exporters.token_kl) when top_logprobs are present
+token_kl         mean per-token KL (see layergate.exporters.figures.token_kl) when top_logprobs are
+present
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from layergate.exporters import tokenizer
-from layergate.exporters.aligned import Aligned, ArmColumns, compared_arms, lacking
-from layergate.exporters.bootstrap import SumTable, compact
 from layergate.exporters.catalogue import (
     BASELINE,
     BASELINE2,
@@ -32,10 +31,12 @@ from layergate.exporters.catalogue import (
     compared_tokens,
     same_output,
 )
-from layergate.exporters.config import MetricsConfig
-from layergate.exporters.estimate import SumStat, estimate
 from layergate.exporters.figures import Figure
-from layergate.exporters.textstats import (
+from layergate.exporters.figures.aligned import Aligned, ArmColumns, compared_arms, lacking
+from layergate.exporters.figures.bootstrap import SumTable, compact
+from layergate.exporters.figures.config import MetricsConfig
+from layergate.exporters.figures.estimate import SumStat, estimate
+from layergate.exporters.figures.textstats import (
     BLEU_ORDER,
     CHRF_ORDER,
     bleu_score,
@@ -43,7 +44,7 @@ from layergate.exporters.textstats import (
     chrf_score,
     chrf_stats,
 )
-from layergate.exporters.token_kl import request_kl
+from layergate.exporters.figures.token_kl import request_kl
 
 BLEU_COLS = 2 + 2 * BLEU_ORDER
 CHRF_COLS = 3 * CHRF_ORDER

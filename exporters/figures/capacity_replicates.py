@@ -1,6 +1,6 @@
 """The capacity ratio across replicate sweeps: the interval that covers.
 
-One sweep's bootstrap (exporters/capacity.py) resamples the requests of the steps it ran;
+One sweep's bootstrap (exporters/figures/capacity.py) resamples the requests of the steps it ran;
 it cannot see that another arrival schedule would have put the knee elsewhere, nor that
 SLO misses cluster in busy periods, nor the ladder's adaptivity (measured: 32-48 % coverage
 of its 95 % interval on ideal slot servers, issue 33). So the interval comes from

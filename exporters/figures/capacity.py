@@ -1,6 +1,6 @@
 """Capacity at the SLO from the steps of a sweep, and the paired ratio between arms.
 
-An arm's capacity is the highest load it passed (exporters/capacity_step.py:
+An arm's capacity is the highest load it passed (exporters/figures/capacity_step.py:
 `StepArm.passes`), interpolated between the last passing step and the first failing one:
 linearly in load, to where the SLO attainment crosses the target. A first failing step
 whose attainment still met the target (it failed on errors or saturation) leaves the
@@ -17,7 +17,7 @@ the percentiles of the resampled ratios (a resample where an arm never fails is 
 end there missing). The signals of the run's order and of the replayer's limit are held
 fixed; a bracket that ended on any flag widens the interval to the bracket. It is one
 sweep's sampling noise only: the interval that covers comes from replicate sweeps
-(exporters/capacity_replicates.py).
+(exporters/figures/capacity_replicates.py).
 """
 
 from __future__ import annotations
@@ -29,8 +29,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from layergate.exporters import saturation
-from layergate.exporters.capacity_step import StepArm
 from layergate.exporters.catalogue import (
     BASELINE,
     BASELINE2,
@@ -39,7 +37,8 @@ from layergate.exporters.catalogue import (
     CAPACITY_RATIO,
     CAPACITY_REALISATION,
 )
-from layergate.exporters.figures import OVERALL, Figure
+from layergate.exporters.figures import OVERALL, Figure, saturation
+from layergate.exporters.figures.capacity_step import StepArm
 
 EXACT, AT_LEAST, NONE = "exact", "at_least", "none"
 

@@ -3,7 +3,8 @@ side by side (never the canary against yesterday), with anytime-valid intervals.
 
 A window gives, per arm, the increase of each metric role over the window (`ArmWindow`):
 the `_sum` and `_count` of the latency histograms, and counters. From the windows of a
-stage, each figure has an estimate and a confidence sequence (`layergate.exporters.sequential`):
+stage, each figure has an estimate and a confidence sequence
+(`layergate.exporters.figures.sequential`):
 
 - `e2e_ratio`, `ttft_ratio`, `tpot_ratio`: a window observes log(mean_B / mean_A), with
   mean = Δsum / Δcount of the histogram; Lai's t-mixture on the logs, exponentiated.
@@ -28,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from layergate.exporters.catalogue import LIVE_FIGURES, FigureSpec, LiveScale
-from layergate.exporters.sequential import rate_difference_sequence, t_mean_sequence
+from layergate.exporters.figures.sequential import rate_difference_sequence, t_mean_sequence
 
 
 def available(figure: FigureSpec, roles: Sequence[str] | set[str]) -> bool:

@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from layergate.exporters.sequential.bound import SequenceBound, check_alpha, intersected
+from layergate.exporters.figures.sequential.bound import SequenceBound, check_alpha, intersected
 
 TRUNCATION = 0.75  # c, the largest stake as a share of what a bet can lose (paper: 1/2, 3/4)
 GRID = 401  # candidate means per path, beside the thresholds a caller asks about

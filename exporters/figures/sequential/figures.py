@@ -19,7 +19,7 @@ How each figure's interval is built (`METHODS`):
   the run): its signed form is linearised and the interval folded at 0 (no excess).
 
 Timing figures (RER, decode RER, the latency ratios) carry the between-process term as the
-fixed gate does (exporters/process_spread.py): each arm's engine process has a log speed
+fixed gate does (exporters/figures/process_spread.py): each arm's engine process has a log speed
 factor u ~ N(0, tau^2), tau the policy's `process_spread` pooled, look by look, with the
 judged prefix's own A'/A log ratio as the fixed gate pools it (`own_spread`: only ever
 wider than the prior). It moves every request of an arm
@@ -41,8 +41,6 @@ from typing import Literal
 
 import numpy as np
 
-from layergate.exporters import consistency, rer
-from layergate.exporters.aligned import Aligned
 from layergate.exporters.catalogue import (
     BASELINE2,
     BLEU,
@@ -65,10 +63,12 @@ from layergate.exporters.catalogue import (
     TTFT_LATENCY_RATIO,
     figure_spec,
 )
-from layergate.exporters.process_spread import PRIOR_WEIGHT, to_ratio
-from layergate.exporters.sequential.betting import bounded_mean_path
-from layergate.exporters.sequential.normal_mixture import linearised_path
-from layergate.exporters.sequential.t_mixture import t_mean_path
+from layergate.exporters.figures import consistency, rer
+from layergate.exporters.figures.aligned import Aligned
+from layergate.exporters.figures.process_spread import PRIOR_WEIGHT, to_ratio
+from layergate.exporters.figures.sequential.betting import bounded_mean_path
+from layergate.exporters.figures.sequential.normal_mixture import linearised_path
+from layergate.exporters.figures.sequential.t_mixture import t_mean_path
 
 Method = Literal["share", "log_mean", "linearised"]
 N_OPT = 50  # the mixtures are tightest near the fixed gate's usual 48 requests
@@ -90,7 +90,7 @@ METHODS: dict[str, Method] = {**dict.fromkeys(_SHARES, "share"),
 @dataclass(frozen=True)
 class FigurePath:
     """After each request in send order: the estimate, the interval (not yet intersected:
-    `layergate.exporters.sequential.intersected` watches it) and the samples counted so far;
+    `layergate.exporters.figures.sequential.intersected` watches it) and the samples counted so far;
     `look` marks the requests after which the interval may be acted on."""
 
     method: Method
@@ -141,7 +141,7 @@ _OWN_KIND = {RER: "", RER_DECODE: "tpot_", **_LOG_RATIOS}
 
 def own_spread(prior: float, cols: dict[str, np.ndarray], kind: str, n: int) -> np.ndarray:
     """tau after each request: the prior pooled with the prefix's own A'/A evidence as the
-    fixed gate pools it (exporters/process_spread.py: the mean log A'/A ratio d, its
+    fixed gate pools it (exporters/figures/process_spread.py: the mean log A'/A ratio d, its
     variance v, (d^2 - v)/2 an estimate of tau^2, the prior as PRIOR_WEIGHT observations),
     never below the prior. Only ever wider, so the sequence stays anytime-valid; without
     baseline2 (or tau 0) the prior throughout."""

@@ -19,12 +19,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from layergate.exporters.aligned import Aligned, compared_arms, lacking
-from layergate.exporters.bootstrap import SumTable
 from layergate.exporters.catalogue import BASELINE, BASELINE2, CACHE_HIT_DELTA, CANDIDATE, arm_lacks
-from layergate.exporters.config import MetricsConfig
-from layergate.exporters.estimate import SumStat, estimate, status_for
 from layergate.exporters.figures import OVERALL, Figure
+from layergate.exporters.figures.aligned import Aligned, compared_arms, lacking
+from layergate.exporters.figures.bootstrap import SumTable
+from layergate.exporters.figures.config import MetricsConfig
+from layergate.exporters.figures.estimate import SumStat, estimate, status_for
 from layergate.exporters.prom_text import (
     cache_counters,
     has_metrics_endpoint,

@@ -1,6 +1,6 @@
 """One arm at one step of a capacity sweep: which measured requests met the SLO, errors,
 saturation and latency percentiles. `StepArm` is what the sweep stores per step and what
-`layergate.exporters.capacity` judges; it is built from the step's results only."""
+`layergate.exporters.figures.capacity` judges; it is built from the step's results only."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from layergate.exporters import saturation
-from layergate.exporters.aligned import align
+from layergate.exporters.figures import saturation
+from layergate.exporters.figures.aligned import align
+from layergate.exporters.figures.slo import SLO
 from layergate.exporters.records import ArmResult
-from layergate.exporters.slo import SLO
 
 PERCENTILES = (50, 90)
 LATENCIES = ("ttft", "tpot", "e2e")

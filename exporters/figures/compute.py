@@ -7,7 +7,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from layergate.exporters import (
+from layergate.exporters.catalogue import RER
+from layergate.exporters.figures import (
+    Figure,
     cache_hit,
     consistency,
     determinism_figures,
@@ -17,13 +19,11 @@ from layergate.exporters import (
     saturation,
     termination,
 )
-from layergate.exporters.aligned import align
-from layergate.exporters.bootstrap import compact, resample_sums
-from layergate.exporters.catalogue import RER
-from layergate.exporters.columns import ResultColumns
-from layergate.exporters.config import MetricsConfig
-from layergate.exporters.conversations import cluster_labels
-from layergate.exporters.figures import Figure
+from layergate.exporters.figures.aligned import align
+from layergate.exporters.figures.bootstrap import compact, resample_sums
+from layergate.exporters.figures.columns import ResultColumns
+from layergate.exporters.figures.config import MetricsConfig
+from layergate.exporters.figures.conversations import cluster_labels
 from layergate.exporters.records import ArmResult, MetricsScrape
 from layergate.exporters.traffic import Offsets
 
@@ -44,7 +44,7 @@ def compute_figures(results: Iterable[ArmResult] | ResultColumns,
     time, from the run's traffic) and `max_in_flight` (an open-loop replay's limit) feed the
     saturation check. `results` as columns (a run's store read as `harness.store` reads it)
     hold the shadow replay's rows only; the repeat suite's come in `determinism`.
-    `clusters` (request id -> conversation, exporters/conversations.py): the bootstrap
+    `clusters` (request id -> conversation, exporters/figures/conversations.py): the bootstrap
     resamples a multi-turn conversation as one unit."""
     config = config if config is not None else MetricsConfig()
     if not isinstance(results, ResultColumns):

@@ -16,7 +16,6 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from layergate.exporters.bootstrap import resample_sums
 from layergate.exporters.catalogue import (
     LATENCY_DETERMINISM,
     OUTPUT_DETERMINISM,
@@ -24,11 +23,12 @@ from layergate.exporters.catalogue import (
     arm_lacks,
     same_output,
 )
-from layergate.exporters.config import MetricsConfig
-from layergate.exporters.estimate import SumStat, estimate, scenarios, status_for
 from layergate.exporters.figures import Figure
+from layergate.exporters.figures.bootstrap import resample_sums
+from layergate.exporters.figures.config import MetricsConfig
+from layergate.exporters.figures.estimate import SumStat, estimate, scenarios, status_for
+from layergate.exporters.figures.stats import quantile_ci
 from layergate.exporters.records import ArmResult
-from layergate.exporters.stats import quantile_ci
 
 Key = tuple[str, str, str, int]  # scenario, arm, request id, concurrency
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from layergate.exporters.bootstrap import SumTable, expanded, percentile_ci
 from layergate.exporters.catalogue import BASELINE2, CANDIDATE, figure_spec
-from layergate.exporters.config import MetricsConfig
 from layergate.exporters.figures import OVERALL, Figure
-from layergate.exporters.process_spread import process_draws, spread, with_process
+from layergate.exporters.figures.bootstrap import SumTable, expanded, percentile_ci
+from layergate.exporters.figures.config import MetricsConfig
+from layergate.exporters.figures.process_spread import process_draws, spread, with_process
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def estimate(table: SumTable, stat: SumStat, scenario_names: tuple[str, ...],
     """One Figure per scenario (and overall). With `noise` (the same statistic for A' vs A),
     `noise_floor` is set and, for a figure catalogued with an excess, detail["excess"] /
     ["excess_ci"] too, from the same resamples. A timing figure's resamples carry the
-    between-process term (exporters/process_spread.py) before any interval is read."""
+    between-process term (exporters/figures/process_spread.py) before any interval is read."""
     spec = figure_spec(name)
     draws = process_draws(config.n_resamples, config.seed, config.process_key) \
         if spec.timing else {}

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from layergate.exporters.aligned import Aligned, ArmColumns, compared_arms, lacking
-from layergate.exporters.bootstrap import SumTable
 from layergate.exporters.catalogue import (
     BASELINE,
     BASELINE2,
@@ -32,10 +30,12 @@ from layergate.exporters.catalogue import (
     TPOT_LATENCY_RATIO,
     TTFT_LATENCY_RATIO,
 )
-from layergate.exporters.config import MetricsConfig
-from layergate.exporters.estimate import SumStat, estimate, scenarios, status_for
 from layergate.exporters.figures import Figure
-from layergate.exporters.stats import quantiles_ci, wilcoxon
+from layergate.exporters.figures.aligned import Aligned, ArmColumns, compared_arms, lacking
+from layergate.exporters.figures.bootstrap import SumTable
+from layergate.exporters.figures.config import MetricsConfig
+from layergate.exporters.figures.estimate import SumStat, estimate, scenarios, status_for
+from layergate.exporters.figures.stats import quantiles_ci, wilcoxon
 
 
 def measured_arms(al: Aligned) -> tuple[str, ...]:

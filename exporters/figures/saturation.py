@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from layergate.exporters.aligned import Aligned
 from layergate.exporters.catalogue import RECORDED, TTFT_GROWTH
 from layergate.exporters.figures import OVERALL, Figure
+from layergate.exporters.figures.aligned import Aligned
 
 GROWTH = 2.0
 THIRD_GROWTH = 1.25

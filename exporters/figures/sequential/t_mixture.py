@@ -23,8 +23,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from layergate.exporters.sequential.bound import SequenceBound
-from layergate.exporters.sequential.bound import check_alpha as _check_alpha
+from layergate.exporters.figures.sequential.bound import SequenceBound
+from layergate.exporters.figures.sequential.bound import check_alpha as _check_alpha
 
 
 def t_factor(n: int, alpha: float, tau2: float) -> float:

@@ -5,7 +5,7 @@ BLEU / chrF sufficient statistics), so a resample never materialises results: ea
 resample is a vector of multinomial counts per stratum, and its sums are one matrix
 product `counts @ columns`. All columns share the same resamples, which is what makes the
 comparisons paired (B vs A and A' vs A see the same requests in every resample).
-Rows must be grouped by stratum (see `layergate.exporters.aligned`).
+Rows must be grouped by stratum (see `layergate.exporters.figures.aligned`).
 """
 
 from __future__ import annotations

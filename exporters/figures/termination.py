@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from layergate.exporters.aligned import Aligned, compared_arms, lacking
-from layergate.exporters.bootstrap import SumTable
 from layergate.exporters.catalogue import (
     BASELINE,
     BASELINE2,
@@ -33,9 +31,11 @@ from layergate.exporters.catalogue import (
     TERMINATION_PREMATURE,
     TERMINATION_TRUNCATED,
 )
-from layergate.exporters.config import MetricsConfig
-from layergate.exporters.estimate import SumStat, estimate
 from layergate.exporters.figures import Figure
+from layergate.exporters.figures.aligned import Aligned, compared_arms, lacking
+from layergate.exporters.figures.bootstrap import SumTable
+from layergate.exporters.figures.config import MetricsConfig
+from layergate.exporters.figures.estimate import SumStat, estimate
 
 KINDS = ("correct", "truncated", "premature", "overrun")
 NAMES = {"correct": TERMINATION_ACCURACY, "truncated": TERMINATION_TRUNCATED,
