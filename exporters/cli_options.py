@@ -179,3 +179,18 @@ def config_values(ctx: click.Context, config: type, *, given_only: bool = False
         elif not given_only or source is not default:
             out[name] = ctx.params[name]
     return out
+
+
+def named_values(values: Sequence[str], default: str, what: str) -> dict[str, str]:
+    """`[NAME=]VALUE` options (`--candidate fast=URL`, `--target URL`, `--capacity DIR`) as
+    NAME -> VALUE, a bare VALUE named `default`. An URL holds '=' only after its scheme, so
+    NAME=URL splits at the first '=' before '://'. A name given twice is a ValueError naming
+    it as `what` (the caller words the option)."""
+    out: dict[str, str] = {}
+    for value in values:
+        head, sep, tail = value.partition("=")
+        name, got = (head, tail) if sep and "://" not in head else (default, value)
+        if name in out:
+            raise ValueError(f"{what} {name!r} given twice")
+        out[name] = got
+    return out

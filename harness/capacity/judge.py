@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from layergate.exporters.catalogue import CANDIDATE
+from layergate.exporters.cli_options import named_values
 from layergate.exporters.figures import Figure
 from layergate.harness.capacity.replicates import is_replicated
 from layergate.harness.capacity.verdict import capacity_ratio, evaluate_replicates, evaluate_sweep
@@ -32,12 +33,8 @@ def judge_dir(path: str | Path, policy: Policy, require: str,
 def capacity_ratios(values: tuple[str, ...]) -> dict[str, Figure]:
     """`--capacity [NAME=]SWEEP_DIR` values as candidate -> the sweep's capacity ratio (a
     bare SWEEP_DIR: the candidate `candidate`)."""
-    out: dict[str, Figure] = {}
-    for value in values:
-        name, sep, path = value.partition("=")
-        if not sep:
-            name, path = CANDIDATE, value
-        if name in out:
-            raise CapacityError(f"--capacity: candidate {name!r} given twice")
-        out[name] = capacity_ratio(path)
-    return out
+    try:
+        paths = named_values(values, CANDIDATE, "candidate")
+    except ValueError as exc:
+        raise CapacityError(f"--capacity: {exc}") from exc
+    return {name: capacity_ratio(path) for name, path in paths.items()}

@@ -9,21 +9,16 @@ from typing import Any
 import click
 
 from layergate.exporters.catalogue import CANDIDATE, COMPLETE, INTERRUPTED, ExitCode
-from layergate.exporters.cli_options import config_values, field_option
+from layergate.exporters.cli_options import config_values, field_option, named_values
 from layergate.harness.cli.exits import exits
 from layergate.harness.determinism import DeterminismConfig
 
 
 def _targets(values: tuple[str, ...]) -> dict[str, str]:
-    targets: dict[str, str] = {}
-    for value in values:
-        arm, sep, url = value.partition("=")
-        if not sep:
-            arm, url = CANDIDATE, value
-        if arm in targets:
-            raise ValueError(f"arm {arm!r} given twice (use ARM=URL to name each)")
-        targets[arm] = url
-    return targets
+    try:
+        return named_values(values, CANDIDATE, "arm")
+    except ValueError as exc:
+        raise ValueError(f"{exc} (use ARM=URL to name each)") from exc
 
 
 def _levels(value: str) -> tuple[int, ...]:

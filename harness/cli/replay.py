@@ -21,7 +21,7 @@ from layergate.exporters.catalogue import (
     candidate_arms,
     check_candidate_name,
 )
-from layergate.exporters.cli_options import config_values, field_option
+from layergate.exporters.cli_options import config_values, field_option, named_values
 from layergate.harness.cli.exits import exits
 from layergate.harness.replay.config import ReplayConfig
 
@@ -50,19 +50,14 @@ def _arm_options(fn: Callable) -> Callable:
 
 
 def _named(values: tuple[str, ...], option: str) -> dict[str, str]:
-    """`[NAME=]VALUE` options as NAME -> VALUE (a bare VALUE is the arm `candidate`). An URL
-    holds '=' only after its scheme, so NAME=URL splits at the first '=' before '://'."""
-    out: dict[str, str] = {}
-    for value in values:
-        head, sep, tail = value.partition("=")
-        name, got = (head, tail) if sep and "://" not in head else (CANDIDATE, value)
-        if name in out:
-            raise click.BadParameter(f"candidate {name!r} given twice", param_hint=option)
-        try:
+    """`[NAME=]VALUE` options as NAME -> VALUE (a bare VALUE is the arm `candidate`), each
+    name a valid candidate's."""
+    try:
+        out = named_values(values, CANDIDATE, "candidate")
+        for name in out:
             check_candidate_name(name)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint=option) from exc
-        out[name] = got
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=option) from exc
     return out
 
 
