@@ -9,6 +9,12 @@ delay unless `--token-delay` asks for one. Raw ASGI on uvicorn, so its own cost 
 taking `--token-delay` per token; the others wait in a queue (first come, first served), so
 under a load the waiting shows in the TTFT, as in an engine with N batch slots.
 
+`--first-token-delay S` waits S before the first token instead of `--token-delay` (a fixed
+time to first token apart from the time per token). `--timeline FILE` appends one JSON line
+per streamed request, as this server saw it: `arrived`, `first` and `last` (wall-clock
+seconds at which the request came in and its first and last token went out), `tokens` and
+`waited` (seconds in the slot queue): the truth a load generator's figures are held to.
+
 `--processes N` runs N uvicorn worker processes on the one port, so that the server is not
 what limits a benchmark of several replay workers. `--garble` answers other words than the
 prompt's (a candidate whose outputs are broken, for tests of the gate).
@@ -77,8 +83,28 @@ async def _send_json(send, status: int, obj: Any, content_type: str = "applicati
     await send({"type": "http.response.body", "body": data})
 
 
-def make_app(token_delay: float = 0.0, slots: int = 0, garble: bool = False):
+class Timing:
+    """How this server paces an answer and where it writes what it did."""
+
+    def __init__(self, token_delay: float = 0.0, first_token_delay: float | None = None,
+                 timeline: str | None = None) -> None:
+        self.token_delay = token_delay
+        self.first_token_delay = token_delay if first_token_delay is None else first_token_delay
+        # line-buffered appends: each line is one write, whole even with several writers
+        self.timeline = open(timeline, "a", buffering=1) if timeline else None  # noqa: SIM115
+
+    def delay(self, i: int) -> float:
+        return self.first_token_delay if i == 0 else self.token_delay
+
+    def record(self, **times: float) -> None:
+        if self.timeline is not None:
+            self.timeline.write(json.dumps(times) + "\n")
+
+
+def make_app(token_delay: float = 0.0, slots: int = 0, garble: bool = False,
+             timing: Timing | None = None):
     gate = asyncio.Semaphore(slots) if slots else contextlib.nullcontext()
+    timing = timing or Timing(token_delay)
 
     async def app(scope, receive, send):
         if scope["type"] != "http":
@@ -91,15 +117,16 @@ def make_app(token_delay: float = 0.0, slots: int = 0, garble: bool = False):
             return await _send_json(send, 200, {"status": "ok", "data": [{"id": "echo"}]})
         if path not in ("/v1/chat/completions", "/v1/completions"):
             return await _send_json(send, 404, {"error": {"message": f"no route {path}"}})
+        arrived = time.time()
         body = json.loads(await _read_body(receive) or b"{}")
         COUNTER["requests"] += 1
         async with gate:  # a free slot, after those that came first
-            await _generate(send, path, body, token_delay, garble)
+            await _generate(send, path, body, timing, garble, arrived)
     return app
 
 
-async def _generate(send, path: str, body: dict[str, Any], token_delay: float,
-                    garble: bool = False) -> None:
+async def _generate(send, path: str, body: dict[str, Any], timing: Timing,
+                    garble: bool = False, arrived: float = 0.0) -> None:
     chat = path.endswith("chat/completions")
     out, finish, usage, ext = _answer(body, garble)
     if not body.get("stream"):
@@ -111,16 +138,21 @@ async def _generate(send, path: str, body: dict[str, Any], token_delay: float,
                                             "created": int(time.time()),
                                             "choices": [choice], "usage": usage,
                                             "layergate": ext})
+    started = time.time()
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"text/event-stream")]})
+    first = started
     for i, word in enumerate(out):
-        if token_delay:
-            await asyncio.sleep(token_delay)
+        if timing.delay(i):
+            await asyncio.sleep(timing.delay(i))
         last = i == len(out) - 1
         chunk = _chunk(chat, word, finish if last else None,
                        **({"usage": usage, "layergate": ext} if last else {}))
         await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        first = time.time() if i == 0 else first
     await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+    timing.record(arrived=arrived, first=first, last=time.time(), tokens=len(out),
+                  waited=started - arrived)
 
 
 DELAY_ENV = "ECHO_TOKEN_DELAY"
@@ -140,6 +172,10 @@ def main() -> None:
                         help="requests generating at once, the rest queue (0: no limit)")
     parser.add_argument("--processes", type=int, default=1, help="uvicorn worker processes")
     parser.add_argument("--garble", action="store_true", help="answer other words")
+    parser.add_argument("--first-token-delay", type=float, default=None,
+                        help="seconds before the first token (default: --token-delay)")
+    parser.add_argument("--timeline", default=None,
+                        help="append each streamed request's times to this JSONL file")
     args = parser.parse_args()
     if args.processes > 1:
         os.environ[DELAY_ENV] = str(args.token_delay)
@@ -147,7 +183,8 @@ def main() -> None:
                     app_dir=os.path.dirname(os.path.abspath(__file__)), host=args.host,
                     port=args.port, log_level="warning", access_log=False)
         return
-    uvicorn.run(make_app(args.token_delay, args.slots, args.garble), host=args.host,
+    timing = Timing(args.token_delay, args.first_token_delay, args.timeline)
+    uvicorn.run(make_app(args.token_delay, args.slots, args.garble, timing), host=args.host,
                 port=args.port, log_level="warning", access_log=False)
 
 
