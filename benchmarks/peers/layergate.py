@@ -1,0 +1,71 @@
+"""layergate itself in the side-by-side: `layergate replay` (Poisson arrivals at the rate,
+every request to the baseline and to the candidate at once, as in a shadow replay) and the
+figures `layergate metrics --json` writes for it. Both arms are the one server, so each
+arrival is two requests there; the CPU is counted per arm-request and per paired request.
+
+    layergate replay --traffic T --baseline URL --candidate URL --rate R --seed S
+        --out RUN --no-progress
+    layergate metrics RUN --json figures.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from benchmarks.peers.common import QUANTILES, Load, Measured, run_counted
+from layergate.exporters.catalogue import BASELINE
+from layergate.exporters.traffic import COMPLETIONS, TrafficRecord, write_traffic
+
+TOOL = "layergate"
+WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly judge "
+         "boxing matches near the old stone bridge").split()
+
+
+def traffic(load: Load, path: Path) -> Path:
+    """`load.requests` completions of `prompt_tokens` words each, asking for exactly
+    `output_tokens` (the echo server answers one token per word asked for)."""
+    prompt = " ".join((WORDS * (load.prompt_tokens // len(WORDS) + 1))[:load.prompt_tokens])
+    body = {"prompt": prompt, "max_tokens": load.output_tokens, "stream": True,
+            "ignore_eos": True}
+    return write_traffic(path, [TrafficRecord(f"r-{i:05d}", 0.0, "peers", COMPLETIONS,
+                                              {**body, "model": load.model})
+                                for i in range(load.requests)])
+
+
+def _command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "layergate.harness.cli", *args]
+
+
+def run(load: Load, work: Path, venv: Path | None = None) -> Measured:
+    """The replay, then its figures as `metrics --json` wrote them (the baseline arm's)."""
+    work.mkdir(parents=True, exist_ok=True)
+    out = work / "run"
+    _, cpu, wall = run_counted(_command(
+        "replay", "--traffic", str(traffic(load, work / "traffic.jsonl")), "--baseline",
+        load.url, "--candidate", load.url, "--rate", f"{load.rate:g}", "--seed",
+        str(load.seed), "--out", str(out), "--no-progress"), cwd=work)
+    run_counted(_command("metrics", str(out), "--json", str(work / "figures.json")), cwd=work)
+    return parse(work / "figures.json", out / "manifest.json", cpu, wall, load.requests)
+
+
+def parse(figures: Path, manifest: Path, cpu: float, wall: float, paired: int) -> Measured:
+    """Measured from the files layergate wrote; an unreadable one is named."""
+    try:
+        got = json.loads(figures.read_text())["figures"]
+        counts = json.loads(manifest.read_text())["counts"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise ValueError(f"layergate's output {figures} / {manifest}: {exc}") from exc
+    value = {f["name"]: f["value"] for f in got if f["arm"] == BASELINE
+             and f["scenario"] == "all"}
+
+    def latency(name: str) -> dict[int, float]:
+        return {q: value[f"{name}_p{q}"] for q in QUANTILES if value.get(f"{name}_p{q}")}
+
+    ok = sum(arm.get("ok", 0) for arm in counts.values())
+    return Measured(TOOL, latency("ttft"), latency("itl"), latency("e2e"), ok, cpu, wall,
+                    figures, notes=(f"Poisson arrivals, each to 2 arms ({ok} arm-requests, "
+                                    f"{paired} paired); the baseline arm's figures",
+                                    "TTFT and E2E from the intended send time; ITL: the gaps "
+                                    "between streamed chunks after the first"))
