@@ -34,7 +34,7 @@ def capacity_ratios(values: tuple[str, ...]) -> dict[str, Figure]:
     """`--capacity [NAME=]SWEEP_DIR` values as candidate -> the sweep's capacity ratio (a
     bare SWEEP_DIR: the candidate `candidate`)."""
     try:
-        paths = named_values(values, CANDIDATE, "candidate")
+        paths = named_values(values, CANDIDATE, CANDIDATE)
     except ValueError as exc:
         raise CapacityError(f"--capacity: {exc}") from exc
     return {name: capacity_ratio(path) for name, path in paths.items()}

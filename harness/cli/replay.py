@@ -53,7 +53,7 @@ def _named(values: tuple[str, ...], option: str) -> dict[str, str]:
     """`[NAME=]VALUE` options as NAME -> VALUE (a bare VALUE is the arm `candidate`), each
     name a valid candidate's."""
     try:
-        out = named_values(values, CANDIDATE, "candidate")
+        out = named_values(values, CANDIDATE, CANDIDATE)
         for name in out:
             check_candidate_name(name)
     except ValueError as exc:
