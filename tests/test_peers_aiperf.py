@@ -31,7 +31,7 @@ def test_the_recorded_summary_is_read_as_written() -> None:
     assert got.e2e == _ms(424.642685, 431.6530909, 437.18829221)
     assert got.ok == 30  # "request_count": {"avg": 30.0}
     assert (got.tool, got.cpu_s, got.wall_s, got.raw) == ("aiperf", 4.9, 10.4, SUMMARY)
-    assert any("Poisson" in n for n in got.notes)
+    assert "arrivals: poisson at 4/s, 30 requests (aiperf's input_config)" in got.notes
     assert "aiperf counted 0 failed requests" in got.notes
     assert aiperf.offered_rate(SUMMARY) == 4.0
 
@@ -40,6 +40,16 @@ def test_the_recorded_run_agrees_with_the_echo_servers_pacing() -> None:
     got = aiperf.read_summary(SUMMARY)
     assert 0.1 <= got.ttft[50] < 0.12 and 0.02 <= got.itl[50] < 0.025
     assert got.e2e[50] == pytest.approx(got.ttft[50] + 15 * got.itl[50], abs=0.01)
+
+
+def test_the_recorded_sweep_is_read_per_rate() -> None:
+    # `--request-rate 2,8 --request-count 10`: one rate_<R>/ directory per variation
+    got = aiperf.read_sweep(RECORDED / "sweep", cpu_s=12.4, wall_s=22.8)
+    assert list(got) == [2.0, 8.0] and all(m.ok == 10 for m in got.values())
+    assert got[2.0].ttft == _ms(102.869937, 103.947162, 105.324486)
+    assert got[8.0].e2e[50] == pytest.approx(0.421689234, rel=1e-12)
+    assert got[8.0].itl[99] == pytest.approx(0.021416918600666666, rel=1e-12)
+    assert "arrivals: poisson at 8/s, 10 requests (aiperf's input_config)" in got[8.0].notes
 
 
 def test_a_sweep_is_keyed_by_the_rate_each_summary_records(tmp_path: Path) -> None:
@@ -53,11 +63,34 @@ def test_a_sweep_is_keyed_by_the_rate_each_summary_records(tmp_path: Path) -> No
     assert any("whole sweep of 2 rates" in n for n in got[4.0].notes)
 
 
+def test_the_recorded_search_is_read_from_its_history() -> None:
+    # --search-space phases.profiling.rate:1,16:real, 4 iterations of 10 requests, against
+    # an echo server of 2 slots (capacity 5/s), SLA time_to_first_token p99 < 300 ms
+    path = RECORDED / "search" / aiperf.HISTORY
+    got = aiperf.read_search(path, cpu_s=21.3, wall_s=34.3)
+    assert got.iterations == ((9.232202558909872, False), (11.727840495586292, False),
+                              (5.5394587012833245, False), (1.5683939093167254, True))
+    assert (got.feasible_max, got.infeasible_min) == (1.5683939093167254, 5.5394587012833245)
+    assert got.breach == "time_to_first_token p99 494.76413095000004 not lt 300.0"
+    assert (got.convergence, got.cpu_s, got.raw) == ("max_iterations", 21.3, path)
+
+
+def test_the_recorded_trace_replay_is_read() -> None:
+    # tests/fixtures/traces/mooncake.jsonl (6 rows, 16-token blocks) on its own timestamps
+    got = aiperf.read_summary(RECORDED / "trace" / aiperf.SUMMARY)
+    assert got.ok == 6 and "arrivals: fixed_schedule, 6 requests (aiperf's input_config)" \
+        in got.notes
+    assert got.e2e == _ms(177.620957, 250.95237849999998, 271.67443165)
+    assert got.ttft[50] == pytest.approx(0.1031077815, rel=1e-12)
+
+
 def test_a_missing_output_names_the_file(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=str(tmp_path / aiperf.SUMMARY)):
         aiperf.read_summary(tmp_path / aiperf.SUMMARY)
     with pytest.raises(FileNotFoundError, match=f"{aiperf.SUMMARY} under {tmp_path}"):
         aiperf.one_summary(tmp_path)
+    with pytest.raises(FileNotFoundError, match=str(tmp_path / aiperf.HISTORY)):
+        aiperf.read_search(tmp_path / aiperf.HISTORY)
 
 
 def test_a_corrupt_output_names_the_file(tmp_path: Path) -> None:
@@ -75,6 +108,10 @@ def test_a_corrupt_output_names_the_file(tmp_path: Path) -> None:
     broken.write_text(json.dumps(data))
     with pytest.raises(ValueError, match=f"{broken}: 'request_latency' lacks"):
         aiperf.read_summary(broken)
+    history = tmp_path / aiperf.HISTORY
+    history.write_text(json.dumps({"iterations": [{"feasible": True}]}))
+    with pytest.raises(ValueError, match=f"{history}: iterations without"):
+        aiperf.read_search(history)
 
 
 def test_the_command_asks_for_the_load(tmp_path: Path) -> None:

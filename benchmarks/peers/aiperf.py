@@ -33,7 +33,6 @@ HISTORY = "search_history.json"
 ENDPOINT = "completions"  # /v1/completions: its chat payload says max_completion_tokens
 UNIT_S = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0}
 NOTES = (
-    "arrivals: Poisson (--arrival-pattern poisson) at --request-rate, --request-count requests",
     "ITL: aiperf inter_token_latency = (request_latency - TTFT) / (OSL - 1) per request, "
     "OSL from the server's usage (--use-server-token-count): a TPOT",
     "TTFT: first content chunk - request start; E2E: request_latency = last content chunk - "
@@ -41,6 +40,9 @@ NOTES = (
     "prompts: synthetic, --isl tokens of the given tokenizer, stddev 0; --osl as max_tokens, "
     "stddev 0; streamed /v1/completions",
 )
+
+TRACE_PROMPTS = ("prompts: synthesized from each row's input_length and hash_ids blocks; "
+                 "output_length as max_tokens; streamed /v1/completions")
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class Search:
 
     feasible_max: float | None
     infeasible_min: float | None
+    breach: str | None  # what broke at infeasible_min, as the tool wrote it
     iterations: tuple[tuple[float, bool], ...]
     convergence: str | None
     cpu_s: float
@@ -168,13 +171,23 @@ def read_summary(path: Path, cpu_s: float = 0.0, wall_s: float = 0.0) -> Measure
     """`Measured` from one `profile_export_aiperf.json`, figures as the tool wrote them."""
     data = _load(path)
     errors = _count(data, "error_request_count", path, default=0)
-    notes = (*NOTES, f"aiperf counted {errors} failed requests",
+    notes = (_arrivals(data), *NOTES, f"aiperf counted {errors} failed requests",
              *_incomplete(data))
     return Measured(tool=TOOL, ttft=_seconds(data, "time_to_first_token", path),
                     itl=_seconds(data, "inter_token_latency", path),
                     e2e=_seconds(data, "request_latency", path),
                     ok=_count(data, "request_count", path), cpu_s=cpu_s, wall_s=wall_s,
                     raw=path, notes=notes)
+
+
+def _arrivals(data: Mapping[str, Any]) -> str:
+    """How the requests were sent, as the summary's own copy of its config says (Poisson for
+    `run`: --arrival-pattern poisson)."""
+    phases = (data.get("input_config") or {}).get("phases") or ()
+    phase = next((p for p in phases if isinstance(p, dict) and p.get("name") == "profiling"), {})
+    rate = f" at {phase['rate']:g}/s" if isinstance(phase.get("rate"), int | float) else ""
+    return (f"arrivals: {phase.get('type', 'not recorded')}{rate}, "
+            f"{phase.get('requests', '?')} requests (aiperf's input_config)")
 
 
 def _incomplete(data: Mapping[str, Any]) -> tuple[str, ...]:
@@ -247,7 +260,7 @@ def slo_search(load: Load, slas: Mapping[str, float], low: float, high: float, w
     ms, 'request_latency:p90': ms, ...} (stat after the colon, thresholds in ms as in the
     summary). Each iteration is a full run of `load.requests` Poisson requests:
 
-        aiperf profile ... --search-space phases.profiling.rate:LOW,HIGH:float
+        aiperf profile ... --search-space phases.profiling.rate:LOW,HIGH:real
             --search-metric request_throughput --search-direction maximize
             --search-max-iterations N --search-initial-points K --search-random-seed SEED
             --search-sla time_to_first_token:p99:lt:MS ...
@@ -256,7 +269,7 @@ def slo_search(load: Load, slas: Mapping[str, float], low: float, high: float, w
     rate, so the rate search is spelled out with --search-space."""
     artifacts = _fresh(work)
     cmd = [*_base(venv, load, artifacts), *_synthetic(load), "--request-rate", f"{low:g}",
-           "--search-space", f"phases.profiling.rate:{low:g},{high:g}:float",
+           "--search-space", f"phases.profiling.rate:{low:g},{high:g}:real",
            "--search-metric", "request_throughput", "--search-direction", "maximize",
            "--search-max-iterations", str(iterations), "--search-initial-points", str(initial),
            "--search-random-seed", str(load.seed)]
@@ -283,29 +296,43 @@ def read_search(path: Path, cpu_s: float = 0.0, wall_s: float = 0.0) -> Search:
         raise ValueError(f"{path}: iterations without a request_rate and feasibility") from exc
     bounds = data.get("boundary_summary") or {}
     return Search(feasible_max=_rate(bounds.get("feasible_max")),
-                  infeasible_min=_rate(bounds.get("infeasible_min")), iterations=steps,
+                  infeasible_min=_rate(bounds.get("infeasible_min")),
+                  breach=_breach(bounds.get("infeasible_min")), iterations=steps,
                   convergence=data.get("convergence_reason"), cpu_s=cpu_s, wall_s=wall_s,
                   raw=path)
 
 
 def _rate(point: Any) -> float | None:
-    found = _find_key(point, "rate")
+    # boundary points: {"value": rate on the swept axis, "iteration_idx": ..., ...}
+    found = point.get("value") if isinstance(point, dict) else None
     return float(found) if isinstance(found, int | float) else None
 
 
-def replay_trace(trace: Path, load: Load, work: Path, venv: Path) -> Measured:
+def _breach(point: Any) -> str | None:
+    """The first SLA filter the lowest infeasible rate broke, and by what it saw."""
+    b = point.get("first_breach") if isinstance(point, dict) else None
+    if not isinstance(b, dict):
+        return None
+    return f"{b.get('metric_tag')} {b.get('stat')} {b.get('observed')} not {b.get('op')} " \
+           f"{b.get('threshold')}"
+
+
+def replay_trace(trace: Path, load: Load, work: Path, venv: Path,
+                 block_size: int = 512) -> Measured:
     """A Mooncake-format trace (JSONL: `timestamp` ms, `input_length`, `output_length`,
-    `hash_ids`) replayed on its own timestamps; `load` gives the target, model, tokenizer and
-    seed (its rate, counts and lengths are the trace's):
+    `hash_ids` of `block_size`-token blocks) replayed on its own timestamps; `load` gives the
+    target, model, tokenizer and seed (rate, counts and lengths are the trace's):
 
         aiperf profile ... --input-file TRACE --custom-dataset-type mooncake_trace
-            --fixed-schedule
+            --fixed-schedule --isl-block-size B
 
-    Other trace formats (Azure, BurstGPT CSV) are not read by aiperf's mooncake loader."""
+    aiperf refuses a row whose hash_ids do not fit its input_length at that block size. Other
+    trace formats (Azure, BurstGPT CSV) are not among its loaders' inputs here."""
     artifacts = _fresh(work)
     cmd = [*_base(venv, load, artifacts), "--input-file", str(trace),
-           "--custom-dataset-type", "mooncake_trace", "--fixed-schedule"]
+           "--custom-dataset-type", "mooncake_trace", "--fixed-schedule",
+           "--isl-block-size", str(block_size)]
     _, cpu, wall = run_counted(cmd, cwd=work, env=_env(work))
     m = read_summary(one_summary(artifacts), cpu, wall)
-    notes = (f"replayed {trace.name} on its timestamps (--fixed-schedule)", *m.notes[1:])
-    return replace(m, notes=notes)
+    return replace(m, notes=(f"replayed {trace.name} on its timestamps (--fixed-schedule)",
+                             *(TRACE_PROMPTS if n == NOTES[-1] else n for n in m.notes)))
