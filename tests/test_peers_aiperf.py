@@ -76,12 +76,20 @@ def test_the_recorded_search_is_read_from_its_history() -> None:
 
 
 def test_the_recorded_trace_replay_is_read() -> None:
-    # tests/fixtures/traces/mooncake.jsonl (6 rows, 16-token blocks) on its own timestamps
+    # tests/fixtures/traces/mooncake.jsonl (6 rows, 16-token blocks) on its own timestamps:
+    # --custom-dataset-type mooncake_trace --fixed-schedule --fixed-schedule-auto-offset
     got = aiperf.read_summary(RECORDED / "trace" / aiperf.SUMMARY)
     assert got.ok == 6 and "arrivals: fixed_schedule, 6 requests (aiperf's input_config)" \
         in got.notes
-    assert got.e2e == _ms(177.620957, 250.95237849999998, 271.67443165)
-    assert got.ttft[50] == pytest.approx(0.1031077815, rel=1e-12)
+    assert got.e2e == _ms(176.774485, 247.7042445, 266.00552985)
+    assert got.ttft[50] == pytest.approx(0.1028582595, rel=1e-12)
+
+
+def test_a_trace_format_it_has_no_loader_for_is_refused(tmp_path: Path) -> None:
+    load = Load(url="http://127.0.0.1:9", model="echo", rate=1, requests=1, prompt_tokens=1,
+                output_tokens=1, tokenizer=tmp_path)
+    with pytest.raises(ValueError, match="not 'azure'"):
+        aiperf.replay_trace(tmp_path / "azure.csv", load, tmp_path, Path("/venv"), fmt="azure")
 
 
 def test_a_missing_output_names_the_file(tmp_path: Path) -> None:

@@ -41,8 +41,8 @@ NOTES = (
     "stddev 0; streamed /v1/completions",
 )
 
-TRACE_PROMPTS = ("prompts: synthesized from each row's input_length and hash_ids blocks; "
-                 "output_length as max_tokens; streamed /v1/completions")
+TRACE_PROMPTS = ("prompts: synthesized to each row's input length (from its hash_ids blocks "
+                 "where it has them), its output length as max_tokens; streamed /v1/completions")
 
 
 @dataclass(frozen=True)
@@ -66,8 +66,11 @@ HUB_COMMIT = "0" * 40
 
 def _env(work: Path) -> dict[str, str]:
     # no hub here: nothing may be downloaded, and the tokenizer comes from `work`'s own cache
+    # the dataset cache too: shared, it would make a later run cheaper than the first
     return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-            "HF_DATASETS_OFFLINE": "1", "HF_HUB_CACHE": str(work / "hf-hub"), "NO_COLOR": "1"}
+            "HF_DATASETS_OFFLINE": "1", "HF_HUB_CACHE": str(work / "hf-hub"),
+            "AIPERF_DATASET_MMAP_CACHE_DIR": str(work / "dataset-cache"),
+            "AIPERF_DATASET_MMAP_BASE_PATH": str(work), "NO_COLOR": "1"}
 
 
 def hub_cache(tokenizer: Path, work: Path) -> str:
@@ -317,21 +320,32 @@ def _breach(point: Any) -> str | None:
            f"{b.get('threshold')}"
 
 
-def replay_trace(trace: Path, load: Load, work: Path, venv: Path,
+TRACE_TYPES = {"mooncake": "mooncake_trace", "burstgpt": "burst_gpt_trace",
+               "bailian": "bailian_trace"}  # --custom-dataset-type of each format it reads
+HASHED = {"mooncake", "bailian"}
+
+
+def replay_trace(trace: Path, load: Load, work: Path, venv: Path, fmt: str = "mooncake",
                  block_size: int = 512) -> Measured:
-    """A Mooncake-format trace (JSONL: `timestamp` ms, `input_length`, `output_length`,
-    `hash_ids` of `block_size`-token blocks) replayed on its own timestamps; `load` gives the
-    target, model, tokenizer and seed (rate, counts and lengths are the trace's):
+    """A timestamped trace replayed on its own timestamps, shifted to start at once; `load`
+    gives the target, model, tokenizer and seed (rate, counts and lengths are the trace's).
+    Mooncake JSONL (`timestamp` ms, `input_length`, `output_length`, `hash_ids` of
+    `block_size`-token blocks), BurstGPT CSV (`Timestamp` s, `Request tokens`, `Response
+    tokens`) or Bailian; prompts are synthesized to the lengths:
 
         aiperf profile ... --input-file TRACE --custom-dataset-type mooncake_trace
-            --fixed-schedule --isl-block-size B
+            --fixed-schedule --fixed-schedule-auto-offset [--isl-block-size B]
 
-    aiperf refuses a row whose hash_ids do not fit its input_length at that block size. Other
-    trace formats (Azure, BurstGPT CSV) are not among its loaders' inputs here."""
+    aiperf refuses a Mooncake row whose hash_ids do not fit its input_length at that block
+    size. It has no loader for the Azure CSV (its TIMESTAMP is a date)."""
+    if fmt not in TRACE_TYPES:
+        raise ValueError(f"aiperf replays {', '.join(TRACE_TYPES)} traces, not {fmt!r}")
     artifacts = _fresh(work)
     cmd = [*_base(venv, load, artifacts), "--input-file", str(trace),
-           "--custom-dataset-type", "mooncake_trace", "--fixed-schedule",
-           "--isl-block-size", str(block_size)]
+           "--custom-dataset-type", TRACE_TYPES[fmt], "--fixed-schedule",
+           "--fixed-schedule-auto-offset"]
+    if fmt in HASHED:  # aiperf refuses a block size for a trace without hash ids
+        cmd += ["--isl-block-size", str(block_size)]
     _, cpu, wall = run_counted(cmd, cwd=work, env=_env(work))
     m = read_summary(one_summary(artifacts), cpu, wall)
     return replace(m, notes=(f"replayed {trace.name} on its timestamps (--fixed-schedule)",
