@@ -85,6 +85,29 @@ def test_the_recorded_trace_replay_is_read() -> None:
     assert got.ttft[50] == pytest.approx(0.1028582595, rel=1e-12)
 
 
+def test_the_search_asks_aiperf_for_a_rate_search_under_the_slas(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = []
+
+    def fake_run(cmd, cwd, env, timeout):  # the tool's place: write what it wrote
+        seen.append(cmd)
+        shutil.copy(RECORDED / "search" / aiperf.HISTORY, cwd / "artifacts" / aiperf.HISTORY)
+        return None, 21.3, 34.3
+
+    monkeypatch.setattr(aiperf, "run_counted", fake_run)
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "tok" / "tokenizer.json").write_text("{}")
+    load = Load(url="http://127.0.0.1:9", model="echo", rate=4, requests=10, prompt_tokens=32,
+                output_tokens=16, tokenizer=tmp_path / "tok")
+    got = aiperf.slo_search(load, {"time_to_first_token:p99": 300}, 1, 16, tmp_path / "w",
+                            Path("/venv"), iterations=4, initial=2)
+    cmd = seen[0]
+    assert cmd[cmd.index("--search-space") + 1] == "phases.profiling.rate:1,16:real"
+    assert cmd[cmd.index("--search-sla") + 1] == "time_to_first_token:p99:lt:300"
+    assert cmd[cmd.index("--search-max-iterations") + 1] == "4"
+    assert got.feasible_max == 1.5683939093167254 and got.cpu_s == 21.3
+
+
 def test_a_trace_format_it_has_no_loader_for_is_refused(tmp_path: Path) -> None:
     load = Load(url="http://127.0.0.1:9", model="echo", rate=1, requests=1, prompt_tokens=1,
                 output_tokens=1, tokenizer=tmp_path)
