@@ -54,7 +54,8 @@ def test_a_missing_report_names_the_file(tmp_path: Path) -> None:
         _read(missing)
 
 
-@pytest.mark.parametrize("text", ["", "{\"benchmarks\": [", "[1, 2]", "{\"config\": {}}"])
+@pytest.mark.parametrize("text", ["", "{\"benchmarks\": [", "[1, 2]", "{\"config\": {}}",
+                                  "{\"benchmarks\": [1]}"])
 def test_a_report_that_is_not_guidellms_names_the_file(tmp_path: Path, text: str) -> None:
     broken = tmp_path / "benchmarks.json"
     broken.write_text(text)
@@ -94,3 +95,20 @@ def test_the_command_asks_for_the_load_streamed_poisson_and_a_json_report(
     assert opts["--output"] == {"kind": "json", "path": str(tmp_path / "r.json")}
     assert guidellm.INSTALL[0] == ["torch==2.13.0"]
     assert "torch==2.13.0" in guidellm.INSTALL[1]
+
+
+def test_the_goodput_search_reads_guidellms_conclusion() -> None:
+    # the recorded search's conclusion, beside the recorded run's benchmark
+    doc = json.loads(REPORT.read_text())
+    doc.update(json.loads((FIXTURE / "goodput-conclusions.json").read_text()))
+    found = guidellm.search(doc, REPORT, cpu_s=1.0, wall_s=2.0)
+    assert (found.best_passing_streams, found.lowest_failing_streams) == (4, 5)
+    assert found.stop_reason == "converged"
+    assert [(p["streams"], p["passed"]) for p in found.probes] == [
+        (4, True), (8, False), (6, False), (5, False)]
+    assert [m.ok for m in found.measured] == [30]
+
+
+def test_a_report_without_a_goodput_conclusion_names_the_file() -> None:
+    with pytest.raises(guidellm.ReportError, match=f"{REPORT} has no goodput conclusion"):
+        guidellm.search(guidellm.read_report(REPORT), REPORT, cpu_s=0.0, wall_s=0.0)

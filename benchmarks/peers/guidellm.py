@@ -7,7 +7,8 @@ GuideLLM 0.8 replaced the old `guidellm benchmark --target ... --rate-type ...
 `--seed`, `--output`, `--metrics`. Its capacity searches are profiles: `sweep` (synchronous,
 then throughput, then rates evenly between), `goodput` (concurrency search against latency
 objectives) and `knee` (throughput knee over concurrency); its trace replay is the `replay`
-profile over a trace dataset (`trace_synthetic`, `mooncake`, ...).
+profile over a trace dataset (`trace_synthetic`, `mooncake`, ...). `sweep`, `slo_search`
+(goodput) and `replay_trace` wrap the first two and the last; `knee` is not wrapped.
 
 The requests go to /v1/completions: GuideLLM's chat requests ask for the output length as
 `max_completion_tokens`, which servers that read only `max_tokens` (the echo server, older
@@ -36,8 +37,11 @@ REPORT = "benchmarks.json"
 ENDPOINT = "/v1/completions"
 # GuideLLM 0.8.1 sends from up to 10 worker processes, and each seeds its own copy of the
 # Poisson generator with the same seed: the gaps come in runs of 10 equal ones (30 requests
-# at 4/s were 3 gaps: 0.465 s x 9, 0.355 s x 10, 0.136 s x 10). One worker draws one stream,
-# a Poisson process; it is ample for these loads and is what `run` uses unless told.
+# at 4/s were 3 gaps: 0.465 s x 9, 0.355 s x 10, 0.136 s x 10). Once (8/s, 2 CPUs) the 10
+# workers also lost the schedule: 60 requests in 0.83 s, their targeted start 0 (the report's
+# dispatch delay ~1.8e9 s, warning `root_late`). One worker draws one stream, a Poisson
+# process, on time; it is ample for these loads and is what every function here uses unless
+# told (`workers=None`: GuideLLM's default).
 WORKERS = 1
 
 # What the report's figures mean, from guidellm/schemas/base/request_stats.py.
@@ -45,8 +49,9 @@ DEFINITIONS = (
     "TTFT: first streamed chunk with content minus request start (time.time() just before "
     "the HTTP request is sent), per request",
     "ITL: GuideLLM's inter_token_latency_ms, per request (last token - first token) / "
-    "(output tokens - 1), output tokens from the server's usage; it also reports "
-    "time_per_output_token_ms = (last token - request start) / output tokens (not used)",
+    "(output tokens - 1), output tokens from the server's usage, its distribution weighting "
+    "each request by output tokens - 1; it also reports time_per_output_token_ms = "
+    "(last token - request start) / output tokens (TPOT, first token included; not used)",
     "E2E: request_latency = request end - request start, per request",
     "percentiles: GuideLLM's own, nearest rank over successful requests (no interpolation)",
 )
@@ -123,7 +128,17 @@ def _run(cmd: list[str], work: Path, report: Path, workers: int | None
 
 def run(load: Load, work: Path, venv: Path, workers: int | None = WORKERS) -> Measured:
     """`load.requests` requests at `load.rate` req/s, Poisson arrivals (GuideLLM's
-    `poisson` profile, seeded by `load.seed`) from `workers` processes (see WORKERS)."""
+    `poisson` profile, seeded by `load.seed`) from `workers` processes (see WORKERS):
+
+        GUIDELLM__MAX_WORKER_PROCESSES=1 HF_HUB_OFFLINE=1 guidellm run
+            --backend '{"kind":"openai_http","target":URL,"model":M,
+                        "request_format":"/v1/completions","stream":true}'
+            --profile '{"kind":"poisson","rate":[R]}'
+            --data '{"kind":"synthetic_text","prompt_tokens":P,"output_tokens":O}'
+            --tokenizer '{"kind":"huggingface_auto","model":TOKENIZER_DIR}'
+            --seed '{"kind":"static","value":S}' --constraint '{"kind":"max_requests","count":N}'
+            --output '{"kind":"json","path":WORK/benchmarks.json}' --disable-console-interactive
+    """
     report = work / REPORT
     cmd = command(venv, load, report, {"kind": "poisson", "rate": [load.rate]},
                   _synthetic(load), "--constraint", _max_requests(load.requests))
@@ -235,13 +250,24 @@ def _strategy(bench: dict[str, Any]) -> str:
     return f"{label}, {strategy.get('worker_count', '?')} worker process(es)"
 
 
+def _said(bench: dict[str, Any]) -> list[str]:
+    """What GuideLLM itself said of the run: its achieved rate and its warnings (a late
+    arrival schedule shows there, e.g. `root_late`)."""
+    rps = bench.get("metrics", {}).get("requests_per_second", {}).get("successful", {})
+    said = [f"GuideLLM: {rps['mean']:.3f} req/s over {bench.get('duration', 0.0):.2f} s"
+            ] if isinstance(rps, dict) and "mean" in rps else []
+    return said + [f"GuideLLM warning {w.get('code')}: {w.get('message')}"
+                   for w in bench.get("warnings", []) if isinstance(w, dict)]
+
+
 def measured(doc: dict[str, Any], path: Path, cpu_s: float, wall_s: float, index: int = 0,
              notes: tuple[str, ...] = ()) -> Measured:
     """Benchmark `index` of a report as `Measured`; every figure is GuideLLM's own."""
     benches = _benchmarks(doc)
     if index >= len(benches):
         raise ReportError(f"{TOOL}: {path} has {len(benches)} benchmarks, not {index + 1}")
-    metrics = benches[index].get("metrics")
+    bench = benches[index]
+    metrics = bench.get("metrics") if isinstance(bench, dict) else None
     if not isinstance(metrics, dict):
         raise ReportError(f"{TOOL}: {path} benchmark {index} has no metrics")
     try:
@@ -254,8 +280,8 @@ def measured(doc: dict[str, Any], path: Path, cpu_s: float, wall_s: float, index
         itl=_percentiles(metrics, "inter_token_latency_ms", 1e-3, path),
         e2e=_percentiles(metrics, "request_latency", 1.0, path),
         ok=ok, cpu_s=cpu_s, wall_s=wall_s, raw=path,
-        notes=(f"strategy: {_strategy(benches[index])}", f"endpoint: {ENDPOINT}, streamed",
-               *notes, *DEFINITIONS))
+        notes=(f"strategy: {_strategy(bench)}", f"endpoint: {ENDPOINT}, streamed", *notes,
+               *_said(bench), *DEFINITIONS))
 
 
 def search(doc: dict[str, Any], path: Path, cpu_s: float, wall_s: float) -> Search:
