@@ -8,6 +8,15 @@ The echo server waits 0.1 s before the first token and 0.02 s before each next o
 slots (so no queueing). The tool's venv is the one INSTALL and `prepare` made (default
 ~/.cache/layergate/peers/vllm-bench-0.32.0). `--keep DIR` copies each run's result file
 there (as rate-R.json).
+
+Measured on the 2-core machine (2026-12-03, 60 requests a rate; ms, tool / truth):
+
+    rate 2:  ttft p50 104.2/101.9  p99 111.0/106.5   itl p50 20.9/21.0  p99 24.8/22.5
+             e2e  p50 418.9/416.0  p99 442.4/440.4   cpu 140 ms/request
+    rate 8:  ttft p50 102.8/101.2  p99 106.9/104.6   itl p50 20.9/20.9  p99 24.3/21.7
+             e2e  p50 416.9/415.1  p99 430.7/428.8   cpu 163 ms/request
+
+Most of the CPU is the tool's start (importing vllm and torch: about 8.5 s a run).
 """
 
 from __future__ import annotations

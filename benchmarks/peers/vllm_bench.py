@@ -106,6 +106,8 @@ def saving(work: Path) -> list[str]:
 def run(load: Load, work: Path, venv: Path) -> Measured:
     """One `vllm bench serve` run of `load`; its result file read into `Measured`."""
     work.mkdir(parents=True, exist_ok=True)
+    # cwd is `work`: vllm starts `python -m vllm...` subprocesses (`vllm serve`'s model
+    # registry did here), which a `vllm/` folder in the cwd would shadow
     _, cpu, wall = run_counted([*bench_args(load, venv), *saving(work)], cwd=work,
                                env=tool_env(venv))
     return measured(work / RESULT, cpu, wall)
