@@ -6,9 +6,13 @@ processes spent per request. Peers are installed on first use, each in a venv of
 (benchmarks/peers/venvs.py).
 
     python benchmarks/peers/side_by_side.py [--tools layergate,aiperf,...] [--rates 2,8]
-        [--requests 60] [--json FILE]
+        [--requests 60] [--cost-requests 30,150] [--json FILE]
 
-A fresh server per run, so a run's truth is its own requests only.
+A fresh server per run, so a run's truth is its own requests only. The client's cost is
+split into what a run costs whatever its size (start-up: imports, worker processes,
+tokenizing a prompt corpus) and what each more request costs: each tool runs twice more at
+the highest rate, with the two `--cost-requests` counts, and the difference in CPU over
+the difference in requests is the cost per request.
 """
 
 from __future__ import annotations
@@ -64,6 +68,11 @@ def one_run(tool: str, rate: float, args: argparse.Namespace, work: Path) -> Row
     return Row(tool, rate, measured, read_truth(timeline, since=started))
 
 
+def _fresh(path: Path) -> Path:
+    path.mkdir()
+    return path
+
+
 def _cell(x: float | None) -> str:
     return "—" if x is None else f"{x:+.1f}"
 
@@ -84,6 +93,18 @@ def print_table(rows: list[Row]) -> None:
             print(f"{r.tool} @ {r.rate:g}/s: {note}")
 
 
+def print_cost(pairs: dict[str, tuple[Row, Row]]) -> None:
+    print("client CPU: fixed per run, and per request the server saw (the slope between "
+          "two run sizes)")
+    print("tool | rate | requests | cpu s | fixed s | ms per request")
+    for tool, (small, large) in pairs.items():
+        n1, n2 = small.truth.requests, large.truth.requests
+        slope = (large.measured.cpu_s - small.measured.cpu_s) / max(n2 - n1, 1)
+        fixed = small.measured.cpu_s - slope * n1
+        print(f"{tool} | {large.rate:g} | {n1}, {n2} | {small.measured.cpu_s:.2f}, "
+              f"{large.measured.cpu_s:.2f} | {fixed:.2f} | {slope * 1000:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tools", default=",".join(ADAPTERS))
@@ -91,6 +112,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=60)
     parser.add_argument("--prompt-tokens", type=int, default=32)
     parser.add_argument("--output-tokens", type=int, default=16)
+    parser.add_argument("--cost-requests", default="30,150",
+                        help="two run sizes whose CPU difference is the cost per request")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -106,10 +129,22 @@ def main() -> None:
                 work.mkdir()
                 rows.append(one_run(tool, rate, args, work))
                 print(f"{tool} at {rate:g}/s: done", file=sys.stderr)
+        top = max(r.rate for r in rows)
+        sizes = [int(n) for n in args.cost_requests.split(",")]
+        cost = {}
+        for tool in tools:
+            cost[tool] = tuple(
+                one_run(tool, top, argparse.Namespace(**{**vars(args), "requests": n}),
+                        _fresh(Path(tmp) / f"cost-{tool}-{n}")) for n in sizes)
+            print(f"{tool} cost runs: done", file=sys.stderr)
     print_table(rows)
+    print()
+    print_cost(cost)
     if args.json:
-        args.json.write_text(json.dumps([dataclasses.asdict(r) for r in rows], indent=2,
-                                        default=str) + "\n")
+        args.json.write_text(json.dumps({
+            "rows": [dataclasses.asdict(r) for r in rows],
+            "cost": {t: [dataclasses.asdict(r) for r in pair] for t, pair in cost.items()}},
+            indent=2, default=str) + "\n")
 
 
 if __name__ == "__main__":
