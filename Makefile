@@ -24,7 +24,7 @@ PYTEST_ARGS ?= --durations=25
 # their install time; Python compiles (and caches) what is imported, when it is imported
 PIP_INSTALL := $(BIN)/pip install -q --no-compile
 
-.PHONY: install demo test test-fast lint dist demo-packages system-packages clean
+.PHONY: install demo test test-fast lint dist demo-packages system-packages clean peers
 
 # everything the suite runs: `make test` installs it; `make demo` only what the demo runs
 install: $(TEST_STAMP) $(LLAMACPP_STAMP) system-packages
@@ -88,6 +88,12 @@ system-packages:
 
 demo: $(STAMP) demo-packages
 	$(BIN)/layergate demo
+
+# layergate beside AIPerf, GuideLLM, inference-perf and vLLM's bench on one echo server of
+# known timing: the table of errors against the server's own timeline and client CPU (each
+# peer installed on first use into a venv of its own under ~/.cache/layergate/peers)
+peers: $(TEST_STAMP)
+	$(BIN)/python benchmarks/peers/side_by_side.py
 
 # two workers (one file each at a time: module fixtures stay shared), then the solo files
 # alone (tests/conftest.py SOLO); both parts run, and either failing fails the target
