@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.peers import aiperf
-from benchmarks.peers.common import Load
+from benchmarks.peers.common import Load, OutputError
 
 RECORDED = Path(__file__).parent / "fixtures" / "peers" / "aiperf"
 SUMMARY = RECORDED / "profile_export_aiperf.json"
@@ -116,11 +116,11 @@ def test_a_trace_format_it_has_no_loader_for_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_missing_output_names_the_file(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match=str(tmp_path / aiperf.SUMMARY)):
+    with pytest.raises(OutputError, match=str(tmp_path / aiperf.SUMMARY)):
         aiperf.read_summary(tmp_path / aiperf.SUMMARY)
     with pytest.raises(FileNotFoundError, match=f"{aiperf.SUMMARY} under {tmp_path}"):
         aiperf.one_summary(tmp_path)
-    with pytest.raises(FileNotFoundError, match=str(tmp_path / aiperf.HISTORY)):
+    with pytest.raises(OutputError, match=str(tmp_path / aiperf.HISTORY)):
         aiperf.read_search(tmp_path / aiperf.HISTORY)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.peers import guidellm
-from benchmarks.peers.common import Load, read_truth
+from benchmarks.peers.common import Load, OutputError, read_truth
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "peers" / "guidellm"
 REPORT = FIXTURE / "benchmarks.json"
@@ -50,7 +50,7 @@ def test_the_recording_is_the_echo_servers_run_and_close_to_its_truth() -> None:
 
 def test_a_missing_report_names_the_file(tmp_path: Path) -> None:
     missing = tmp_path / "benchmarks.json"
-    with pytest.raises(guidellm.ReportError, match=str(missing)):
+    with pytest.raises(OutputError, match=str(missing)):
         _read(missing)
 
 
@@ -59,7 +59,7 @@ def test_a_missing_report_names_the_file(tmp_path: Path) -> None:
 def test_a_report_that_is_not_guidellms_names_the_file(tmp_path: Path, text: str) -> None:
     broken = tmp_path / "benchmarks.json"
     broken.write_text(text)
-    with pytest.raises(guidellm.ReportError, match=str(broken)):
+    with pytest.raises(OutputError, match=str(broken)):
         _read(broken)
 
 

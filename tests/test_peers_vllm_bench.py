@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.peers import vllm_bench
-from benchmarks.peers.common import Load
+from benchmarks.peers.common import Load, OutputError
 
 RECORDED = Path(__file__).resolve().parent / "fixtures" / "peers" / "vllm-bench"
 RESULT = RECORDED / "result.json"
@@ -48,14 +48,14 @@ def test_a_sweep_reads_into_one_point_per_rate() -> None:
 
 
 def test_a_missing_result_names_the_file(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match=str(tmp_path / "result.json")):
+    with pytest.raises(OutputError, match=str(tmp_path / "result.json")):
         vllm_bench.measured(tmp_path / "result.json", 0.0, 0.0)
     with pytest.raises(FileNotFoundError, match="no run=N.json under"):
         vllm_bench.sweep_points(tmp_path)
 
 
 @pytest.mark.parametrize(("text", "says"), [
-    ('{"completed": 30, "p50_ttft', "not the JSON vllm bench serve writes"),
+    ('{"completed": 30, "p50_ttft', "not readable as vllm bench serve's JSON"),
     ("[1, 2]", "a list, not vllm's result object"),
     ('{"p50_ttft_ms": 1}', "no 'completed' count"),
 ])

@@ -14,14 +14,13 @@ Percentiles are over the successful requests (its `adj_*` ones, failures as +inf
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from benchmarks.peers.common import QUANTILES, Load, Measured, run_counted
+from benchmarks.peers.common import QUANTILES, Load, Measured, read_json, run_counted
 
 TOOL = "aiperf"
 VERSION = "0.13.0"
@@ -137,12 +136,7 @@ def one_summary(root: Path) -> Path:
 
 
 def _load(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path}: aiperf's output is missing") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: not readable as aiperf's JSON output ({exc})") from exc
+    data = read_json(path, TOOL)
     if not isinstance(data, dict):
         raise ValueError(f"{path}: not aiperf's JSON output (a {type(data).__name__})")
     return data

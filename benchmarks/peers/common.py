@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -97,3 +98,17 @@ def run_counted(cmd: Sequence[str], cwd: Path, env: dict[str, str] | None = None
         raise RuntimeError(f"{cmd[0]} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n"
                            f"{proc.stderr[-3000:]}")
     return proc, cpu, wall
+
+
+class OutputError(ValueError):
+    """A tool's output file is missing or not what the tool writes."""
+
+
+def read_json(path: Path, tool: str) -> Any:
+    """The JSON a tool wrote at `path`; a missing or unreadable file is named."""
+    if not path.is_file():
+        raise OutputError(f"{path}: {tool} wrote no such file")
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise OutputError(f"{path}: not readable as {tool}'s JSON ({exc})") from exc

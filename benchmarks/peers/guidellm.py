@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.peers.common import Load, Measured, run_counted
+from benchmarks.peers.common import Load, Measured, OutputError, read_json, run_counted
 
 TOOL = "guidellm"
 VERSION = "0.8.1"
@@ -57,7 +57,7 @@ DEFINITIONS = (
 )
 
 
-class ReportError(RuntimeError):
+class ReportError(OutputError):
     """GuideLLM's report is missing or not what this adapter reads."""
 
 
@@ -216,12 +216,7 @@ def replay_trace(trace: Path, load: Load, work: Path, venv: Path, time_scale: fl
 
 def read_report(path: Path) -> dict[str, Any]:
     """The report GuideLLM wrote, with a clear error when it did not."""
-    if not path.is_file():
-        raise ReportError(f"{TOOL}: no report at {path}")
-    try:
-        doc = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ReportError(f"{TOOL}: {path} is not JSON: {exc}") from exc
+    doc = read_json(path, TOOL)
     if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
         raise ReportError(f"{TOOL}: {path} has no 'benchmarks' list")
     return doc

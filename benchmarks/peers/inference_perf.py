@@ -48,7 +48,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from benchmarks.peers.common import QUANTILES, Load, Measured, run_counted
+from benchmarks.peers.common import QUANTILES, Load, Measured, OutputError, read_json, run_counted
 
 TOOL = "inference-perf"
 VERSION = "0.7.0"
@@ -71,10 +71,6 @@ PERCENTILE_KEYS = {50: "median", 90: "p90", 99: "p99"}  # how the tool names the
 # as many prompt lengths as any stage (or the sweep's probe) could ask for: the tool makes
 # them up front and would otherwise size them from the stages it knows before a sweep
 LENGTHS = 100_000
-
-
-class OutputError(RuntimeError):
-    """The tool's output file is missing or not what the parser expects."""
 
 
 def stage_of(load: Load) -> tuple[float, int]:
@@ -152,12 +148,7 @@ def _definitions() -> tuple[str, ...]:
 
 def read_report(path: Path) -> dict[str, Any]:
     """One of the tool's JSON reports; a clear error naming the file otherwise."""
-    try:
-        report = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise OutputError(f"{TOOL} wrote no {path}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise OutputError(f"{TOOL} output {path} is not JSON: {e}") from e
+    report = read_json(path, TOOL)
     if not isinstance(report, dict) or not isinstance(report.get("successes"), dict):
         raise OutputError(f"{TOOL} output {path} has no 'successes' section")
     return report

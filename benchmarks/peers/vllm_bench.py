@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.peers.common import QUANTILES, Load, Measured, run_counted
+from benchmarks.peers.common import QUANTILES, Load, Measured, read_json, run_counted
 
 TOOL = "vllm-bench"
 VERSION = "0.32.0"
@@ -115,12 +115,7 @@ def run(load: Load, work: Path, venv: Path) -> Measured:
 
 def read_result(path: Path) -> dict[str, Any]:
     """The tool's result JSON; a missing or unreadable file is named in the error."""
-    if not path.is_file():
-        raise FileNotFoundError(f"vllm bench serve wrote no result file at {path}")
-    try:
-        result = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not the JSON vllm bench serve writes ({exc})") from exc
+    result = read_json(path, "vllm bench serve")
     if not isinstance(result, dict):
         raise ValueError(f"{path}: a {type(result).__name__}, not vllm's result object")
     return result
