@@ -11,12 +11,12 @@ arrival is two requests there; the CPU is counted per arm-request and per paired
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from benchmarks.peers.common import QUANTILES, Load, Measured, run_counted
 from layergate.exporters.catalogue import BASELINE
 from layergate.exporters.traffic import COMPLETIONS, TrafficRecord, write_traffic
+from layergate.harness.processes import layergate_command
 
 TOOL = "layergate"
 WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly judge "
@@ -34,20 +34,17 @@ def traffic(load: Load, path: Path) -> Path:
                                 for i in range(load.requests)])
 
 
-def _command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "layergate.harness.cli", *args]
-
-
 def run(load: Load, work: Path, venv: Path | None = None) -> Measured:
     """The replay, then its figures as `metrics --json` wrote them (the baseline arm's)."""
     work.mkdir(parents=True, exist_ok=True)
     out = work / "run"
-    _, cpu, wall = run_counted(_command(
+    _, cpu, wall = run_counted(layergate_command(
         "replay", "--traffic", str(traffic(load, work / "traffic.jsonl")), "--baseline",
         load.url, "--candidate", load.url, "--rate", f"{load.rate:g}", "--seed",
         str(load.seed), "--out", str(out), "--no-progress"), cwd=work)
-    run_counted(_command("metrics", str(out), "--json", str(work / "figures.json")), cwd=work)
-    return parse(work / "figures.json", out / "manifest.json", cpu, wall, load.requests)
+    figures = work / "figures.json"
+    run_counted(layergate_command("metrics", str(out), "--json", str(figures)), cwd=work)
+    return parse(figures, out / "manifest.json", cpu, wall, load.requests)
 
 
 def parse(figures: Path, manifest: Path, cpu: float, wall: float, paired: int) -> Measured:
