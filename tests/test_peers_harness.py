@@ -15,7 +15,7 @@ import pytest
 from benchmarks.peers import layergate as lg_peer
 from benchmarks.peers import venvs
 from benchmarks.peers.common import Measured, read_truth
-from benchmarks.peers.side_by_side import Row
+from benchmarks.peers.errors import Row
 from tests.support.echo import echo_server
 
 RECORDED = Path(__file__).parent / "fixtures" / "recorded"

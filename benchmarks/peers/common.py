@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 
 QUANTILES = (50, 90, 99)
+# the bundled model's tokenizer, which tools that count tokens are given (no hub here)
+TOKENIZER = Path.home() / ".cache" / "layergate" / "models" / "smollm2-135m"
 
 
 @dataclass(frozen=True)
@@ -112,3 +114,9 @@ def read_json(path: Path, tool: str) -> Any:
         return json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise OutputError(f"{path}: not readable as {tool}'s JSON ({exc})") from exc
+
+
+def fresh(path: Path) -> Path:
+    """`path` made as a new, empty directory (a run's own work directory)."""
+    path.mkdir(parents=True)
+    return path
