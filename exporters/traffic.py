@@ -22,10 +22,11 @@ import numpy as np
 
 from layergate.exporters.atomic import atomic_file
 from layergate.exporters.errors import UsageError
+from layergate.exporters.references import BadReference, parse_reference
 
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions")
 CHAT, COMPLETIONS = ENDPOINTS
-FIELDS = ("id", "offset_s", "scenario", "endpoint", "body", "response")
+FIELDS = ("id", "offset_s", "scenario", "endpoint", "body", "response", "reference")
 
 
 class TrafficError(UsageError, ValueError):
@@ -44,6 +45,8 @@ class TrafficRecord:
     endpoint: str
     body: Mapping[str, Any]
     response: Mapping[str, Any] | None = None
+    # what a right answer is (exporters/references.py); None: the record has none
+    reference: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "offset_s": self.offset_s,
@@ -51,6 +54,8 @@ class TrafficRecord:
                                "body": dict(self.body)}
         if self.response is not None:
             out["response"] = dict(self.response)
+        if self.reference is not None:
+            out["reference"] = dict(self.reference)
         return out
 
     @property
@@ -126,7 +131,14 @@ def parse_record(obj: Any, path: Path, line: int) -> TrafficRecord:
     response = obj.get("response")
     if response is not None and not isinstance(response, dict):
         raise TrafficError(*where, "response", "must be an object when present")
-    return TrafficRecord(rid, float(offset), scenario, endpoint, obj["body"], response)
+    reference = obj.get("reference")
+    if reference is not None:
+        try:
+            parse_reference(reference)
+        except BadReference as exc:
+            raise TrafficError(*where, f"reference.{exc.field}", exc.message) from None
+    return TrafficRecord(rid, float(offset), scenario, endpoint, obj["body"], response,
+                         reference)
 
 
 def read_traffic(path: str | Path, skip_invalid: bool = False) -> TrafficFile:
