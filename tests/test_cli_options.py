@@ -17,6 +17,7 @@ from layergate.harness.capacity.config import CapacityConfig
 from layergate.harness.capture.config import CaptureConfig
 from layergate.harness.cli import COMMANDS, main
 from layergate.harness.determinism import DeterminismConfig
+from layergate.harness.judge import Judge
 from layergate.harness.replay.config import ReplayConfig
 from layergate.harness.replay.workers import WorkerConfig
 from layergate.harness.stack.demo_config import DemoConfig
@@ -48,6 +49,7 @@ CONFIGS: dict[str, tuple[type | None, list[str]]] = {
     "policies": (None, []),
     "scenarios": (None, []),
     "init": (None, ["starter"]),
+    "judge": (Judge, ["run", "--endpoint", "http://j", "--model", "m"]),
     "watch": (WatchConfig, ["--prometheus", "http://p", "--baseline", 'arm="a"',
                             "--candidate", 'arm="b"']),
 }

@@ -118,6 +118,7 @@ ROOMS: dict[str, set[str]] = {
     "replay": SHARED | {"rundir"},  # sends the traffic, writes the store of a run directory
     "rundir": SHARED,  # a run directory: manifest, traffic, store
     "sweepdir": SHARED,  # a capacity sweep's directory, of run directories
+    "judge": SHARED,  # asks an LLM judge whether a run's answers are right
     "gate": SHARED | {"rundir", "sweepdir"},  # reads a run, judges it
     "report": SHARED | {"rundir", "sweepdir", "gate"},  # shows a verdict
     "watch": SHARED | {"gate"},  # beside: judges live figures by the gate's rules

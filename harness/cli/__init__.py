@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "determinism": "layergate.harness.cli.determinism",
     "metrics": "layergate.harness.cli.metrics",
     "gate": "layergate.harness.cli.gate",
+    "judge": "layergate.harness.cli.judge",
     "compare": "layergate.harness.cli.compare",
     "watch": "layergate.harness.cli.watch",
     "dashboards": "layergate.harness.cli.dashboards",

@@ -1,0 +1,108 @@
+"""`layergate judge`: the real SmolLM2 engine as the judge of a run's answers, every verdict
+kept beside the results as it comes back, a rerun asking nothing twice, and the judge's own
+noise counted on the outputs both baselines answered alike."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from layergate.exporters.catalogue import BASELINE, BASELINE2, CANDIDATE
+from layergate.exporters.errors import UsageError
+from layergate.exporters.judgements import FILE, append, digest, read_judgements
+from layergate.exporters.records import ArmResult
+from layergate.exporters.traffic import COMPLETIONS, TrafficRecord
+from layergate.harness.judge import (
+    DEFAULT_PROMPT,
+    Judge,
+    JudgeError,
+    check_template,
+    judge_run,
+    parse_verdict,
+)
+
+QUESTIONS = [("What is the capital of France?", "Paris"), ("What is 2 + 2?", "4")]
+
+
+def _records() -> list[TrafficRecord]:
+    judged = [TrafficRecord(f"q{i}", 0.0, "qa", COMPLETIONS, {"prompt": q, "max_tokens": 8},
+                            reference={"kind": "judge", "answers": [a]})
+              for i, (q, a) in enumerate(QUESTIONS)]
+    return judged + [TrafficRecord("plain", 0.0, "qa", COMPLETIONS,
+                                   {"prompt": "hi", "max_tokens": 8})]
+
+
+def _results() -> list[ArmResult]:
+    said = {BASELINE: ["Paris", "4"], BASELINE2: ["Paris", "5"], CANDIDATE: ["Lyon", "4"]}
+    out = [ArmResult(f"q{i}", arm, "qa", True, output_text=text)
+           for arm, texts in said.items() for i, text in enumerate(texts)]
+    return out + [ArmResult("plain", BASELINE, "qa", True, output_text="hello"),
+                  ArmResult("q0", CANDIDATE, "qa", False, error="timeout")]
+
+
+@pytest.mark.model
+def test_the_real_engine_judges_and_a_rerun_asks_nothing_twice(full_engine, tmp_path: Path):
+    judge = Judge(full_engine.url, "smollm2-135m")
+    summary = judge_run(tmp_path, _records(), _results(), dataclasses.replace(judge, concurrency=2))
+    kept = read_judgements(tmp_path / FILE)
+    # every answered output of a judged record, once; the failed one and `plain` not asked
+    assert sorted((j.request_id, j.arm) for j in kept) == sorted(
+        (f"q{i}", arm) for i in range(2) for arm in (BASELINE, BASELINE2, CANDIDATE))
+    assert summary.judged == 6 and summary.kept == 0
+    for j in kept:
+        assert j.judge == "smollm2-135m" and j.prompt == digest(DEFAULT_PROMPT)
+        assert j.verdict == parse_verdict(j.answer)  # the judge's own words, as it sent them
+    # q0: both baselines said "Paris" (the judge's own noise is on such pairs); q1 differs
+    assert (summary.pairs, summary.same_output) == (2, 1)
+    again = judge_run(tmp_path, _records(), _results(), judge)
+    assert (again.judged, again.kept) == (0, 6)
+    assert len(read_judgements(tmp_path / FILE)) == 6
+
+
+def test_a_new_output_or_template_is_judged_again(tmp_path: Path):
+    from layergate.exporters.judgements import Judgement
+
+    path = tmp_path / FILE
+    for result in _results()[:6]:
+        append(path, Judgement(result.request_id, result.arm, True, "CORRECT", "m",
+                               digest(DEFAULT_PROMPT), digest(result.output_text)))
+    changed = [r if (r.request_id, r.arm) != ("q1", CANDIDATE)
+               else ArmResult("q1", CANDIDATE, "qa", True, output_text="four")
+               for r in _results()]
+    from layergate.harness.judge import to_judge
+
+    done = {j.key for j in read_judgements(path)}
+    assert [(a.result.request_id, a.result.arm)
+            for a in to_judge(_records(), changed, done, digest(DEFAULT_PROMPT))] == [
+        ("q1", CANDIDATE)]
+    assert len(to_judge(_records(), changed, done, digest("other {output}"))) == 6
+
+
+def test_verdicts_and_templates():
+    assert parse_verdict("CORRECT.") is True and parse_verdict("wrong") is False
+    assert parse_verdict("Incorrect, it is Paris") is False
+    assert parse_verdict("I think so") is None
+    assert check_template("Grade {output} for {question}", "x")
+    with pytest.raises(UsageError, match="must use {output}"):
+        check_template("Grade {answer}", "--prompt f")
+
+
+def test_a_cut_last_line_is_left_out_and_a_bad_line_named(tmp_path: Path):
+    path = tmp_path / FILE
+    append(path, __import__("layergate.exporters.judgements", fromlist=["Judgement"]).Judgement(
+        "q0", BASELINE, True, "CORRECT", "m", "p", "o"))
+    with path.open("a") as f:
+        f.write('{"request_id": "q1", "arm": "base')
+    assert len(read_judgements(path)) == 1
+    path.write_text('{"request_id": 1}\n' + json.dumps({"x": 1}) + "\n")
+    with pytest.raises(ValueError, match=f"{FILE}:1"):
+        read_judgements(path)
+
+
+def test_an_unreachable_judge_is_named(tmp_path: Path):
+    with pytest.raises(JudgeError, match="127.0.0.1:9"):
+        judge_run(tmp_path, _records(), _results(), Judge("http://127.0.0.1:9", "m"))
+    assert not (tmp_path / FILE).exists() or read_judgements(tmp_path / FILE) == []
