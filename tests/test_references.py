@@ -171,3 +171,13 @@ def test_command_sandbox_limits_time_and_environment() -> None:
            "argv": [sys.executable, "-c", "x = bytearray(512 * 1024 * 1024)"]}
     assert not right(hog, "", allow_commands=True)
     assert right({**hog, "memory_mb": 2048}, "", allow_commands=True)  # the limit, not python
+
+
+def test_formats_md_examples_parse_one_per_kind() -> None:
+    from layergate.exporters.references import KINDS
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "FORMATS.md").read_text()
+    section = text.split("## References", 1)[1].split("```json", 1)[1].split("```", 1)[0]
+    kinds = [parse_reference(json.loads(line)["reference"]).kind
+             for line in section.strip().splitlines()]
+    assert kinds == list(KINDS)
