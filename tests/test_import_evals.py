@@ -119,3 +119,11 @@ def test_cli_end_to_end(tmp_path: Path, tok: str, fmt: str, name: str, kind: str
     assert records and all(r.reference["kind"] == kind for r in records)
     report = json.loads((tmp_path / "traffic.import.json").read_text())
     assert report["written"] == len(records)
+
+
+def test_a_wrong_layout_names_the_right_one(tmp_path: Path, tok: str) -> None:
+    with pytest.raises(TraceError, match="this looks like multiple-choice .*pass --format "
+                                         "multiple-choice"):
+        imported(tmp_path, tok, "qa", "multiple_choice.jsonl")
+    with pytest.raises(TraceError, match="pass --format openai-evals"):
+        imported(tmp_path, tok, "sharegpt", "openai_evals.jsonl")

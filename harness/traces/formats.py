@@ -18,16 +18,6 @@ MODULES = ("mooncake", "azure", "burstgpt", "sharegpt", "openai_batch", "openai_
 
 
 @dataclass(frozen=True)
-class ReadContext:
-    """What a reader needs besides the file: mooncake's block size, and a token counter
-    (the tokenizer's) for formats that carry text."""
-
-    block_size: int
-    count: Callable[[str], int]
-    evals: EvalOptions = field(default_factory=lambda: EvalOptions())
-
-
-@dataclass(frozen=True)
 class EvalOptions:
     """Eval layouts (qa, multiple-choice, openai-evals): which fields hold what (None: the
     usual names, `evals.py`), the reference kind of a free answer, the answer's max_tokens."""
@@ -37,6 +27,16 @@ class EvalOptions:
     choices_field: str | None = None
     answer_kind: str = "exact"
     answer_tokens: int = 64
+
+
+@dataclass(frozen=True)
+class ReadContext:
+    """What a reader needs besides the file: mooncake's block size, and a token counter
+    (the tokenizer's) for formats that carry text."""
+
+    block_size: int
+    count: Callable[[str], int]
+    evals: EvalOptions = field(default_factory=EvalOptions)
 
 
 @dataclass(frozen=True)
