@@ -63,14 +63,16 @@ def test_the_readme_is_short() -> None:
 def test_the_readme_s_counts_are_the_code_s() -> None:
     """The policies, skip policies, trace formats and commands the README counts."""
     from layergate.exporters import bundled
-    from layergate.harness.traces.formats import names as formats
+    from layergate.harness.traces.formats import get, names
     from layergate.reference_engine.skip_policies.registry import skip_policy_names
 
     text = " ".join(README.read_text().split())
     policies = len(bundled.names(bundled.POLICIES))
     assert f"{_says(policies).capitalize()} gate policies ship" in text
     assert f"{_says(len(skip_policy_names()))} skip policies" in text
-    assert f"{_says(len(formats()))} public trace formats" in text
+    evals = [name for name in names() if get(name).references]
+    assert f"{_says(len(names()) - len(evals))} public trace formats" in text
+    assert f"{_says(len(evals))} eval layouts" in text
     assert f"The {len(main.list_commands(click.Context(main)))} commands" in text
 
 

@@ -1,5 +1,5 @@
 """`layergate import-trace`: a public trace (mooncake, azure, burstgpt, sharegpt,
-openai-batch) into layergate's traffic format. Its options are `ImportConfig`'s fields."""
+openai-batch) or eval set (qa, multiple-choice, openai-evals) into layergate's traffic format. Its options are `ImportConfig`'s fields."""
 
 from __future__ import annotations
 
@@ -37,6 +37,11 @@ def _option(name: str, *flags: str, **attrs: Any):
 @_option("ignore_eos")
 @_option("skip_bad")
 @_option("scenario", metavar="LABEL")
+@_option("question_field", metavar="FIELD")
+@_option("answer_field", metavar="FIELD")
+@_option("choices_field", metavar="FIELD")
+@_option("answer_kind")
+@_option("answer_tokens", metavar="N")
 @_option("report", type=click.Path(dir_okay=False, path_type=Path))
 @click.pass_context
 def command(ctx: click.Context, trace: Path, **_: Any) -> None:
@@ -49,7 +54,8 @@ def command(ctx: click.Context, trace: Path, **_: Any) -> None:
     share exactly those blocks of prompt tokens, so a prefix cache sees the trace's reuse.
     sharegpt's human turns become chat requests with the conversation so far; openai-batch
     bodies are sent as they are (neither has timestamps: replay them with --rate or
-    --users). A malformed row stops the import with its file, line and field (--skip-bad
+    --users). Eval layouts (qa, multiple-choice, openai-evals) become chat requests that
+    carry a reference, the right answer the accuracy figures score against. A malformed row stops the import with its file, line and field (--skip-bad
     counts it instead); a file in another format than --format says which it looks like.
     The output appears only once complete; the import report (counts of what was left
     out, clipped or capped, and the requests capped) goes next to it.

@@ -1,5 +1,6 @@
 """Public trace formats into layergate's traffic format (`layergate import-trace`): mooncake,
-azure, burstgpt, sharegpt and openai-batch (docs/FORMATS.md, "Imported traces"). One module
+azure, burstgpt, sharegpt and openai-batch, and the eval layouts qa, multiple-choice and
+openai-evals, whose records carry references (docs/FORMATS.md, "Imported traces"). One module
 per format registers its reader (`formats.py`); `pipeline.import_trace` does the rest."""
 
 from layergate.harness.traces.config import ImportConfig, ImportConfigError

@@ -11,6 +11,9 @@ from typing import Any
 from layergate.exporters.errors import UsageError
 from layergate.harness.traces import formats
 
+EVAL_FIELDS = ("question_field", "answer_field", "choices_field", "answer_kind",
+               "answer_tokens")
+ANSWER_KINDS = ("exact", "contains", "numeric")
 DEFAULT_BLOCK_SIZE = 512  # tokens per mooncake hash id (the trace's own block size)
 
 
@@ -63,6 +66,22 @@ class ImportConfig:
                 "of stopping at the first."})
     scenario: str | None = field(default=None, metadata={
         "help": "The requests' scenario label. Default: the format's name."})
+    question_field: str | None = field(default=None, metadata={
+        "help": "Eval layouts (qa, multiple-choice, openai-evals): the field holding the "
+                "question. Default: the first of question, prompt, input, problem, query "
+                "(openai-evals: input)."})
+    answer_field: str | None = field(default=None, metadata={
+        "help": "Eval layouts: the field holding the right answer. Default: the first of "
+                "answer, answers, target, targets, label, ideal (openai-evals: ideal)."})
+    choices_field: str | None = field(default=None, metadata={
+        "help": "multiple-choice: the field holding the choices. Default: choices or "
+                "options."})
+    answer_kind: str = field(default="exact", metadata={
+        "help": "qa, openai-evals: the reference a free answer becomes: exact (normalised), "
+                "contains, or numeric (the answer's last number).",
+        "choices": ANSWER_KINDS})
+    answer_tokens: int = field(default=64, metadata={
+        "help": "Eval layouts: the max_tokens of each request.", "min": 1})
     report: Path | None = field(default=None, metadata={
         "help": "Where to write the import report (JSON). Default: next to --out, "
                 "NAME.import.json."})
@@ -83,15 +102,28 @@ class ImportConfig:
                 raise ImportConfigError(f"{self.format} rows carry no timestamps, so "
                                         f"{given[0]} has nothing to act on (replay the "
                                         "traffic with --rate R or --users N)")
+        evals_given = [f"--{name.replace('_', '-')}" for name in EVAL_FIELDS
+                       if getattr(self, name) != _DEFAULTS[name]]
+        if evals_given and not fmt.references:
+            raise ImportConfigError(f"{evals_given[0]} is for the eval layouts (qa, "
+                                    f"multiple-choice, openai-evals), not {self.format}")
+        if self.answer_kind not in ANSWER_KINDS:
+            raise ImportConfigError(f"--answer-kind must be one of {', '.join(ANSWER_KINDS)}: "
+                                    f"{self.answer_kind!r}")
         if self.scenario is not None and not self.scenario.strip():
             raise ImportConfigError("--scenario must not be empty")
         checks = {"block_size": self.block_size >= 1, "time_scale": self.time_scale > 0,
                   "start": self.start >= 0, "sample": 0 < self.sample <= 1,
                   "duration": self.duration is None or self.duration > 0,
-                  "limit": self.limit is None or self.limit >= 1}
+                  "limit": self.limit is None or self.limit >= 1,
+                  "answer_tokens": self.answer_tokens >= 1}
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
             raise ImportConfigError(f"{bad[0]} out of range: {getattr(self, bad[0])!r}")
+
+    @property
+    def eval_options(self) -> formats.EvalOptions:
+        return formats.EvalOptions(**{name: getattr(self, name) for name in EVAL_FIELDS})
 
     @property
     def label(self) -> str:
@@ -106,3 +138,6 @@ class ImportConfig:
         for key in ("source", "out", "report"):
             out[key] = None if out[key] is None else str(out[key])
         return out
+
+
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ImportConfig)}

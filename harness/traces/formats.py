@@ -6,14 +6,27 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from layergate.exporters.catalogue import did_you_mean
 
 # the modules that register a format, in `--format`'s order
-MODULES = ("mooncake", "azure", "burstgpt", "sharegpt", "openai_batch")
+MODULES = ("mooncake", "azure", "burstgpt", "sharegpt", "openai_batch", "openai_evals",
+           "multiple_choice", "qa")
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """Eval layouts (qa, multiple-choice, openai-evals): which fields hold what (None: the
+    usual names, `evals.py`), the reference kind of a free answer, the answer's max_tokens."""
+
+    question_field: str | None = None
+    answer_field: str | None = None
+    choices_field: str | None = None
+    answer_kind: str = "exact"
+    answer_tokens: int = 64
 
 
 @dataclass(frozen=True)
@@ -23,6 +36,7 @@ class ReadContext:
 
     block_size: int
     count: Callable[[str], int]
+    evals: EvalOptions = field(default_factory=EvalOptions)
 
 
 @dataclass(frozen=True)
@@ -34,18 +48,19 @@ class TraceFormat:
     timed: bool  # rows carry timestamps
     summary: str
     time_field: str = ""  # the column or key of the timestamp
+    references: bool = False  # rows carry references (docs/FORMATS.md, "References")
 
 
 _FORMATS: dict[str, TraceFormat] = {}
 
 
 def trace_format(name: str, *, length_only: bool, timed: bool, looks_like: Callable[[str], bool],
-                 summary: str, time_field: str = "") -> Callable:
+                 summary: str, time_field: str = "", references: bool = False) -> Callable:
     def register(read: Callable) -> Callable:
         if name in _FORMATS:
             raise ValueError(f"trace format {name!r} registered twice")
         _FORMATS[name] = TraceFormat(name, read, looks_like, length_only, timed, summary,
-                                     time_field)
+                                     time_field, references)
         return read
     return register
 

@@ -67,7 +67,8 @@ def import_trace(config: ImportConfig, note: Callable[[str], None] = lambda _: N
     tokens = _Tokens(config.tokenizer, note)
     synth = PromptSynth(tokens.get(), config.seed) if fmt.length_only else None
     tally = Tally()
-    rows = fmt.read(config.source, formats.ReadContext(config.block_size, tokens.count))
+    rows = fmt.read(config.source, formats.ReadContext(config.block_size, tokens.count,
+                                                       config.eval_options))
     write_traffic_lines(config.out, _Lines(config, fmt, tokens, synth, tally).lines(rows))
     report = ImportReport(config.to_json(), tokens.path, tally,
                           synth.shared_leads if synth else 0)
@@ -191,7 +192,7 @@ class _Lines:
         if isinstance(body.get("max_tokens"), int):
             tally.output_tokens += body["max_tokens"]
         return dumps_record(TrafficRecord(row.id, offset, config.label, row.endpoint, body,
-                                          row.response))
+                                          row.response, row.reference))
 
 
 def clip_messages(messages: list[dict[str, Any]], limit: int, tokens: _Tokens

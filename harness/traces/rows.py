@@ -27,6 +27,7 @@ class RequestRow:
     at_s: float | None = None  # None: the format has no timestamps
     # sharegpt: the conversation's messages, so a long one can drop its earliest turns
     messages: list[dict[str, Any]] = field(default_factory=list)
+    reference: dict[str, Any] | None = None  # eval layouts: what a right answer is
 
 
 @dataclass(frozen=True)
