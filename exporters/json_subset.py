@@ -10,12 +10,14 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from layergate.exporters.errors import UsageError
+
 TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
 CHECKED = ("type", "properties", "required", "enum", "const", "items", "additionalProperties")
 IGNORED = ("title", "description", "$schema", "$id", "default", "examples")
 
 
-class SchemaError(ValueError):
+class SchemaError(UsageError, ValueError):
     """A schema outside the subset; `path` names the bad keyword (`schema.properties.x`)."""
 
     def __init__(self, path: str, message: str) -> None:
