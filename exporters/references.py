@@ -16,6 +16,9 @@ A reference is a JSON object with one `kind`, each with its own fields:
   (`answers.extract_json`) satisfies it.
 - `command`: `argv`, optional `file`, `files`, `timeout_s`, `memory_mb`; right when the
   command exits 0 on the output (`sandbox.py`). Scored only with `allow_commands=True`.
+- `judge`: optional `answers` and `criteria` (text) for the judge's prompt; right when an
+  LLM judge said so (`layergate judge`, its verdicts in the run's judgements.jsonl), so
+  `score` cannot decide it alone (`NeedsJudge`).
 """
 
 from __future__ import annotations
@@ -31,11 +34,13 @@ from layergate.exporters import answers as extract
 from layergate.exporters import json_subset, sandbox
 from layergate.exporters.errors import UsageError
 
-KINDS = ("exact", "contains", "choice", "numeric", "regex", "json_schema", "command")
+KINDS = ("exact", "contains", "choice", "numeric", "regex", "json_schema", "command",
+         "judge")
 _FIELDS = {"exact": ("answers", "normalise"), "contains": ("answers",),
            "choice": ("choices", "answer"), "numeric": ("value", "tolerance"),
            "regex": ("pattern", "flags"), "json_schema": ("schema",),
-           "command": ("argv", "file", "files", "timeout_s", "memory_mb")}
+           "command": ("argv", "file", "files", "timeout_s", "memory_mb"),
+           "judge": ("answers", "criteria")}
 FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
 
 
@@ -45,6 +50,10 @@ class BadReference(UsageError, ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field, self.message = field, message
+
+
+class NeedsJudge(UsageError, RuntimeError):
+    """A `judge` reference scored without a judge's verdict."""
 
 
 class CommandsDisabled(UsageError, RuntimeError):
@@ -67,6 +76,7 @@ class Reference:
     file: str = "output.txt"
     files: Mapping[str, str] = field(default_factory=dict)
     limits: sandbox.Limits = sandbox.Limits()
+    criteria: str = ""  # judge
 
 
 def parse_reference(raw: Any) -> Reference:
@@ -190,8 +200,16 @@ def _command(raw: Mapping[str, Any]) -> Reference:
                      limits=sandbox.Limits(timeout_s=timeout, memory_mb=memory))
 
 
+def _judge(raw: Mapping[str, Any]) -> Reference:
+    answers = _strings(raw, "answers") if "answers" in raw else ()
+    criteria = raw.get("criteria", "")
+    if not isinstance(criteria, str):
+        raise BadReference("criteria", f"must be a string: {criteria!r}")
+    return Reference("judge", answers, criteria=criteria)
+
+
 _PARSERS = {"exact": _answers, "contains": _answers, "choice": _choice, "numeric": _numeric,
-            "regex": _regex, "json_schema": _json_schema, "command": _command}
+            "regex": _regex, "json_schema": _json_schema, "command": _command, "judge": _judge}
 
 
 def score(reference: Reference, text: str, *, allow_commands: bool = False) -> bool:
@@ -223,4 +241,7 @@ def score(reference: Reference, text: str, *, allow_commands: bool = False) -> b
                                    "(allow_commands=True)")
         return sandbox.run_command(reference.argv, text, output_file=reference.file,
                                    files=reference.files, limits=reference.limits).passed
+    if kind == "judge":
+        raise NeedsJudge("a judge reference is right or wrong by a judge's verdict: run "
+                         "`layergate judge RUN_DIR` first")
     raise BadReference("kind", f"must be one of {', '.join(KINDS)}: {kind!r}")
