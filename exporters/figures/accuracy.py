@@ -155,7 +155,8 @@ def figures(table: SumTable, al: Aligned, config: MetricsConfig,
         floor = paired_stats(BASELINE2) if with_floor else None
         flips = _flips(al, right, arm, references)
         for name, stat in paired_stats(arm).items():
-            def detail(s: int | None, name: str = name) -> dict[str, Any]:
+            def detail(s: int | None, name: str = name, flips: dict = flips
+                       ) -> dict[str, Any]:
                 key = "rw" if name == RIGHT_TO_WRONG else "wr" if name == WRONG_TO_RIGHT \
                     else None
                 return {"examples": flips[key][s]} if key else {}
@@ -183,9 +184,10 @@ def _mcnemar(table: SumTable, al: Aligned, config: MetricsConfig, arm: str,
              floor_arm: str | None) -> list[Figure]:
     out = []
     for label, s in scenarios(al.scenario_names):
-        def counts(x: str) -> tuple[int, int, int]:
-            return tuple(int(round(table.sums(f"acc.{x}.{c}", s)[0]))  # type: ignore
+        def counts(x: str, s: int | None = s) -> tuple[int, int, int]:
+            rw, wr, n = (int(round(table.sums(f"acc.{x}.{c}", s)[0]))
                          for c in ("rw", "wr", "pair"))
+            return rw, wr, n
         rw, wr, n = counts(arm)
         value = mcnemar_exact(rw, wr) if n else None
         status, reason = status_for(value, n, config.min_samples, NONE_PAIRED)
