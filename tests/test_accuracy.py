@@ -15,10 +15,13 @@ from layergate.exporters.catalogue import ACCURACY_FIGURES
 from layergate.exporters.figures.accuracy import mcnemar_exact, read_references
 from layergate.exporters.figures.compute import compute_figures
 from layergate.exporters.figures.config import MetricsConfig
+from layergate.exporters.figures.sequential.figures import figure_path
 from layergate.exporters.records import ArmResult
 from layergate.exporters.references import parse_reference
 from layergate.exporters.traffic import TrafficRecord
 from layergate.harness.gate.evaluation import evaluate
+from layergate.harness.gate.policy import load_policy
+from layergate.harness.gate.sequential import decide
 from layergate.harness.manifest import Manifest, now_iso
 from layergate.harness.rundir import RunDir
 
@@ -181,3 +184,30 @@ def test_a_run_without_references_is_inconclusive_on_an_accuracy_rule(tmp_path: 
     result = evaluate(run, _policy(tmp_path))
     assert result.verdict == "inconclusive"
     assert not [f for f in result.figures if f.name in ACCURACY_FIGURES]
+
+
+def test_the_sequential_gate_decides_accuracy_delta_anytime_valid(tmp_path: Path) -> None:
+    # a CS is wider than a fixed interval: at 200 identical answers it is [-0.025, 0.025]
+    path = tmp_path / "seq.yaml"
+    path.write_text(POLICY.replace("-0.02", "-0.05"))
+    policy = load_policy(path)
+    same = _correct(200, seed=7)
+    same["candidate"] = same["baseline"].copy()
+    d = decide(_write_run(tmp_path / "same", same), policy)
+    assert (d.verdict, d.decided) == ("pass", True), d.reasons
+    worse = _correct(200, seed=7, lost=0.4)
+    d = decide(_write_run(tmp_path / "worse", worse), policy)
+    assert (d.verdict, d.decided) == ("fail", True), d.reasons
+    assert d.n < 200  # stopped early, on the discordant pairs seen so far
+
+
+def test_the_sequential_accuracy_delta_is_the_paired_mean_on_minus_one_to_one() -> None:
+    right = _correct(120, seed=4, lost=0.1)
+    cols = {"acc.candidate.pair": np.ones(120),
+            "acc.candidate.rw": (right["baseline"] & ~right["candidate"]).astype(float),
+            "acc.candidate.wr": (~right["baseline"] & right["candidate"]).astype(float)}
+    path = figure_path("accuracy_delta", "candidate", cols, None, 20)  # type: ignore[arg-type]
+    delta = right["candidate"].mean() - right["baseline"].mean()
+    assert path.estimate[-1] == pytest.approx(delta)
+    assert -1 <= path.low[-1] < delta < path.high[-1] <= 1
+    assert path.look[19] and not path.look[18]
