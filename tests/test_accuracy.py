@@ -23,6 +23,7 @@ from layergate.harness.gate.evaluation import evaluate
 from layergate.harness.gate.policy import load_policy
 from layergate.harness.gate.sequential import decide
 from layergate.harness.manifest import Manifest, now_iso
+from layergate.harness.report.html import render_html
 from layergate.harness.rundir import RunDir
 
 CFG = MetricsConfig(n_resamples=400, min_samples=5)
@@ -211,3 +212,16 @@ def test_the_sequential_accuracy_delta_is_the_paired_mean_on_minus_one_to_one() 
     assert path.estimate[-1] == pytest.approx(delta)
     assert -1 <= path.low[-1] < delta < path.high[-1] <= 1
     assert path.look[19] and not path.look[18]
+
+
+def test_the_html_report_shows_flipped_examples(tmp_path: Path) -> None:
+    result = evaluate(_write_run(tmp_path / "worse", _correct(60, seed=3, lost=0.2)),
+                      _policy(tmp_path))
+    page = render_html(result)
+    assert "Right on the baseline, wrong on the candidate" in page
+    [fig] = [f for f in result.figures if f.name == "right_to_wrong"
+             and f.arm == "candidate" and f.scenario == "all"]
+    assert fig.detail["examples"] and all(f"<b>{i}</b>" in page for i in fig.detail["examples"])
+    plain = evaluate(_write_run(tmp_path / "plain", _correct(30, seed=1), references=False),
+                     _policy(tmp_path))
+    assert "Accuracy against references" not in render_html(plain)
