@@ -18,7 +18,8 @@ whose McNemar p < 0.05, each with its 95 % Clopper-Pearson interval; the power a
 planted candidate: the interval wholly below 0, wholly below -0.02 (the `lossy` policy
 fails it), and McNemar p < 0.05.
 
-    PYTHONPATH=. python benchmarks/accuracy_simulation.py [--sets 2000] [--sizes 48 200 500] [--redraw 0.1 1]
+    PYTHONPATH=. python benchmarks/accuracy_simulation.py [--sets 2000]
+        [--sizes 48 200 500] [--redraw 0.1 1]
 """
 
 from __future__ import annotations
