@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 from scipy.stats import binomtest
 
 from layergate.exporters.catalogue import ACCURACY_FIGURES
@@ -16,6 +17,7 @@ from layergate.exporters.figures.accuracy import mcnemar_exact, read_references
 from layergate.exporters.figures.compute import compute_figures
 from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.figures.sequential.figures import figure_path
+from layergate.exporters.prometheus_export import register_run
 from layergate.exporters.records import ArmResult
 from layergate.exporters.references import parse_reference
 from layergate.exporters.traffic import TrafficRecord
@@ -225,3 +227,25 @@ def test_the_html_report_shows_flipped_examples(tmp_path: Path) -> None:
     plain = evaluate(_write_run(tmp_path / "plain", _correct(30, seed=1), references=False),
                      _policy(tmp_path))
     assert "Accuracy against references" not in render_html(plain)
+
+
+def test_the_accuracy_figures_are_exported_to_prometheus() -> None:
+    figures = compute_figures(_results(_correct(40, seed=2, lost=0.1)), config=CFG,
+                              references=_refs(40))
+    registry = CollectorRegistry()
+    register_run(registry, "r1", figures)
+    text = generate_latest(registry).decode()
+    for name in ("accuracy", "accuracy_delta", "right_to_wrong", "accuracy_mcnemar_p"):
+        assert f'layergate_run_{name}{{arm="candidate",run="r1",scenario="all"}}' in text
+    assert 'layergate_run_accuracy_delta_ci_low{arm="candidate"' in text
+
+
+def test_the_bundled_lossy_policy_gates_on_accuracy_not_exact_match(tmp_path: Path) -> None:
+    policy = load_policy("lossy")
+    rules = {r.name: r for r in policy.rules}
+    assert (rules["accuracy_delta"].threshold, rules["accuracy_delta"].critical) == (-0.02, True)
+    assert not rules["exact_match"].critical
+    # a candidate rewording nothing but losing 20 % of its right answers fails on accuracy
+    result = evaluate(_write_run(tmp_path / "worse", _correct(200, seed=7, lost=0.2)), policy)
+    [check] = [c for c in result.checks if c.name == "accuracy_delta" and c.scenario == "all"]
+    assert check.status == "fail" and result.verdict == "fail"
