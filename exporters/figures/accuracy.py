@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -82,31 +83,39 @@ def _arms(al: Aligned) -> tuple[str, ...]:
     return tuple(a for a in (BASELINE, *compared_arms(al)) if a in al.arms)
 
 
-def right_answers(al: Aligned, references: Mapping[str, Reference]) -> dict[str, np.ndarray]:
-    """arm -> bool per row: the arm answered and is right by the row's reference."""
-    out = {}
+@dataclass(frozen=True)
+class Judged:
+    """Every arm's outputs held to the references once (the columns and the figures both
+    need it): which rows have a reference, and per arm which it answered right."""
+
+    has: np.ndarray  # bool per row
+    right: dict[str, np.ndarray]  # arm -> bool per row: answered, and right
+
+
+def judge(al: Aligned, references: Mapping[str, Reference] | None) -> Judged | None:
+    """The outputs of the baseline and the compared arms scored; None when no request of
+    the run has a reference (then there are no accuracy figures)."""
+    if not references or BASELINE not in al.arms:
+        return None
+    has = np.array([rid in references for rid in al.request_ids], dtype=bool)
+    if not has.any():
+        return None
+    right = {}
     for arm in _arms(al):
         x = al.arms[arm]
-        right = np.zeros(al.n, dtype=bool)
-        rows = np.flatnonzero(x.ok & _has_reference(al, references))
+        mine = np.zeros(al.n, dtype=bool)
+        rows = np.flatnonzero(x.ok & has)
         for i, output in zip(rows, x.outputs(rows), strict=True):
-            right[i] = score(references[al.request_ids[i]], output.output_text or "")
-        out[arm] = right
-    return out
+            mine[i] = score(references[al.request_ids[i]], output.output_text or "")
+        right[arm] = mine
+    return Judged(has, right)
 
 
-def _has_reference(al: Aligned, references: Mapping[str, Reference]) -> np.ndarray:
-    return np.array([rid in references for rid in al.request_ids], dtype=bool)
-
-
-def columns(al: Aligned, config: MetricsConfig, references: Mapping[str, Reference]
+def columns(al: Aligned, config: MetricsConfig, judged: Judged | None
             ) -> dict[str, np.ndarray]:
-    if not references or BASELINE not in al.arms:
+    if judged is None:
         return {}
-    has = _has_reference(al, references)
-    if not has.any():
-        return {}
-    right = right_answers(al, references)
+    has, right = judged.has, judged.right
     a = al.arms[BASELINE]
     out: dict[str, np.ndarray] = {}
     for arm in _arms(al):
@@ -140,20 +149,19 @@ def paired_stats(arm: str) -> dict[str, SumStat]:
     }
 
 
-def figures(table: SumTable, al: Aligned, config: MetricsConfig,
-            references: Mapping[str, Reference]) -> list[Figure]:
-    if f"acc.{BASELINE}.n" not in table.names:
+def figures(table: SumTable, al: Aligned, config: MetricsConfig, judged: Judged | None
+            ) -> list[Figure]:
+    if judged is None:
         return []
     out: list[Figure] = []
     for arm in _arms(al):
         p = f"acc.{arm}."
         out += estimate(table, SumStat(_share, (p + "right", p + "n"), p + "n", NONE),
                         al.scenario_names, config, ACCURACY, arm)
-    right = right_answers(al, references)
     for arm in compared_arms(al):
         with_floor = arm == CANDIDATE and BASELINE2 in compared_arms(al)
         floor = paired_stats(BASELINE2) if with_floor else None
-        flips = _flips(al, right, arm, references)
+        flips = _flips(al, judged, arm)
         for name, stat in paired_stats(arm).items():
             def detail(s: int | None, name: str = name, flips: dict = flips
                        ) -> dict[str, Any]:
@@ -166,10 +174,10 @@ def figures(table: SumTable, al: Aligned, config: MetricsConfig,
     return out
 
 
-def _flips(al: Aligned, right: dict[str, np.ndarray], arm: str,
-           references: Mapping[str, Reference]) -> dict[str, dict[int | None, list[str]]]:
+def _flips(al: Aligned, judged: Judged, arm: str) -> dict[str, dict[int | None, list[str]]]:
     """"rw" / "wr" -> stratum (None: overall) -> the first few request ids that flipped."""
-    pair = _has_reference(al, references) & al.arms[BASELINE].ok & al.arms[arm].ok
+    right = judged.right
+    pair = judged.has & al.arms[BASELINE].ok & al.arms[arm].ok
     masks = {"rw": pair & right[BASELINE] & ~right[arm],
              "wr": pair & ~right[BASELINE] & right[arm]}
     out: dict[str, dict[int | None, list[str]]] = {}

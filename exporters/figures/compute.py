@@ -67,9 +67,8 @@ def compute_figures(results: Iterable[ArmResult] | ResultColumns,
     columns = {}
     for calc in (*_SUM_CALCULATORS, cache_hit):
         columns |= {name: compact(col) for name, col in calc.columns(al, config).items()}
-    references = dict(references or {})
-    columns |= {name: compact(col)
-                for name, col in accuracy.columns(al, config, references).items()}
+    judged = accuracy.judge(al, references)  # outputs scored once, for columns and figures
+    columns |= {name: compact(col) for name, col in accuracy.columns(al, config, judged).items()}
     table = resample_sums(columns, al.strata, len(al.scenario_names), config.n_resamples,
                           config.seed, cluster_labels(al.request_ids, dict(clusters or {})))
     del columns  # the sums are all the figures need of them
@@ -77,7 +76,7 @@ def compute_figures(results: Iterable[ArmResult] | ResultColumns,
     for calc in _SUM_CALCULATORS:
         figures += calc.figures(table, al, config)
     figures += cache_hit.figures(table, al, scrapes, config)
-    figures += accuracy.figures(table, al, config, references)
+    figures += accuracy.figures(table, al, config, judged)
     sent = None if offsets is None else offsets.at(al.request_ids) \
         if isinstance(offsets, Offsets) else np.array(
             [offsets.get(rid, np.nan) for rid in al.request_ids], dtype=float)
