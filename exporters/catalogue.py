@@ -123,6 +123,23 @@ CHRF = _figure("chrf", "score", "higher", "sacreBLEU chrF of the arm's text agai
                "baseline's", excess=True)
 TOKEN_KL = _figure("token_kl", "nats", "lower", "mean per-token KL(A || X) over the top "
                    "logprobs, up to the first divergence", excess=True)
+# accuracy against the traffic's references (exporters/figures/accuracy.py): only when the
+# traffic carries them
+ACCURACY = _figure("accuracy", "fraction", "higher", "share of the requests with a reference "
+                   "that the arm answered right")
+ACCURACY_DELTA = _figure("accuracy_delta", "fraction", "higher", "accuracy of the arm minus "
+                         "the baseline's, paired over the requests both answered",
+                         excess=True)
+ACCURACY_MCNEMAR_P = _figure("accuracy_mcnemar_p", "fraction", "higher", "McNemar exact "
+                             "test p-value of the paired accuracy difference (discordant "
+                             "pairs)", not_gated="a p-value is no effect size: gate "
+                                                 "accuracy_delta")
+RIGHT_TO_WRONG = _figure("right_to_wrong", "fraction", "lower", "share of paired requests "
+                         "right on the baseline and wrong on the arm", excess=True)
+WRONG_TO_RIGHT = _figure("wrong_to_right", "fraction", "higher", "share of paired requests "
+                         "wrong on the baseline and right on the arm", excess=True)
+ACCURACY_FIGURES = (ACCURACY, ACCURACY_DELTA, ACCURACY_MCNEMAR_P, RIGHT_TO_WRONG,
+                    WRONG_TO_RIGHT)
 LATENCY_RATIO = _figure("latency_ratio", "ratio", "lower", "geometric mean of paired "
                         "(E2E/tokens) ratios against the baseline", excess=True,
                         timing="ratio")

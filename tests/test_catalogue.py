@@ -28,6 +28,7 @@ from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.figures.consistency import compare
 from layergate.exporters.figures.recorded import recorded_result
 from layergate.exporters.records import ArmResult, MetricsScrape
+from layergate.exporters.references import parse_reference
 from layergate.harness.gate.policy import PolicyError, parse_policy
 from layergate.harness.report.pairs import Pair
 
@@ -67,8 +68,11 @@ def _every_figure() -> list[Figure]:
     repeats = [_answer(f"p{i}", arm, "short", i, repeat=rep) for i in range(3)
                for arm in ("baseline", "candidate") for rep in range(3)]
     offsets = {f"r{i}": 2.0 * i for i in range(9)}  # the saturation check reads send times
+    # a reference on every request: the accuracy figures (the candidate right on even ids)
+    references = {f"r{i}": parse_reference({"kind": "exact", "answers": ["1 2 3 4"]})
+                  for i in range(9)}
     return compute_figures(results, scrapes, determinism=repeats, config=CFG, offsets=offsets,
-                           max_in_flight=4)
+                           max_in_flight=4, references=references)
 
 
 def test_the_calculators_emit_exactly_the_catalogued_figures() -> None:

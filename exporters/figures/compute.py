@@ -10,6 +10,7 @@ import numpy as np
 from layergate.exporters.catalogue import RER
 from layergate.exporters.figures import (
     Figure,
+    accuracy,
     cache_hit,
     consistency,
     determinism_figures,
@@ -25,6 +26,7 @@ from layergate.exporters.figures.columns import ResultColumns
 from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.figures.conversations import cluster_labels
 from layergate.exporters.records import ArmResult, MetricsScrape
+from layergate.exporters.references import Reference
 from layergate.exporters.traffic import Offsets
 
 _SUM_CALCULATORS = (rer, termination, consistency, latency)
@@ -36,7 +38,8 @@ def compute_figures(results: Iterable[ArmResult] | ResultColumns,
                     config: MetricsConfig | None = None,
                     offsets: Mapping[str, float] | None = None,
                     max_in_flight: int | None = None,
-                    clusters: Mapping[str, str] | None = None) -> list[Figure]:
+                    clusters: Mapping[str, str] | None = None,
+                    references: Mapping[str, Reference] | None = None) -> list[Figure]:
     """Figures of a shadow replay (`repeat` 0 rows; arm `recorded` = the traffic's recorded
     responses, judged against by `termination_accuracy_recorded` only) and of its repeat
     suite (`determinism`: the rows of the run's determinism sub-run, or, when None, the rows
@@ -45,7 +48,9 @@ def compute_figures(results: Iterable[ArmResult] | ResultColumns,
     saturation check. `results` as columns (a run's store read as `harness.store` reads it)
     hold the shadow replay's rows only; the repeat suite's come in `determinism`.
     `clusters` (request id -> conversation, exporters/figures/conversations.py): the bootstrap
-    resamples a multi-turn conversation as one unit."""
+    resamples a multi-turn conversation as one unit. `references` (request id -> its
+    reference, exporters/figures/accuracy.read_references): the accuracy figures, on the
+    same resamples; none without them."""
     config = config if config is not None else MetricsConfig()
     if not isinstance(results, ResultColumns):
         results = list(results)
@@ -62,6 +67,8 @@ def compute_figures(results: Iterable[ArmResult] | ResultColumns,
     columns = {}
     for calc in (*_SUM_CALCULATORS, cache_hit):
         columns |= {name: compact(col) for name, col in calc.columns(al, config).items()}
+    judged = accuracy.judge(al, references)  # outputs scored once, for columns and figures
+    columns |= {name: compact(col) for name, col in accuracy.columns(al, config, judged).items()}
     table = resample_sums(columns, al.strata, len(al.scenario_names), config.n_resamples,
                           config.seed, cluster_labels(al.request_ids, dict(clusters or {})))
     del columns  # the sums are all the figures need of them
@@ -69,6 +76,7 @@ def compute_figures(results: Iterable[ArmResult] | ResultColumns,
     for calc in _SUM_CALCULATORS:
         figures += calc.figures(table, al, config)
     figures += cache_hit.figures(table, al, scrapes, config)
+    figures += accuracy.figures(table, al, config, judged)
     sent = None if offsets is None else offsets.at(al.request_ids) \
         if isinstance(offsets, Offsets) else np.array(
             [offsets.get(rid, np.nan) for rid in al.request_ids], dtype=float)

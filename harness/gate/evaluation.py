@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from layergate.exporters.catalogue import DETERMINISM_FIGURES
+from layergate.exporters.figures.accuracy import read_references
 from layergate.exporters.figures.columns import ResultColumns
 from layergate.exporters.figures.compute import compute_figures
 from layergate.exporters.figures.config import MetricsConfig
@@ -64,10 +65,12 @@ def run_figures(run: Run, config: MetricsConfig) -> list:
     # a multi-turn conversation is the bootstrap's unit (its turns move together)
     try:
         clusters = conversations(traffic) if traffic.is_file() else None
+        # the accuracy figures hold each arm's output to the reference its record carries
+        references = read_references(traffic) if traffic.is_file() else None
         figures = compute_figures(_taken(run), run.scrapes, determinism=determinism,
                                   config=config, offsets=offsets,
                                   max_in_flight=run.manifest.in_flight_limit,
-                                  clusters=clusters)
+                                  clusters=clusters, references=references)
     except ValueError as exc:  # two rows for one (request, arm), a malformed response...
         raise RunDirError(f"{run.path}: cannot compute figures from its results: {exc}") from exc
     return figures

@@ -12,8 +12,10 @@ from typing import Any
 import numpy as np
 
 from layergate.exporters.catalogue import RECORDED
+from layergate.exporters.figures.accuracy import read_references
 from layergate.exporters.records import ArmResult
-from layergate.harness.rundir import Run, RunDir
+from layergate.exporters.references import Reference, parse_reference
+from layergate.harness.rundir import TRAFFIC, Run, RunDir
 from layergate.harness.store.results import StoredResult
 
 Source = str | Path | RunDir | Run | Sequence[StoredResult] | Sequence[ArmResult]
@@ -35,6 +37,8 @@ class Requests:
     # the open-loop replay's cap on requests in flight, as its manifest records it (None: a
     # closed loop, or rows without a manifest)
     in_flight_limit: int | None = None
+    # request id -> its reference (the accuracy figures); empty when the traffic has none
+    references: dict[str, Reference] = field(default_factory=dict)
 
 
 def send_order(stored: Sequence[StoredResult] | Sequence[ArmResult],
@@ -76,17 +80,22 @@ def load(source: Source) -> Requests:
             with det.open_store(create=False) as store:
                 determinism = store.results()
         rows, order, sent = send_order(stored, list(manifest.arms))
+        traffic = source.path / TRAFFIC
+        references = read_references(traffic) if traffic.is_file() else {}
         return Requests(rows, order, manifest.status, determinism, manifest.config,
-                         manifest.config.get("tokenizer"), sent, manifest.in_flight_limit)
+                         manifest.config.get("tokenizer"), sent, manifest.in_flight_limit,
+                         references)
     if isinstance(source, Run):
         rows, order, _ = send_order(source.results, list(source.manifest.arms))
         determinism = source.determinism.results if source.determinism else None
         # a loaded run's results carry no intended times: its traffic's offsets, as the
         # fixed gate's saturation check reads them
         sent = {t.id: t.offset_s for t in source.traffic.records} if source.traffic else {}
+        references = {t.id: parse_reference(t.reference) for t in source.traffic.records
+                      if t.reference is not None} if source.traffic else {}
         return Requests(rows, order, source.manifest.status, determinism,
                          source.manifest.config, source.tokenizer, sent,
-                         source.manifest.in_flight_limit)
+                         source.manifest.in_flight_limit, references)
     rows, order, sent = send_order(list(source), None)
     return Requests(rows, order, None, None, {}, None, sent)
 

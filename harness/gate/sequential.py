@@ -54,7 +54,15 @@ from layergate.exporters.catalogue import (
     exit_code,
     judged_on_latency,
 )
-from layergate.exporters.figures import OVERALL, cache_hit, consistency, latency, rer, termination
+from layergate.exporters.figures import (
+    OVERALL,
+    accuracy,
+    cache_hit,
+    consistency,
+    latency,
+    rer,
+    termination,
+)
 from layergate.exporters.figures.aligned import align
 from layergate.exporters.figures.bootstrap import dense
 from layergate.exporters.figures.config import MetricsConfig
@@ -171,6 +179,7 @@ def _context(prefix: _Prefix, policy: Policy, confidence: float) -> RuleInputs:
     cols: dict[str, np.ndarray] = {}
     for calc in (rer, termination, consistency, latency, cache_hit):
         cols |= calc.columns(al, config)
+    cols |= accuracy.columns(al, config, accuracy.judge(al, prefix.got.references))
     cols = {k: dense(v)[perm] for k, v in cols.items()}  # a column may come Sparse
     scenario = np.array([al.scenario_names[s] for s in al.strata[perm]])
     return RuleInputs(prefix.available, prefix.got.determinism, config, al, cols, scenario,

@@ -8,7 +8,7 @@ import json
 from html import escape
 from pathlib import Path
 
-from layergate.exporters.catalogue import CANDIDATE
+from layergate.exporters.catalogue import CANDIDATE, RIGHT_TO_WRONG, WRONG_TO_RIGHT
 from layergate.exporters.figures import OVERALL
 from layergate.exporters.figures.answers import answer_summary, describe
 from layergate.harness.gate.checks import INFO, Check
@@ -94,7 +94,7 @@ def render_body(result: GateResult, candidate: str | None = None) -> str:
             f"{_frontier(result)}<h2>Plots</h2>{_sampled(result)}"
             f"<div class=plots>{figures}</div>"
             f"<h2>Worst diverging requests</h2>{_sampled(result)}{_diffs(result)}"
-            f"{scenario_tables}")
+            f"{_accuracy_flips(result)}{scenario_tables}")
 
 
 def _sampled(result: GateResult) -> str:
@@ -215,6 +215,29 @@ def _diffs(result: GateResult) -> str:
     if not pairs:
         return "<div class=card>No candidate output differs from the baseline.</div>"
     return "".join(_diff_card(p) for p in pairs)
+
+
+FLIPS = ((RIGHT_TO_WRONG, "Right on the baseline, wrong on the candidate"),
+         (WRONG_TO_RIGHT, "Wrong on the baseline, right on the candidate"))
+
+
+def _accuracy_flips(result: GateResult) -> str:
+    """The few example requests whose answer changed from right to wrong and back
+    (exporters/figures/accuracy.py); nothing when the traffic had no references."""
+    figs = {f.name: f for f in result.figures if f.name in dict(FLIPS)
+            and f.arm == CANDIDATE and f.scenario == OVERALL}
+    if not figs:
+        return ""
+    pairs = {p.request_id: p for p in pair_arms(result.results, CANDIDATE)}
+    parts = []
+    for name, title in FLIPS:
+        fig = figs.get(name)
+        ids = fig.detail.get("examples", []) if fig else []
+        cards = "".join(_diff_card(pairs[i]) for i in ids if i in pairs)
+        share = wording.num(fig.value) if fig else "—"
+        parts.append(f"<h3>{escape(title)} (share {share})</h3>"
+                     f"{cards or '<div class=card>None shown.</div>'}")
+    return f"<h2>Accuracy against references</h2>{''.join(parts)}"
 
 
 def _diff_card(pair: Pair) -> str:

@@ -7,6 +7,10 @@ How each figure's interval is built (`METHODS`):
 - `share`: a share of requests (exact match, termination kinds, goodput) is the mean of a
   0/1 value over its valid requests: the betting CS on [0, 1]; its excess over the noise
   floor is the mean of the paired difference B - A' on [-1, 1] (requests valid on both).
+  Accuracy against references: `accuracy`, `right_to_wrong`, `wrong_to_right` are shares
+  the same way; `accuracy_delta` is the mean of the paired value right(X) - right(A) in
+  {-1, 0, 1} over requests with a reference both answered: the betting CS on [-1, 1]
+  (anytime-valid, exact at every n), its excess the mean of that minus A''s on [-2, 2].
 - `log_mean`: latency_ratio, ttft_latency_ratio, tpot_latency_ratio = exp(mean log
   ratio): Lai's t-mixture on the per-request log ratios. Their excess over the noise floor
   is the fixed gate's B/A - A'/A (each a geometric mean over its own paired requests): the
@@ -42,6 +46,8 @@ from typing import Literal
 import numpy as np
 
 from layergate.exporters.catalogue import (
+    ACCURACY,
+    ACCURACY_DELTA,
     BASELINE2,
     BLEU,
     CACHE_HIT_DELTA,
@@ -53,6 +59,7 @@ from layergate.exporters.catalogue import (
     LATENCY_RATIO,
     RER,
     RER_DECODE,
+    RIGHT_TO_WRONG,
     TERMINATION_ACCURACY,
     TERMINATION_OVERRUN,
     TERMINATION_PREMATURE,
@@ -61,6 +68,7 @@ from layergate.exporters.catalogue import (
     TOKEN_KL,
     TPOT_LATENCY_RATIO,
     TTFT_LATENCY_RATIO,
+    WRONG_TO_RIGHT,
     figure_spec,
 )
 from layergate.exporters.figures import consistency, rer
@@ -78,11 +86,17 @@ _SHARES = {EXACT_MATCH: ("cons.{}.exact", "cons.{}.n"),
            TERMINATION_TRUNCATED: ("term.{}.truncated", "term.{}.n"),
            TERMINATION_PREMATURE: ("term.{}.premature", "term.{}.n"),
            TERMINATION_OVERRUN: ("term.{}.overrun", "term.{}.n"),
-           GOODPUT: ("lat.{}.good", "lat.{}.n")}
+           GOODPUT: ("lat.{}.good", "lat.{}.n"),
+           ACCURACY: ("acc.{}.right", "acc.{}.n"),
+           RIGHT_TO_WRONG: ("acc.{}.rw", "acc.{}.pair"),
+           WRONG_TO_RIGHT: ("acc.{}.wr", "acc.{}.pair")}
+# paired differences of two 0/1 columns, in [-1, 1]: (plus - minus) over the count
+_DIFFERENCES = {ACCURACY_DELTA: ("acc.{}.wr", "acc.{}.rw", "acc.{}.pair")}
 _LINEARISED = (RER, RER_DECODE, FIRST_DIVERGENCE, BLEU, CHRF, TOKEN_KL, TOKEN_EFFICIENCY,
                CACHE_HIT_DELTA)
 _LOG_RATIOS = {LATENCY_RATIO: "", TTFT_LATENCY_RATIO: "ttft_", TPOT_LATENCY_RATIO: "tpot_"}
 METHODS: dict[str, Method] = {**dict.fromkeys(_SHARES, "share"),
+                              **dict.fromkeys(_DIFFERENCES, "share"),
                               **dict.fromkeys(_LOG_RATIOS, "log_mean"),
                               **dict.fromkeys(_LINEARISED, "linearised")}
 
@@ -229,18 +243,25 @@ def figure_path(name: str, arm: str, cols: dict[str, np.ndarray], al: Aligned,
 
 def _share_path(name: str, arm: str, cols: dict[str, np.ndarray], min_samples: int,
                 excess: bool, alpha: float, rows: np.ndarray) -> FigurePath:
-    num, cnt = (t.format(arm) for t in _SHARES[name])
+    def value(of: str) -> tuple[np.ndarray, str, float]:
+        """The per-request value of `of`'s figure, its count column, its lowest value."""
+        if name in _DIFFERENCES:
+            plus, minus, cnt = (t.format(of) for t in _DIFFERENCES[name])
+            return cols[plus] - cols[minus], cnt, -1.0
+        num, cnt = (t.format(of) for t in _SHARES[name])
+        return cols[num], cnt, 0.0
+
+    values, cnt, lo = value(arm)
     valid = (cols[cnt] > 0) & rows
-    values = cols[num]
-    lo = 0.0
+    hi = 1.0
     if excess:
-        num2, cnt2 = (t.format(BASELINE2) for t in _SHARES[name])
+        values2, cnt2, lo2 = value(BASELINE2)
         valid &= cols[cnt2] > 0
-        values, lo = values - cols[num2], -1.0
+        values, lo, hi = values - values2, lo - 1.0, hi - lo2
     x = values[valid]
     obs_look = np.arange(1, x.size + 1) >= min_samples
     if x.size:
-        est, low, high = bounded_mean_path(x, lo, 1.0, alpha, looks=obs_look)
+        est, low, high = bounded_mean_path(x, lo, hi, alpha, looks=obs_look)
     else:
         est = low = high = np.empty(0)
     count = np.cumsum(valid)
