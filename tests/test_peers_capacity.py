@@ -87,3 +87,17 @@ def test_every_tool_has_its_rule_said() -> None:
     from benchmarks.peers.errors import ADAPTERS
     assert set(capacity.RULES) == set(ADAPTERS)
     assert set(capacity.PEERS) == set(ADAPTERS) - {"layergate"}
+
+
+def test_inference_perfs_stages_give_their_rate_and_goodput_share(tmp_path: Path) -> None:
+    from benchmarks.peers import inference_perf
+    stages = inference_perf.stage_goodputs(FIXTURES / "inference-perf" / "sweep")
+    assert [(g.stage, g.requested_rate, g.good, g.total) for g in stages] == [
+        (0, 1.0, 5, 5), (1, 5.3, 26, 26), (2, 9.61, 36, 48), (3, 13.91, 13, 69)]
+    tried = tuple((g.requested_rate, g.share >= capacity.ATTAINMENT) for g in stages)
+    assert capacity.highest_passing(tried) == 5.3
+    with pytest.raises(OutputError, match="no stage_"):
+        inference_perf.stage_goodputs(tmp_path)
+    (tmp_path / "stage_0_lifecycle_metrics.json").write_text('{"successes": {"count": 1}}')
+    with pytest.raises(OutputError, match="stage_0_lifecycle_metrics.json: no goodput"):
+        inference_perf.stage_goodputs(tmp_path)
