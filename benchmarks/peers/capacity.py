@@ -47,11 +47,12 @@ RULES = {
                  "highest step it passed (TTFT <= 500 ms for >= 90 %, per-step judge)",
     "guidellm": "GuideLLM `sweep` profile (synchronous, throughput, Poisson rates between): "
                 "the highest Poisson rate whose TTFT p90 <= 500 ms, below the lowest that "
-                "failed",
+                "failed; steps it warned root_late (schedule lost) left out",
     "vllm-bench": "`vllm bench sweep serve` over the grid, `--goodput ttft:500`: the highest "
                   "rate whose goodput / throughput >= 0.9, below the lowest that failed",
     "aiperf": "AIPerf's rate search (Optuna) under `--search-sla "
-              "time_to_first_token:p90:lt:500`: its feasible_max",
+              "time_to_first_token:p90:lt:500`: its feasible_max (the highest feasible "
+              "rate it tried, even above an infeasible one)",
     "inference-perf": "inference-perf `load.sweep` (saturation probe, then linear stages up "
                       "to it), goodput ttft 0.5 s: the highest stage rate with goodput share "
                       ">= 0.9, below the lowest that failed",
