@@ -245,6 +245,23 @@ def _strategy(bench: dict[str, Any]) -> str:
     return f"{label}, {strategy.get('worker_count', '?')} worker process(es)"
 
 
+def sweep_rates(doc: dict[str, Any]) -> list[tuple[str, float | None, bool]]:
+    """Each benchmark's strategy, the rate it offered (None for the synchronous and
+    throughput steps of a sweep, which offer none) and whether GuideLLM warned that it
+    lost the schedule (`root_late`: in 0.8.1 the first Poisson step after the throughput
+    one sent its requests at once, targeted starts before 0), from the report as written."""
+    out = []
+    for bench in _benchmarks(doc):
+        bench = bench if isinstance(bench, dict) else {}
+        strategy = bench.get("config", {}).get("strategy", {})
+        rate = strategy.get("rate")
+        late = any(isinstance(w, dict) and w.get("code") == "root_late"
+                   for w in bench.get("warnings") or ())
+        out.append((str(strategy.get("type_", "?")),
+                    float(rate) if isinstance(rate, int | float) else None, late))
+    return out
+
+
 def _said(bench: dict[str, Any]) -> list[str]:
     """What GuideLLM itself said of the run: its achieved rate and its warnings (a late
     arrival schedule shows there, e.g. `root_late`)."""

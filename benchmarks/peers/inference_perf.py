@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -214,11 +215,49 @@ def sweep(load: Load, work: Path, venv: Path, stages: int = 5, stage_duration: i
                          "stage_duration": stage_duration}}
     cpu, wall = invoke(config(load, reports, section, goodput=slo), work, venv,
                        timeout=probe_timeout + stages * (stage_duration + 150) + 120)
+    return [parse(p, cpu, wall, notes=_stage_notes(p)) for p in _stage_reports(reports)]
+
+
+@dataclass(frozen=True)
+class StageGoodput:
+    """One stage of a sweep as the tool judged it against its goodput constraints."""
+
+    stage: int
+    requested_rate: float
+    achieved_rate: float | None
+    good: int  # requests meeting every constraint (`goodput_metrics.good_requests`)
+    total: int  # the stage's successful requests
+
+    @property
+    def share(self) -> float:
+        return self.good / self.total if self.total else 0.0
+
+
+def stage_goodputs(reports: Path) -> list[StageGoodput]:
+    """Each stage_N_lifecycle_metrics.json's rate and goodput, in stage order (a sweep run
+    with `slo`); a stage without goodput figures is an error naming the file."""
+    out = []
+    for path in _stage_reports(reports):
+        report = read_report(path)
+        load = report.get("load_summary") or {}
+        goodput = report["successes"].get("goodput_metrics")
+        if not isinstance(goodput, dict) or not isinstance(load.get("requested_rate"),
+                                                           int | float):
+            raise OutputError(f"{TOOL} output {path}: no goodput_metrics or requested_rate "
+                              "(was the sweep run with slo?)")
+        achieved = load.get("achieved_rate")
+        out.append(StageGoodput(int(path.name.split("_")[1]), float(load["requested_rate"]),
+                                float(achieved) if isinstance(achieved, int | float) else None,
+                                int(goodput["good_requests"]), int(goodput["total_requests"])))
+    return out
+
+
+def _stage_reports(reports: Path) -> list[Path]:
     found = sorted(reports.glob("stage_*_lifecycle_metrics.json"),
                    key=lambda p: int(p.name.split("_")[1]))
     if not found:
         raise OutputError(f"{TOOL} wrote no stage_*_lifecycle_metrics.json in {reports}")
-    return [parse(p, cpu, wall, notes=_stage_notes(p)) for p in found]
+    return found
 
 
 def _stage_notes(path: Path) -> tuple[str, ...]:
