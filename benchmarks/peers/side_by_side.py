@@ -8,7 +8,9 @@ a venv of its own (benchmarks/peers/venvs.py).
 
 Sections (each its own module in benchmarks/peers/, `SECTIONS` below):
 - errors: TTFT / ITL / E2E percentiles against an echo server's own timeline;
-- cost: client CPU per run and per request.
+- cost: client CPU per run and per request;
+- engines: TTFT / ITL / E2E percentiles against real engines (layergate's, llama.cpp), the
+  tools beside each other and beside what each engine itself says.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere: the checkout's rigs
 
-from benchmarks.peers import errors  # noqa: E402
+from benchmarks.peers import engines, errors  # noqa: E402
 from benchmarks.peers.common import fresh  # noqa: E402
 
 
@@ -42,6 +44,7 @@ class Section:
 SECTIONS: dict[str, Section] = {
     "errors": Section(errors.measure_errors, errors.print_table, errors.add_arguments),
     "cost": Section(errors.measure_cost, errors.print_cost),
+    "engines": Section(engines.measure, engines.print_table, engines.add_arguments),
 }
 
 
