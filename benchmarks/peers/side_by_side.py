@@ -11,6 +11,8 @@ Sections (each its own module in benchmarks/peers/, `SECTIONS` below):
 - cost: client CPU per run and per request;
 - capacity: each tool's own capacity search on slot servers of known capacity, its ratio
   beside the true one.
+- engines: TTFT / ITL / E2E percentiles against real engines (layergate's, llama.cpp), the
+  tools beside each other and beside what each engine itself says.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere: the checkout's rigs
 
-from benchmarks.peers import capacity, errors  # noqa: E402
+from benchmarks.peers import capacity, engines, errors  # noqa: E402
 from benchmarks.peers.common import fresh  # noqa: E402
 
 
@@ -45,6 +47,7 @@ SECTIONS: dict[str, Section] = {
     "errors": Section(errors.measure_errors, errors.print_table, errors.add_arguments),
     "cost": Section(errors.measure_cost, errors.print_cost),
     "capacity": Section(capacity.measure, capacity.print_table, capacity.add_arguments),
+    "engines": Section(engines.measure, engines.print_table, engines.add_arguments),
 }
 
 
