@@ -65,8 +65,8 @@ def read_judgements(path: Path) -> list[Judgement]:
     return out
 
 
-def verdicts(judgements: Iterable[Judgement], prompt: str | None = None
-             ) -> dict[tuple[str, str, str], bool | None]:
+def verdicts_of(judgements: Iterable[Judgement], prompt: str | None = None
+                ) -> dict[tuple[str, str, str], bool | None]:
     """(request_id, arm, output digest) -> the latest verdict, of the template `prompt` only
     when given."""
     return {(j.request_id, j.arm, j.output): j.verdict for j in judgements

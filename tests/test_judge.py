@@ -106,3 +106,75 @@ def test_an_unreachable_judge_is_named(tmp_path: Path):
     with pytest.raises(JudgeError, match="127.0.0.1:9"):
         judge_run(tmp_path, _records(), _results(), Judge("http://127.0.0.1:9", "m"))
     assert not (tmp_path / FILE).exists() or read_judgements(tmp_path / FILE) == []
+
+
+def _judged_run(path: Path, n: int = 30) -> Path:
+    """A complete run of `n` requests with judge references, every arm answering "a{i}"."""
+    from layergate.exporters.catalogue import ARMS
+    from layergate.harness.manifest import Manifest, now_iso
+    from layergate.harness.rundir import RunDir
+
+    run = RunDir(path)
+    run.write_traffic(TrafficRecord(f"r{i:03d}", i * 0.01, "qa", COMPLETIONS,
+                                    {"prompt": f"q{i}", "max_tokens": 8},
+                                    reference={"kind": "judge", "answers": [f"a{i}"]})
+                      for i in range(n))
+    with run.open_store() as store:
+        store.put_many([ArmResult(f"r{i:03d}", arm, "qa", True, ttft_s=0.1, e2e_s=0.2,
+                                  output_text=f"a{i}", output_tokens=1, finish_reason="stop",
+                                  max_tokens=8) for arm in ARMS for i in range(n)], worker="t")
+        counts = store.counts_by_arm()
+    run.write_manifest(Manifest(id="j", kind="replay", status="complete", created=now_iso(),
+                                finished=now_iso(), config={"users": 1},
+                                arms=dict.fromkeys(ARMS, "http://127.0.0.1:1"),
+                                traffic=run.traffic_summary(n, None), counts=counts))
+    return path
+
+
+def test_the_accuracy_figures_score_a_judge_reference_by_its_verdict(tmp_path: Path):
+    from layergate.exporters.figures.config import MetricsConfig
+    from layergate.exporters.judgements import Judgement
+    from layergate.harness.gate.evaluation import run_figures
+    from layergate.harness.rundir import load_run
+
+    def figures_of(path: Path) -> dict:
+        return {(f.name, f.arm): f for f in run_figures(load_run(path), MetricsConfig(
+            n_resamples=50, min_samples=5)) if f.scenario == "all"}
+
+    run = _judged_run(tmp_path / "run")
+    figures = figures_of(run)
+    assert ("accuracy", BASELINE) in figures and figures["accuracy", BASELINE].n == 0
+    # the baseline right on every request, the candidate wrong on the first 6, and no
+    # verdict at all for r029's candidate output: left out, not counted wrong
+    for i in range(30):
+        for arm in (BASELINE, CANDIDATE):
+            if arm == CANDIDATE and i == 29:
+                continue
+            append(run / FILE, Judgement(f"r{i:03d}", arm, not (arm == CANDIDATE and i < 6),
+                                         "x", "m", "p", digest(f"a{i}")))
+    figures = figures_of(run)
+    assert figures["accuracy", BASELINE].value == 1.0 and figures["accuracy", BASELINE].n == 30
+    assert figures["accuracy", CANDIDATE].n == 29
+    assert figures["accuracy", CANDIDATE].value == pytest.approx(23 / 29)
+    assert figures["accuracy_delta", CANDIDATE].value == pytest.approx(-6 / 29)
+
+
+@pytest.mark.model
+def test_layergate_judge_on_a_run_directory(full_engine, tmp_path: Path):
+    import subprocess
+
+    from layergate.harness.processes import layergate_command
+
+    run = _judged_run(tmp_path / "run", n=3)
+    done = subprocess.run(layergate_command("judge", str(run), "--endpoint", full_engine.url,
+                                            "--model", "smollm2-135m", "--no-progress"),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "judged 9 outputs (0 judged before)" in done.stdout
+    assert "same verdict on" in done.stdout and len(read_judgements(run / FILE)) == 9
+    bad = tmp_path / "prompt.txt"
+    bad.write_text("Grade {answer}")
+    refused = subprocess.run(layergate_command("judge", str(run), "--endpoint", full_engine.url,
+                                               "--model", "m", "--prompt", str(bad)),
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "must use {output}" in refused.stderr

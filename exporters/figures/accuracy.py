@@ -37,8 +37,11 @@ from layergate.exporters.figures.aligned import Aligned, compared_arms
 from layergate.exporters.figures.bootstrap import SumTable
 from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.figures.estimate import SumStat, estimate, scenarios, status_for
+from layergate.exporters.judgements import FILE as JUDGEMENTS
+from layergate.exporters.judgements import digest, read_judgements, verdicts_of
 from layergate.exporters.references import BadReference, Reference, parse_reference, score
 
+JUDGE = "judge"  # the reference kind scored by a judge's verdicts
 EXAMPLES = 3  # request ids kept per direction and scenario, for the reports
 NONE = "no request with a reference answered by the arm"
 NONE_PAIRED = "no request with a reference answered by both arms"
@@ -68,6 +71,11 @@ def read_references(path: str | Path) -> dict[str, Reference]:
     return out
 
 
+def read_verdicts(run_path: str | Path) -> Verdicts:
+    """The verdicts a judge left in the run directory (none without a judgements file)."""
+    return verdicts_of(read_judgements(Path(run_path) / JUDGEMENTS))
+
+
 def mcnemar_exact(right_to_wrong: int, wrong_to_right: int) -> float:
     """Two-sided exact McNemar p-value: min(b, c) of b + c discordant pairs against
     Binomial(b + c, 1/2), as scipy.stats.binomtest(b, b + c).pvalue; 1 with none."""
@@ -90,41 +98,58 @@ class Judged:
 
     has: np.ndarray  # bool per row
     right: dict[str, np.ndarray]  # arm -> bool per row: answered, and right
+    # arm -> bool per row: answered and scored (a `judge` reference only with a verdict)
+    scored: dict[str, np.ndarray]
 
 
-def judge(al: Aligned, references: Mapping[str, Reference] | None) -> Judged | None:
+# (request id, arm, sha256 of the output) -> a judge's verdict (exporters/judgements.py)
+Verdicts = Mapping[tuple[str, str, str], bool | None]
+
+
+def judge(al: Aligned, references: Mapping[str, Reference] | None,
+          verdicts: Verdicts | None = None) -> Judged | None:
     """The outputs of the baseline and the compared arms scored; None when no request of
-    the run has a reference (then there are no accuracy figures)."""
+    the run has a reference (then there are no accuracy figures). A `judge` reference is
+    scored by the verdict kept for that arm's output, and left out without one."""
     if not references or BASELINE not in al.arms:
         return None
     has = np.array([rid in references for rid in al.request_ids], dtype=bool)
     if not has.any():
         return None
-    right = {}
+    right, scored = {}, {}
     for arm in _arms(al):
         x = al.arms[arm]
-        mine = np.zeros(al.n, dtype=bool)
+        mine, done = np.zeros(al.n, dtype=bool), np.zeros(al.n, dtype=bool)
         rows = np.flatnonzero(x.ok & has)
         for i, output in zip(rows, x.outputs(rows), strict=True):
-            mine[i] = score(references[al.request_ids[i]], output.output_text or "")
-        right[arm] = mine
-    return Judged(has, right)
+            rid, text = al.request_ids[i], output.output_text or ""
+            reference = references[rid]
+            if reference.kind == JUDGE:
+                verdict = (verdicts or {}).get((rid, arm, digest(text)))
+                if verdict is None:
+                    continue
+                mine[i] = verdict
+            else:
+                mine[i] = score(reference, text)
+            done[i] = True
+        right[arm], scored[arm] = mine, done
+    return Judged(has, right, scored)
 
 
 def columns(al: Aligned, config: MetricsConfig, judged: Judged | None
             ) -> dict[str, np.ndarray]:
     if judged is None:
         return {}
-    has, right = judged.has, judged.right
+    right = judged.right
     a = al.arms[BASELINE]
     out: dict[str, np.ndarray] = {}
     for arm in _arms(al):
         p = f"acc.{arm}."
-        out[p + "n"] = (has & al.arms[arm].ok).astype(float)
+        out[p + "n"] = judged.scored[arm].astype(float)
         out[p + "right"] = right[arm].astype(float)
         if arm == BASELINE:
             continue
-        pair = has & a.ok & al.arms[arm].ok
+        pair = judged.scored[BASELINE] & judged.scored[arm]
         out[p + "pair"] = pair.astype(float)
         out[p + "rw"] = (pair & right[BASELINE] & ~right[arm]).astype(float)
         out[p + "wr"] = (pair & ~right[BASELINE] & right[arm]).astype(float)
@@ -177,7 +202,7 @@ def figures(table: SumTable, al: Aligned, config: MetricsConfig, judged: Judged 
 def _flips(al: Aligned, judged: Judged, arm: str) -> dict[str, dict[int | None, list[str]]]:
     """"rw" / "wr" -> stratum (None: overall) -> the first few request ids that flipped."""
     right = judged.right
-    pair = judged.has & al.arms[BASELINE].ok & al.arms[arm].ok
+    pair = judged.scored[BASELINE] & judged.scored[arm]
     masks = {"rw": pair & right[BASELINE] & ~right[arm],
              "wr": pair & ~right[BASELINE] & right[arm]}
     out: dict[str, dict[int | None, list[str]]] = {}

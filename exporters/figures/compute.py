@@ -39,7 +39,8 @@ def compute_figures(results: Iterable[ArmResult] | ResultColumns,
                     offsets: Mapping[str, float] | None = None,
                     max_in_flight: int | None = None,
                     clusters: Mapping[str, str] | None = None,
-                    references: Mapping[str, Reference] | None = None) -> list[Figure]:
+                    references: Mapping[str, Reference] | None = None,
+                    verdicts: accuracy.Verdicts | None = None) -> list[Figure]:
     """Figures of a shadow replay (`repeat` 0 rows; arm `recorded` = the traffic's recorded
     responses, judged against by `termination_accuracy_recorded` only) and of its repeat
     suite (`determinism`: the rows of the run's determinism sub-run, or, when None, the rows
@@ -50,7 +51,8 @@ def compute_figures(results: Iterable[ArmResult] | ResultColumns,
     `clusters` (request id -> conversation, exporters/figures/conversations.py): the bootstrap
     resamples a multi-turn conversation as one unit. `references` (request id -> its
     reference, exporters/figures/accuracy.read_references): the accuracy figures, on the
-    same resamples; none without them."""
+    same resamples; none without them. `verdicts` (accuracy.read_verdicts): a judge's, for
+    the references of kind `judge`."""
     config = config if config is not None else MetricsConfig()
     if not isinstance(results, ResultColumns):
         results = list(results)
@@ -67,7 +69,7 @@ def compute_figures(results: Iterable[ArmResult] | ResultColumns,
     columns = {}
     for calc in (*_SUM_CALCULATORS, cache_hit):
         columns |= {name: compact(col) for name, col in calc.columns(al, config).items()}
-    judged = accuracy.judge(al, references)  # outputs scored once, for columns and figures
+    judged = accuracy.judge(al, references, verdicts)  # outputs scored once, for columns and figures
     columns |= {name: compact(col) for name, col in accuracy.columns(al, config, judged).items()}
     table = resample_sums(columns, al.strata, len(al.scenario_names), config.n_resamples,
                           config.seed, cluster_labels(al.request_ids, dict(clusters or {})))

@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from layergate.exporters.catalogue import DETERMINISM_FIGURES
-from layergate.exporters.figures.accuracy import read_references
+from layergate.exporters.figures.accuracy import read_references, read_verdicts
 from layergate.exporters.figures.columns import ResultColumns
 from layergate.exporters.figures.compute import compute_figures
 from layergate.exporters.figures.config import MetricsConfig
@@ -70,7 +70,8 @@ def run_figures(run: Run, config: MetricsConfig) -> list:
         figures = compute_figures(_taken(run), run.scrapes, determinism=determinism,
                                   config=config, offsets=offsets,
                                   max_in_flight=run.manifest.in_flight_limit,
-                                  clusters=clusters, references=references)
+                                  clusters=clusters, references=references,
+                                  verdicts=read_verdicts(run.path) if references else None)
     except ValueError as exc:  # two rows for one (request, arm), a malformed response...
         raise RunDirError(f"{run.path}: cannot compute figures from its results: {exc}") from exc
     return figures

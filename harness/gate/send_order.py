@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from layergate.exporters.catalogue import RECORDED
-from layergate.exporters.figures.accuracy import read_references
+from layergate.exporters.figures.accuracy import Verdicts, read_references, read_verdicts
 from layergate.exporters.records import ArmResult
 from layergate.exporters.references import Reference, parse_reference
 from layergate.harness.rundir import TRAFFIC, Run, RunDir
@@ -39,6 +39,8 @@ class Requests:
     in_flight_limit: int | None = None
     # request id -> its reference (the accuracy figures); empty when the traffic has none
     references: dict[str, Reference] = field(default_factory=dict)
+    # a judge's verdicts, for references of kind `judge` (accuracy.read_verdicts)
+    verdicts: Verdicts = field(default_factory=dict)
 
 
 def send_order(stored: Sequence[StoredResult] | Sequence[ArmResult],
@@ -84,7 +86,7 @@ def load(source: Source) -> Requests:
         references = read_references(traffic) if traffic.is_file() else {}
         return Requests(rows, order, manifest.status, determinism, manifest.config,
                          manifest.config.get("tokenizer"), sent, manifest.in_flight_limit,
-                         references)
+                         references, read_verdicts(source.path) if references else {})
     if isinstance(source, Run):
         rows, order, _ = send_order(source.results, list(source.manifest.arms))
         determinism = source.determinism.results if source.determinism else None
@@ -95,7 +97,8 @@ def load(source: Source) -> Requests:
                       if t.reference is not None} if source.traffic else {}
         return Requests(rows, order, source.manifest.status, determinism,
                          source.manifest.config, source.tokenizer, sent,
-                         source.manifest.in_flight_limit, references)
+                         source.manifest.in_flight_limit, references,
+                         read_verdicts(source.path) if references else {})
     rows, order, sent = send_order(list(source), None)
     return Requests(rows, order, None, None, {}, None, sent)
 
