@@ -8,7 +8,9 @@ a venv of its own (benchmarks/peers/venvs.py).
 
 Sections (each its own module in benchmarks/peers/, `SECTIONS` below):
 - errors: TTFT / ITL / E2E percentiles against an echo server's own timeline;
-- cost: client CPU per run and per request.
+- cost: client CPU per run and per request;
+- fidelity: each tool replaying one bursty timestamped trace, its schedule lag;
+- limits: the highest constant rate each sustains against an instant server, its lag.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere: the checkout's rigs
 
-from benchmarks.peers import errors  # noqa: E402
+from benchmarks.peers import errors, schedule  # noqa: E402
 from benchmarks.peers.common import fresh  # noqa: E402
 
 
@@ -42,6 +44,9 @@ class Section:
 SECTIONS: dict[str, Section] = {
     "errors": Section(errors.measure_errors, errors.print_table, errors.add_arguments),
     "cost": Section(errors.measure_cost, errors.print_cost),
+    "fidelity": Section(schedule.measure_fidelity, schedule.print_fidelity,
+                        schedule.add_arguments),
+    "limits": Section(schedule.measure_limits, schedule.print_limits),
 }
 
 
