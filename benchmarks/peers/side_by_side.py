@@ -13,6 +13,8 @@ Sections (each its own module in benchmarks/peers/, `SECTIONS` below):
   beside the true one.
 - engines: TTFT / ITL / E2E percentiles against real engines (layergate's, llama.cpp), the
   tools beside each other and beside what each engine itself says.
+- fidelity: each tool replaying one bursty timestamped trace, its schedule lag;
+- limits: the highest constant rate each sustains against an instant server, its lag.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere: the checkout's rigs
 
-from benchmarks.peers import capacity, engines, errors  # noqa: E402
+from benchmarks.peers import capacity, engines, errors, schedule  # noqa: E402
 from benchmarks.peers.common import fresh  # noqa: E402
 
 
@@ -48,6 +50,9 @@ SECTIONS: dict[str, Section] = {
     "cost": Section(errors.measure_cost, errors.print_cost),
     "capacity": Section(capacity.measure, capacity.print_table, capacity.add_arguments),
     "engines": Section(engines.measure, engines.print_table, engines.add_arguments),
+    "fidelity": Section(schedule.measure_fidelity, schedule.print_fidelity,
+                        schedule.add_arguments),
+    "limits": Section(schedule.measure_limits, schedule.print_limits),
 }
 
 
