@@ -249,3 +249,39 @@ def test_the_bundled_lossy_policy_gates_on_accuracy_not_exact_match(tmp_path: Pa
     result = evaluate(_write_run(tmp_path / "worse", _correct(200, seed=7, lost=0.2)), policy)
     [check] = [c for c in result.checks if c.name == "accuracy_delta" and c.scenario == "all"]
     assert check.status == "fail" and result.verdict == "fail"
+
+
+def test_the_leaderboard_weighs_saving_against_accuracy(tmp_path: Path) -> None:
+    from layergate.harness.gate.family import evaluate_family
+    from layergate.harness.report import leaderboard
+    from layergate.harness.report.family import render_family_markdown
+    from layergate.harness.rundir import load_run
+
+    n = 120
+    right = _correct(n, seed=5)
+    arms = {"baseline": right["baseline"], "baseline2": right["baseline2"],
+            "good": right["baseline"].copy(),
+            "bad": right["baseline"] & ~(np.arange(n) < 40)}
+    run = RunDir(tmp_path / "run")
+    run.write_traffic(TrafficRecord(f"r{i:03d}", i * 0.01, "short", "/v1/chat/completions",
+                                    {"messages": [{"role": "user", "content": f"q{i}"}],
+                                     "max_tokens": 8},
+                                    reference={"kind": "exact", "answers": ["yes"]})
+                      for i in range(n))
+    with run.open_store() as store:
+        store.put_many([_answer(f"r{i:03d}", arm, "short", bool(r[i]))
+                        for arm, r in arms.items() for i in range(n)], worker="test")
+        counts = store.counts_by_arm()
+    run.write_manifest(Manifest(id="board", kind="replay", status="complete",
+                                created=now_iso(), finished=now_iso(), config={"users": 1},
+                                arms=dict.fromkeys(arms, "http://127.0.0.1:1"),
+                                traffic=run.traffic_summary(n, None), counts=counts))
+    family = evaluate_family(load_run(run.path), load_policy(_policy(tmp_path)))
+    board = {r.name: r for r in leaderboard.rows(family)}
+    assert leaderboard.columns(list(board.values()))[-2:] == ("accuracy", "accuracy_delta")
+    assert board["good"].cells["accuracy_delta"].value == 0
+    assert board["bad"].cells["accuracy_delta"].value == pytest.approx(
+        -(right["baseline"][:40].sum()) / n)
+    assert "| accuracy | accuracy_delta |" in render_family_markdown(family)
+    # without references the leaderboard keeps its consistency columns only
+    assert "accuracy" not in leaderboard.COLUMNS

@@ -63,6 +63,8 @@ def test_quick_demo_ends_with_a_verdict_and_a_report(tmp_path: Path,
     # a verdict per candidate, with its reasons, and the leaderboard with the recommendation
     assert set(gate["candidates"]) == set(CANDIDATES)
     assert {row["name"] for row in gate["leaderboard"]} == set(CANDIDATES)
+    # the demo's mix (saas-qa) carries questions with reference answers: accuracy is shown
+    assert all("accuracy_delta" in row for row in gate["leaderboard"]), gate["leaderboard"]
     for name in CANDIDATES:
         assert re.search(rf"{name}: (PASS|FAIL|INCONCLUSIVE)", proc.stdout), name
         assert re.search(rf"• {name}: (pass|fail|inconclusive) at confidence", proc.stdout)

@@ -25,11 +25,12 @@ TRAFFIC = {
     "chat-multiturn.jsonl": "chat",
     "long-context.jsonl": "lc",
     "calibration.jsonl": "cal",
+    "accuracy.jsonl": "qa",
 }
-MIXES = ("saas-mix", "chat-multiturn", "long-context", "smoke")
+MIXES = ("saas-mix", "saas-qa", "chat-multiturn", "long-context", "smoke")
 ENDPOINTS = {"/v1/chat/completions", "/v1/completions"}
 ROLES = {"system", "user", "assistant"}
-MAX_TOKENS = {"short": 32, "medium": 48, "long": 64}
+MAX_TOKENS = {"short": 32, "medium": 48, "long": 64, "qa": 16}
 BOUNDS = {"short": (0, 9), "medium": (10, 50), "long": (51, None)}
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -127,7 +128,8 @@ def test_every_record_is_valid_traffic(traffic):
         for number, record in enumerate(traffic[name], start=1):
             where = f"{name}:{number}"
             assert re.fullmatch(rf"{prefix}-\d{{4}}", record["id"]), f"{where}: id {record['id']}"
-            extra = set(record) - {"id", "offset_s", "scenario", "endpoint", "body", "response"}
+            extra = set(record) - {"id", "offset_s", "scenario", "endpoint", "body", "response",
+                                   "reference"}
             assert not extra, f"{where}: unknown keys {sorted(extra)}"
             offset = record["offset_s"]
             assert isinstance(offset, int | float) and offset >= previous >= 0, f"{where}: offset"
@@ -141,6 +143,8 @@ def test_every_record_is_valid_traffic(traffic):
             _check_messages(where, body["messages"])
             if "response" in record:
                 _check_response(where, record)
+            # the questions of accuracy.jsonl, and only they, carry a reference answer
+            assert ("reference" in record) == (record["scenario"] == "qa"), where
 
 
 def test_the_harness_reads_the_files_and_mixes():
@@ -169,7 +173,8 @@ def test_sizes_and_class_counts(traffic):
     assert classes["short"] >= 120 and classes["medium"] >= 80 and classes["long"] >= 60, classes
     assert len(traffic["long-context.jsonl"]) >= 40
     assert len(traffic["calibration.jsonl"]) >= 60
-    assert set(Counter(r["scenario"] for r in traffic["calibration.jsonl"])) == set(MAX_TOKENS)
+    assert set(Counter(r["scenario"] for r in traffic["calibration.jsonl"])) == set(BOUNDS)
+    assert len(traffic["accuracy.jsonl"]) == 80
     recorded = [r for r in traffic["eval.jsonl"] if "response" in r]
     assert len(recorded) >= 20
 
@@ -210,6 +215,8 @@ def test_labels_match_the_tokenizer_measure(traffic, count_tokens):
     wrong = []
     for name, records in traffic.items():
         for r in records:
+            if r["scenario"] == "qa":
+                continue  # the accuracy questions are labelled by kind, not length
             n = _prompt_tokens(count_tokens, r["body"]["messages"])
             low, high = BOUNDS[r["scenario"]]
             if n < low or (high is not None and n > high):
@@ -242,7 +249,9 @@ def test_mix_files(mix, traffic):
     }
     assert spec["name"] == mix and spec["description"].strip()
     classes = spec["classes"]
-    assert {c: (b.get("min_tokens", 0), b.get("max_tokens")) for c, b in classes.items()} == BOUNDS
+    qa = {"qa": (0, None)} if "qa" in classes else {}  # accuracy.jsonl: no length class
+    assert {c: (b.get("min_tokens", 0), b.get("max_tokens")) for c, b in classes.items()} == \
+        BOUNDS | qa
     weights = spec["weights"]
     assert set(weights) <= set(classes) and all(0 <= w <= 1 for w in weights.values())
     assert abs(sum(weights.values()) - 1) < 1e-6, weights

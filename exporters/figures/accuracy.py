@@ -141,7 +141,6 @@ def columns(al: Aligned, config: MetricsConfig, judged: Judged | None
     if judged is None:
         return {}
     right = judged.right
-    a = al.arms[BASELINE]
     out: dict[str, np.ndarray] = {}
     for arm in _arms(al):
         p = f"acc.{arm}."
@@ -224,7 +223,7 @@ def _mcnemar(table: SumTable, al: Aligned, config: MetricsConfig, arm: str,
         rw, wr, n = counts(arm)
         value = mcnemar_exact(rw, wr) if n else None
         status, reason = status_for(value, n, config.min_samples, NONE_PAIRED)
-        detail: dict[str, Any] = {"right_to_wrong": rw, "wrong_to_right": wr,
+        detail: dict[str, Any] = {RIGHT_TO_WRONG: rw, WRONG_TO_RIGHT: wr,
                                   "test": "McNemar exact (two-sided binomial, p = 1/2)"}
         noise = None
         if floor_arm is not None:

@@ -69,7 +69,8 @@ def compute_figures(results: Iterable[ArmResult] | ResultColumns,
     columns = {}
     for calc in (*_SUM_CALCULATORS, cache_hit):
         columns |= {name: compact(col) for name, col in calc.columns(al, config).items()}
-    judged = accuracy.judge(al, references, verdicts)  # outputs scored once, for columns and figures
+    # outputs scored once, for the columns and the figures
+    judged = accuracy.judge(al, references, verdicts)
     columns |= {name: compact(col) for name, col in accuracy.columns(al, config, judged).items()}
     table = resample_sums(columns, al.strata, len(al.scenario_names), config.n_resamples,
                           config.seed, cluster_labels(al.request_ids, dict(clusters or {})))

@@ -43,7 +43,8 @@ def _demo_option(name: str, *flags: str, **attrs: Any):
 def command(ctx: click.Context, quick: bool, **_: Any) -> None:
     """Run the main job on the bundled model: start baseline, baseline2 (the noise floor)
     and an engine per candidate (default: static, speculative and dynamic), a real
-    Prometheus scraping them, replay the saas-mix traffic to all of them at the same
+    Prometheus scraping them, replay the saas-qa traffic (the saas-mix and questions with
+    reference answers, for accuracy) to all of them at the same
     intended times, run the determinism suite on a sample, compute the figures, gate every
     candidate against the same baselines and write runs/<id>/ with report.html, gate.json,
     junit.xml and report.md.

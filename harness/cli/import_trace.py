@@ -1,5 +1,6 @@
 """`layergate import-trace`: a public trace (mooncake, azure, burstgpt, sharegpt,
-openai-batch) or eval set (qa, multiple-choice, openai-evals) into layergate's traffic format. Its options are `ImportConfig`'s fields."""
+openai-batch) or eval set (qa, multiple-choice, openai-evals) into layergate's traffic
+format. Its options are `ImportConfig`'s fields."""
 
 from __future__ import annotations
 
@@ -55,10 +56,11 @@ def command(ctx: click.Context, trace: Path, **_: Any) -> None:
     sharegpt's human turns become chat requests with the conversation so far; openai-batch
     bodies are sent as they are (neither has timestamps: replay them with --rate or
     --users). Eval layouts (qa, multiple-choice, openai-evals) become chat requests that
-    carry a reference, the right answer the accuracy figures score against. A malformed row stops the import with its file, line and field (--skip-bad
-    counts it instead); a file in another format than --format says which it looks like.
-    The output appears only once complete; the import report (counts of what was left
-    out, clipped or capped, and the requests capped) goes next to it.
+    carry a reference, the right answer the accuracy figures score against. A malformed
+    row stops the import with its file, line and field (--skip-bad counts it instead); a
+    file in another format than --format says which it looks like. The output appears
+    only once complete; the import report (counts of what was left out, clipped or capped,
+    and the requests capped) goes next to it.
     """
     from layergate.harness.traces import import_trace
 

@@ -64,15 +64,17 @@ def write_family_junit(family: FamilyResult, path: str | Path) -> Path:
 
 
 def render_family_markdown(family: FamilyResult) -> str:
+    board = leaderboard.rows(family)
+    shown = leaderboard.columns(board)
     out = [f"## {wording.ICONS[family.verdict]} layergate gate: "
            f"**{wording.VERDICT_WORDS[family.verdict]}** ({len(family.candidates)} "
            f"candidates)", "", *(f"- {escape(r)}" for r in family.reasons()),
            f"- multiplicity: {family.multiplicity} ({escape(MULTIPLICITY[family.multiplicity])})"
            f", family-wise alpha {family.alpha:.3g}", "", "### Leaderboard", "",
-           "| candidate | verdict | confidence | " + " | ".join(leaderboard.COLUMNS) +
-           " | Pareto front | |", "|---|---|---:|" + "---|" * len(leaderboard.COLUMNS) + "---|---|"]
-    for r in leaderboard.rows(family):
-        cells = " | ".join(leaderboard.cell_text(r, n) for n in leaderboard.COLUMNS)
+           "| candidate | verdict | confidence | " + " | ".join(shown) +
+           " | Pareto front | |", "|---|---|---:|" + "---|" * len(shown) + "---|---|"]
+    for r in board:
+        cells = " | ".join(leaderboard.cell_text(r, n) for n in shown)
         out.append(f"| `{r.name}` | {wording.ICONS[r.verdict]} {r.verdict} | "
                    f"{r.confidence:.4g} | {cells} | {'yes' if r.pareto else ''} | "
                    f"{'**recommended**' if r.recommended else ''} |")
@@ -91,13 +93,16 @@ def write_family_markdown(family: FamilyResult, path: str | Path) -> Path:
 
 
 def leaderboard_table(family: FamilyResult) -> Table:
-    table = Table(title="Leaderboard (saving against consistency, intervals at each "
-                        "candidate's adjusted confidence)", title_justify="left")
-    for name in (CANDIDATE, "verdict", *leaderboard.COLUMNS, "front", ""):
+    board = leaderboard.rows(family)
+    shown = leaderboard.columns(board)
+    table = Table(title=f"Leaderboard (saving against {leaderboard.against(board)}, "
+                        "intervals at each candidate's adjusted confidence)",
+                  title_justify="left")
+    for name in (CANDIDATE, "verdict", *shown, "front", ""):
         table.add_column(name, no_wrap=name in ("verdict", CANDIDATE))
-    for r in leaderboard.rows(family):
+    for r in board:
         table.add_row(r.name, f"[{STYLES[r.verdict]}]{r.verdict}[/]",
-                      *(leaderboard.cell_text(r, n) for n in leaderboard.COLUMNS),
+                      *(leaderboard.cell_text(r, n) for n in shown),
                       "yes" if r.pareto else "", "[bold]recommended[/]" if r.recommended
                       else "")
     return table
@@ -137,15 +142,16 @@ def render_family_html(family: FamilyResult) -> str:
     from layergate.harness.report.html_plots import saving_against_consistency
 
     board = leaderboard.rows(family)
+    shown = leaderboard.columns(board)
     png = base64.b64encode(saving_against_consistency(board)).decode("ascii")
     head = "".join(f"<th>{html(n)}</th>" for n in (CANDIDATE, "verdict", "confidence",
-                                                   *leaderboard.COLUMNS, "Pareto front", ""))
+                                                   *shown, "Pareto front", ""))
     body = "".join(
         f"<tr><td><a href='#candidate-{html(r.name)}'>{html(r.name)}</a></td>"
         f"<td><span class='s s-{r.verdict}'>{r.verdict}</span></td>"
         f"<td class=num>{r.confidence:.4g}</td>"
         + "".join(f"<td class=nw>{html(leaderboard.cell_text(r, n))}</td>"
-                  for n in leaderboard.COLUMNS)
+                  for n in shown)
         + f"<td>{'yes' if r.pareto else ''}</td>"
           f"<td>{'<b>recommended</b>' if r.recommended else ''}</td></tr>" for r in board)
     reasons = "".join(f"<li>{html(r)}</li>" for r in family.reasons())

@@ -15,6 +15,7 @@ from layergate.exporters.catalogue import (
     BASELINE,
     BASELINE2,
     CANDIDATE,
+    EXACT_MATCH,
     FAIL,
     INCONCLUSIVE,
     PASS,
@@ -26,7 +27,7 @@ from layergate.exporters.catalogue import (
 )
 from layergate.exporters.figures import OVERALL, Figure
 from layergate.exporters.records import ArmResult
-from layergate.harness.report.leaderboard import CONSISTENCY, SAVING
+from layergate.harness.report.leaderboard import SAVING, against, vertical
 from layergate.harness.report.pairs import pair_arms
 
 ARM_COLOURS = {BASELINE: "#3b6fb6", BASELINE2: "#9aa5b1", CANDIDATE: "#e07b39"}
@@ -206,10 +207,11 @@ def saving_against_consistency(rows: Sequence) -> bytes:
     consistency, with both intervals, coloured by verdict; the Pareto front joined."""
     def draw(fig: Canvas) -> bool:
         ax = fig.axes[0]
+        axis = vertical(list(rows))  # exact match, or accuracy_delta with references
         drawn = [r for r in rows if r.cells[SAVING].value is not None
-                 and r.cells[CONSISTENCY].value is not None]
+                 and r.cells[axis].value is not None]
         for r in drawn:
-            x, y = r.cells[SAVING], r.cells[CONSISTENCY]
+            x, y = r.cells[SAVING], r.cells[axis]
             xerr = [[x.value - x.low], [x.high - x.value]] if x.low is not None \
                 and x.high is not None else None
             yerr = [[y.value - y.low], [y.high - y.value]] if y.low is not None \
@@ -224,15 +226,17 @@ def saving_against_consistency(rows: Sequence) -> bytes:
         front = sorted((r for r in drawn if r.pareto), key=lambda r: r.cells[SAVING].value)
         if len(front) > 1:
             ax.plot([r.cells[SAVING].value for r in front],
-                    [r.cells[CONSISTENCY].value for r in front], "--", color="#555",
+                    [r.cells[axis].value for r in front], "--", color="#555",
                     lw=1, label="Pareto front")
         handles, labels = ax.get_legend_handles_labels()
         unique = dict(zip(labels, handles, strict=True))
         ax.legend(unique.values(), unique.keys(), fontsize=8, loc="lower left")
         ax.set(xlabel="saving: RER (share of time per output token eliminated), or "
                       "1 − 1/capacity ratio (squares: from a capacity sweep)",
-               ylabel="consistency: exact match with the baseline",
-               title="Candidates: saving against consistency")
+               ylabel="consistency: exact match with the baseline" if axis == EXACT_MATCH
+               else "accuracy: candidate − baseline, paired",
+               title=f"Candidates: saving against {against(list(rows))}")
         ax.grid(alpha=0.3)
         return bool(drawn)
-    return _png(draw, size=(7.0, 4.2), empty="no candidate has both a saving and exact match")
+    return _png(draw, size=(7.0, 4.2),
+                empty=f"no candidate has both a saving and {vertical(list(rows))}")

@@ -1,6 +1,8 @@
 """The leaderboard of a run's candidates: saving (RER, or from a capacity sweep of the
 candidate 1 − 1/capacity ratio: harness/gate/saving.py) against consistency (exact match,
-chrF), each with its interval and verdict, the Pareto front, and the recommendation (the
+chrF) or, when the traffic has reference answers, against accuracy (the candidate's
+accuracy and its paired delta from the baseline), each with its interval and verdict, the
+Pareto front (on saving and accuracy_delta, else exact match), and the recommendation (the
 passing candidate that saves the most). The rows are plain data; the terminal, Markdown,
 JSON and HTML reports only lay them out."""
 
@@ -9,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from layergate.exporters.catalogue import (
+    ACCURACY,
+    ACCURACY_DELTA,
     CANDIDATE,
     CAPACITY,
     CAPACITY_RATIO,
@@ -21,8 +25,9 @@ from layergate.harness.gate.family import CandidateVerdict, FamilyResult
 from layergate.harness.gate.saving import Estimate, Saving
 from layergate.harness.report.json_report import finite
 
-SAVING, CONSISTENCY = "saving", EXACT_MATCH  # the plot's axes
+SAVING, CONSISTENCY = "saving", EXACT_MATCH  # the plot's axes (CONSISTENCY: without accuracy)
 COLUMNS = (SAVING, RER, EXACT_MATCH, CHRF)
+ACCURACY_COLUMNS = (ACCURACY, ACCURACY_DELTA)  # shown when the run has reference answers
 SOURCES = {RER: "RER", CAPACITY_RATIO: CAPACITY}  # what a saving was measured as, in words
 
 
@@ -46,10 +51,13 @@ def _cell(c: CandidateVerdict, name: str) -> Estimate:
 def rows(family: FamilyResult) -> list[Row]:
     """One row per candidate, best saving first."""
     savings = {c.name: c.saving for c in family.candidates}
+    scored = any(_cell(c, ACCURACY_DELTA).value is not None for c in family.candidates)
+    shown = COLUMNS + ACCURACY_COLUMNS if scored else COLUMNS
     cells = {c.name: {SAVING: savings[c.name].estimate,
-                      **{n: _cell(c, n) for n in COLUMNS if n != SAVING}}
+                      **{n: _cell(c, n) for n in shown if n != SAVING}}
              for c in family.candidates}
-    points = {name: (v[SAVING].value, v[CONSISTENCY].value) for name, v in cells.items()}
+    y = ACCURACY_DELTA if scored else CONSISTENCY
+    points = {name: (v[SAVING].value, v[y].value) for name, v in cells.items()}
     best = family.recommended
     out = [Row(c.name, c.verdict, c.confidence, cells[c.name], savings[c.name],
                _on_front(c.name, points), best is not None and best.name == c.name,
@@ -68,6 +76,21 @@ def _on_front(name: str, points: dict[str, tuple[float | None, float | None]]) -
         if ox >= x and oy >= y and (ox > x or oy > y):
             return False
     return True
+
+
+def columns(board: list[Row]) -> tuple[str, ...]:
+    """The columns the rows hold: COLUMNS, and the accuracy ones when the run has them."""
+    return tuple(board[0].cells) if board else COLUMNS
+
+
+def vertical(board: list[Row]) -> str:
+    """What the plot's vertical axis shows: accuracy_delta where the rows have it."""
+    return ACCURACY_DELTA if ACCURACY_DELTA in columns(board) else CONSISTENCY
+
+
+def against(board: list[Row]) -> str:
+    """What the saving is weighed against, in a word: consistency, or accuracy."""
+    return ACCURACY if vertical(board) == ACCURACY_DELTA else "consistency"
 
 
 def fmt(cell: Estimate) -> str:

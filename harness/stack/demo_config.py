@@ -85,7 +85,7 @@ class DemoConfig:
                 "dynamic (skipping with rules calibrated at exact match >= 0.5), or "
                 "engine-switches (prefix cache on + bucketed padding against baselines with "
                 "both off; alone only).", "choices": tuple(CANDIDATES)})
-    scenario: str = field(default="saas-mix", metadata={
+    scenario: str = field(default="saas-qa", metadata={
         "help": "Bundled traffic mix to replay (scenarios/mixes)."})
     # sized for five 1-thread engines sharing 2 cores: the offered load stays under their
     # capacity, so the run measures the candidates rather than a queue
