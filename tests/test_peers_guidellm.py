@@ -88,7 +88,8 @@ def test_the_command_asks_for_the_load_streamed_poisson_and_a_json_report(
     opts = dict(zip(cmd[2::2], (json.loads(v) for v in cmd[3::2]), strict=False))
     assert cmd[:2] == [str(tmp_path / "venv" / "bin" / "guidellm"), "run"]
     assert opts["--backend"] == {"kind": "openai_http", "target": load.url, "model": "echo",
-                                 "request_format": "/v1/completions", "stream": True}
+                                 "request_format": "/v1/completions", "stream": True,
+                                 "validate_backend": False}
     assert opts["--data"] == {"kind": "synthetic_text", "prompt_tokens": 32,
                               "output_tokens": 16}
     assert opts["--tokenizer"]["model"] == "/tok" and opts["--seed"]["value"] == 3

@@ -39,10 +39,7 @@ KNOWN = {("llamacpp", "vllm-bench"):
          "one that is not a UUID",
          ("llamacpp", "aiperf"):
          "aiperf writes no inter_token_latency: it is run with --use-server-token-count, and "
-         "llama-cpp-python sends no usage (it ignores stream_options.include_usage)",
-         ("llamacpp", "guidellm"):
-         "GuideLLM's backend validation request fails against llama-cpp-python before any "
-         "request is sent (its cause not yet looked into)"}
+         "llama-cpp-python sends no usage (it ignores stream_options.include_usage)"}
 
 
 @dataclasses.dataclass(frozen=True)
