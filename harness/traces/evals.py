@@ -33,6 +33,14 @@ def pick(obj: dict, named: str | None, usual: Sequence[str], path: Path, line: i
     raise TraceError(path, line, names[0], f"missing: the {what} field, {told}")
 
 
+def question(obj: dict, named: str | None, path: Path, line: int) -> str:
+    """The row's question (the field `named`, else the first usual name): non-empty text."""
+    name, value = pick(obj, named, QUESTION, path, line, "question")
+    if not isinstance(value, str) or not value.strip():
+        raise TraceError(path, line, name, f"must be a non-empty string: {value!r}")
+    return value
+
+
 def checked(reference: dict[str, Any], path: Path, line: int, where: str) -> dict[str, Any]:
     try:
         parse_reference(reference)

@@ -51,10 +51,7 @@ def read(path: Path, context: ReadContext) -> Iterator[RequestRow | TraceError]:
     options = context.evals
 
     def make(obj: dict, line: int) -> RequestRow:
-        name, question = evals.pick(obj, options.question_field, evals.QUESTION, path, line,
-                                    "question")
-        if not isinstance(question, str) or not question.strip():
-            raise TraceError(path, line, name, f"must be a non-empty string: {question!r}")
+        question = evals.question(obj, options.question_field, path, line)
         where, raw = evals.pick(obj, options.choices_field, evals.CHOICES, path, line,
                                 "choices")
         texts, keys = _choices(raw, path, line, where)

@@ -27,10 +27,7 @@ def read(path: Path, context: ReadContext) -> Iterator[RequestRow | TraceError]:
     options = context.evals
 
     def make(obj: dict, line: int) -> RequestRow:
-        name, question = evals.pick(obj, options.question_field, evals.QUESTION, path, line,
-                                    "question")
-        if not isinstance(question, str) or not question.strip():
-            raise TraceError(path, line, name, f"must be a non-empty string: {question!r}")
+        question = evals.question(obj, options.question_field, path, line)
         where, answer = evals.pick(obj, options.answer_field, evals.ANSWER, path, line,
                                    "answer")
         reference = evals.free_answer(answer, options.answer_kind, path, line, where)
