@@ -159,6 +159,36 @@ def test_the_accuracy_figures_score_a_judge_reference_by_its_verdict(tmp_path: P
     assert figures["accuracy_delta", CANDIDATE].value == pytest.approx(-6 / 29)
 
 
+def test_the_judges_own_noise_is_a_figure(tmp_path: Path):
+    """judge_disagreement: of the requests both baselines answered with the same text, the
+    share the judge gave different verdicts; outputs that differ do not count."""
+    from layergate.exporters.figures.config import MetricsConfig
+    from layergate.exporters.judgements import Judgement
+    from layergate.harness.gate.evaluation import run_figures
+    from layergate.harness.rundir import load_run
+
+    run = _judged_run(tmp_path / "run")
+    figures = {(f.name, f.arm): f for f in run_figures(load_run(run), MetricsConfig(
+        n_resamples=50, min_samples=5)) if f.scenario == "all"}
+    assert ("judge_disagreement", BASELINE2) not in figures  # no verdict yet: nothing to say
+    for i in range(30):  # the judge flips its verdict on A' for the first 3 of 30
+        for arm in (BASELINE, BASELINE2):
+            append(run / FILE, Judgement(f"r{i:03d}", arm, not (arm == BASELINE2 and i < 3),
+                                         "x", "m", "p", digest(f"a{i}")))
+    figures = {(f.name, f.arm): f for f in run_figures(load_run(run), MetricsConfig(
+        n_resamples=200, min_samples=5)) if f.scenario == "all"}
+    noise = figures["judge_disagreement", BASELINE2]
+    assert noise.n == 30 and noise.value == pytest.approx(0.1)
+    assert noise.ci_low < 0.1 < noise.ci_high
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from layergate.exporters.prometheus_export import register_run
+    registry = CollectorRegistry()
+    register_run(registry, "r1", list(figures.values()))
+    assert 'layergate_run_judge_disagreement{arm="baseline2",run="r1",scenario="all"}' \
+        in generate_latest(registry).decode()
+
+
 @pytest.mark.model
 def test_layergate_judge_on_a_run_directory(full_engine, tmp_path: Path):
     import subprocess

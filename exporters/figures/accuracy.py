@@ -7,6 +7,9 @@ accuracy_delta     arm minus baseline over the requests both answered (paired): 
 right_to_wrong     share right on the baseline and wrong on the arm (wrong_to_right: the
                    reverse); detail["examples"] names a few request ids of each
 accuracy_mcnemar_p McNemar's exact test: the discordant pairs against Binomial(b + c, 1/2)
+judge_disagreement (baseline2, with `judge` references) the share of the requests both
+                   baselines answered with the same text whose verdicts differ: the
+                   judge's own noise, which any judged accuracy_delta carries
 
 The intervals are the run's shared stratified bootstrap (paired: every arm sees the same
 resampled requests). Figures appear only when some request of the run has a reference.
@@ -29,6 +32,7 @@ from layergate.exporters.catalogue import (
     BASELINE,
     BASELINE2,
     CANDIDATE,
+    JUDGE_DISAGREEMENT,
     RIGHT_TO_WRONG,
     WRONG_TO_RIGHT,
 )
@@ -45,6 +49,7 @@ JUDGE = "judge"  # the reference kind scored by a judge's verdicts
 EXAMPLES = 3  # request ids kept per direction and scenario, for the reports
 NONE = "no request with a reference answered by the arm"
 NONE_PAIRED = "no request with a reference answered by both arms"
+NONE_SAME = "no judged request the two baselines answered with the same text"
 
 
 def read_references(path: str | Path) -> dict[str, Reference]:
@@ -100,6 +105,8 @@ class Judged:
     right: dict[str, np.ndarray]  # arm -> bool per row: answered, and right
     # arm -> bool per row: answered and scored (a `judge` reference only with a verdict)
     scored: dict[str, np.ndarray]
+    # arm -> row -> sha256 of the output, for the rows a judge's verdict scored
+    judged_text: dict[str, dict[int, str]]
 
 
 # (request id, arm, sha256 of the output) -> a judge's verdict (exporters/judgements.py)
@@ -116,24 +123,27 @@ def judge(al: Aligned, references: Mapping[str, Reference] | None,
     has = np.array([rid in references for rid in al.request_ids], dtype=bool)
     if not has.any():
         return None
-    right, scored = {}, {}
+    right, scored, texts = {}, {}, {}
     for arm in _arms(al):
         x = al.arms[arm]
         mine, done = np.zeros(al.n, dtype=bool), np.zeros(al.n, dtype=bool)
+        texts[arm] = {}
         rows = np.flatnonzero(x.ok & has)
         for i, output in zip(rows, x.outputs(rows), strict=True):
             rid, text = al.request_ids[i], output.output_text or ""
             reference = references[rid]
             if reference.kind == JUDGE:
-                verdict = (verdicts or {}).get((rid, arm, digest(text)))
+                sha = digest(text)
+                verdict = (verdicts or {}).get((rid, arm, sha))
                 if verdict is None:
                     continue
                 mine[i] = verdict
+                texts[arm][int(i)] = sha
             else:
                 mine[i] = score(reference, text)
             done[i] = True
         right[arm], scored[arm] = mine, done
-    return Judged(has, right, scored)
+    return Judged(has, right, scored, texts)
 
 
 def columns(al: Aligned, config: MetricsConfig, judged: Judged | None
@@ -152,7 +162,19 @@ def columns(al: Aligned, config: MetricsConfig, judged: Judged | None
         out[p + "pair"] = pair.astype(float)
         out[p + "rw"] = (pair & right[BASELINE] & ~right[arm]).astype(float)
         out[p + "wr"] = (pair & ~right[BASELINE] & right[arm]).astype(float)
+    if _judge_noise_measurable(judged):
+        a, b = (judged.judged_text[x] for x in (BASELINE, BASELINE2))
+        same = np.zeros(al.n, dtype=bool)
+        same[[i for i, sha in a.items() if b.get(i) == sha]] = True
+        out["judge.same"] = same.astype(float)
+        out["judge.differ"] = (same & (right[BASELINE] != right[BASELINE2])).astype(float)
     return out
+
+
+def _judge_noise_measurable(judged: Judged) -> bool:
+    """A judge scored some output of both baselines: its own noise can be counted."""
+    texts = judged.judged_text
+    return BASELINE2 in texts and bool(texts[BASELINE]) and bool(texts[BASELINE2])
 
 
 def _share(x: Any, n: Any) -> Any:
@@ -195,6 +217,10 @@ def figures(table: SumTable, al: Aligned, config: MetricsConfig, judged: Judged 
             out += estimate(table, stat, al.scenario_names, config, name, arm,
                             noise=floor[name] if floor else None, detail=detail)
         out += _mcnemar(table, al, config, arm, BASELINE2 if with_floor else None)
+    if _judge_noise_measurable(judged):
+        out += estimate(table, SumStat(_share, ("judge.differ", "judge.same"), "judge.same",
+                                       NONE_SAME),
+                        al.scenario_names, config, JUDGE_DISAGREEMENT, BASELINE2)
     return out
 
 
