@@ -20,11 +20,13 @@ from typing import Literal, Protocol
 
 Better = Literal["higher", "lower"]
 # how a live figure's interval is built from the windows (exporters/figures/canary.py)
-LiveScale = Literal["log_ratio", "saving", "rate_delta", "difference", "share"]
+LiveScale = Literal["log_ratio", "saving", "rate_delta", "difference", "share",
+                    "accept_length"]
 # metric roles: what a mapping file names for each engine (histograms give _sum and _count)
 HISTOGRAM_ROLES = ("e2e", "ttft", "tpot")
 COUNTER_ROLES = ("requests", "errors", "successes", "cache_queries", "cache_hits",
-                 "layers_executed", "layers_skipped")
+                 "layers_executed", "layers_skipped", "spec_drafts", "spec_draft_tokens",
+                 "spec_accepted")
 ROLES = HISTOGRAM_ROLES + COUNTER_ROLES
 
 
@@ -138,8 +140,11 @@ RIGHT_TO_WRONG = _figure("right_to_wrong", "fraction", "lower", "share of paired
                          "right on the baseline and wrong on the arm", excess=True)
 WRONG_TO_RIGHT = _figure("wrong_to_right", "fraction", "higher", "share of paired requests "
                          "wrong on the baseline and right on the arm", excess=True)
+JUDGE_DISAGREEMENT = _figure("judge_disagreement", "fraction", "lower", "share of the "
+                             "requests the two baselines answered with the same text whose "
+                             "judge verdicts differ: the judge's own noise")
 ACCURACY_FIGURES = (ACCURACY, ACCURACY_DELTA, ACCURACY_MCNEMAR_P, RIGHT_TO_WRONG,
-                    WRONG_TO_RIGHT)
+                    WRONG_TO_RIGHT, JUDGE_DISAGREEMENT)
 LATENCY_RATIO = _figure("latency_ratio", "ratio", "lower", "geometric mean of paired "
                         "(E2E/tokens) ratios against the baseline", excess=True,
                         timing="ratio")
@@ -201,6 +206,17 @@ CACHE_HIT_RATE_DELTA = _live("cache_hit_rate_delta", "fraction", "higher", "pref
 LAYERS_EXECUTED_SHARE = _live("layers_executed_share", "fraction", "lower", "layers the "
                               "candidate executed / layers it could have executed", "share",
                               "layers_executed", "layers_skipped")
+# speculative decoding's health (exporters/figures/speculative.py), per arm that drafts;
+# spec_accept_length is also live: `layergate watch` reads it from the candidate's counters
+SPEC_ACCEPTANCE_RATE = _figure("spec_acceptance_rate", "fraction", "higher", "draft tokens "
+                               "accepted / draft tokens proposed (speculative decoding)")
+SPEC_ACCEPT_LENGTH = _figure("spec_accept_length", "tokens", "higher", "1 + accepted / "
+                             "drafts: tokens emitted per verified draft, the bonus token "
+                             "included (1 = every draft rejected)", live=True,
+                             scale="accept_length", roles=("spec_drafts", "spec_accepted"))
+SPEC_DRAFT_PER_TOKEN = _figure("spec_draft_per_token", "ratio", "lower", "draft tokens "
+                               "proposed per output token emitted")
+SPEC_FIGURES = (SPEC_ACCEPTANCE_RATE, SPEC_ACCEPT_LENGTH, SPEC_DRAFT_PER_TOKEN)
 LIVE_FIGURES = {name: spec for name, spec in FIGURES.items() if spec.live}
 
 # a capacity sweep's figures (exporters/figures/capacity.py): from the steps of `layergate

@@ -249,6 +249,7 @@ class Engine:
         seq.computed_tokens += result.computed_tokens
         seq.draft_proposed += result.draft_proposed
         seq.draft_accepted += result.draft_accepted
+        seq.draft_steps += result.draft_proposed > 0
         self.metrics.record_batch(1, len(result.tokens), result.computed_tokens)
         self._accept(seq, result.tokens, result.layers_executed)
 
@@ -325,7 +326,8 @@ class Engine:
             layers_executed=sum(seq.layers_per_token), layers_skipped=max(0, skipped),
             layers_would_skip=would, prefix_query_tokens=seq.prefix_query_tokens,
             prefix_hit_tokens=seq.prefix_hit_tokens, draft_proposed=seq.draft_proposed,
-            draft_accepted=seq.draft_accepted, peak_memory_bytes=peak))
+            draft_accepted=seq.draft_accepted, draft_steps=seq.draft_steps,
+            peak_memory_bytes=peak))
 
     def _report(self, seq: SequenceState) -> dict[str, Any]:
         try:

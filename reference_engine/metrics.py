@@ -35,6 +35,7 @@ class RequestRecord:
     prefix_hit_tokens: int
     draft_proposed: int
     draft_accepted: int
+    draft_steps: int
     peak_memory_bytes: int
 
 
@@ -84,6 +85,8 @@ class EngineMetrics:
         self.draft = counter("layergate_draft_tokens", "Draft tokens proposed.")
         self.draft_accepted = counter("layergate_draft_accepted_tokens",
                                       "Draft tokens accepted by verification.")
+        self.drafts = counter("layergate_drafts", "Drafts verified (one verification pass "
+                              "each; mean accepted length = 1 + accepted / drafts).")
         self.batch_size = histogram("layergate_batch_size", "Sequences per forward step.",
                                     BATCH_BUCKETS)
         self.real_tokens = counter("layergate_real_tokens", "Real token positions computed.")
@@ -108,7 +111,8 @@ class EngineMetrics:
         p = self.policy
         for c in (self.prompt_tokens, self.generation_tokens, self.prefix_queries,
                   self.prefix_hits, self.layers_executed, self.layers_skipped,
-                  self.layers_would_skip, self.draft, self.draft_accepted, self.real_tokens,
+                  self.layers_would_skip, self.draft, self.draft_accepted, self.drafts,
+                  self.real_tokens,
                   self.computed_tokens):
             c.labels(p)
         for h in (self.ttft, self.tpot, self.e2e, self.queue_time, self.decision,
@@ -137,6 +141,7 @@ class EngineMetrics:
         self.layers_would_skip.labels(p).inc(r.layers_would_skip)
         self.draft.labels(p).inc(r.draft_proposed)
         self.draft_accepted.labels(p).inc(r.draft_accepted)
+        self.drafts.labels(p).inc(r.draft_steps)
         self.peak_memory.labels(p).observe(r.peak_memory_bytes)
         if r.generation_tokens > 0:
             self.request_layers.labels(p).observe(r.layers_executed / r.generation_tokens)

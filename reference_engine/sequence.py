@@ -39,6 +39,7 @@ class SequenceState:
     prefix_hit_tokens: int = 0
     draft_proposed: int = 0
     draft_accepted: int = 0
+    draft_steps: int = 0  # verification passes that checked a draft (vLLM's "drafts")
     peak_activation_bytes: int = 0
     finished: bool = False
 

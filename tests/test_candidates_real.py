@@ -1,6 +1,6 @@
 """Two real candidates in one replay beside one pair of baselines (the real SmolLM2, one torch
 thread per engine): static pruning of 12 layers fails on consistency; self-speculative
-decoding is token-identical to the baseline and passes it."""
+decoding is token-identical to the baseline and passes it, its drafts accepted."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from layergate.exporters.catalogue import FAIL, PASS
-from layergate.harness.gate.family import evaluate_family
+from layergate.exporters.catalogue import FAIL, OVERALL, PASS, SPEC_ACCEPT_LENGTH, SPEC_FIGURES
+from layergate.harness.gate.evaluation import metrics_config
+from layergate.harness.gate.family import candidate_figures, evaluate_family
 from layergate.harness.gate.policy import parse_policy
 from layergate.harness.replay import ReplayConfig, run_replay
 from layergate.harness.rundir import load_run
@@ -64,3 +65,11 @@ def test_static_fails_on_consistency_and_speculative_is_token_identical(
     assert verdicts == {"static": FAIL, "speculative": PASS}, \
         {c.name: c.result.reasons for c in family.candidates}
     assert family.recommended is not None and family.recommended.name == "speculative"
+    # its drafts' health from its answers' extension: more than one token per verification
+    # pass, with an interval; static pruning drafts nothing and has none of the figures
+    spec = {(f.name, f.arm): f for f in candidate_figures(run, metrics_config(
+        parse_policy(POLICY), run)) if f.name in SPEC_FIGURES and f.scenario == OVERALL}
+    length = spec[SPEC_ACCEPT_LENGTH, "speculative"]
+    assert length.detail["source"] == "extension" and length.n == N
+    assert 1 < length.ci_low <= length.value <= length.ci_high, length
+    assert not [k for k in spec if k[1] != "speculative"], spec

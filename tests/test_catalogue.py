@@ -27,6 +27,7 @@ from layergate.exporters.figures.compute import compute_figures
 from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.figures.consistency import compare
 from layergate.exporters.figures.recorded import recorded_result
+from layergate.exporters.judgements import digest
 from layergate.exporters.records import ArmResult, MetricsScrape
 from layergate.exporters.references import parse_reference
 from layergate.harness.gate.policy import PolicyError, parse_policy
@@ -41,6 +42,8 @@ def _answer(rid: str, arm: str, scenario: str, i: int, **kw) -> ArmResult:
     ext = {"theoretical_saving": 0.3 if arm == "candidate" else 0.0, "computed_tokens": 20,
            "peak_memory_bytes": 1000 + 10 * i, "prefix_cache_hit_tokens": 4 + i % 3,
            "prefix_cache_query_tokens": 12}
+    if arm == "candidate":  # it drafts: the speculative figures
+        ext |= {"draft_tokens_proposed": 6, "draft_tokens_accepted": 3 + i % 2, "draft_steps": 2}
     return ArmResult(request_id=rid, arm=arm, scenario=scenario, ok=True,
                      e2e_s=1.0 + 0.1 * i, ttft_s=0.1, itl_s=(0.05, 0.06),
                      output_text=" ".join(map(str, ids)), output_tokens=len(ids),
@@ -70,15 +73,19 @@ def _every_figure() -> list[Figure]:
     offsets = {f"r{i}": 2.0 * i for i in range(9)}  # the saturation check reads send times
     # a reference on every request: the accuracy figures (the candidate right on even ids)
     references = {f"r{i}": parse_reference({"kind": "exact", "answers": ["1 2 3 4"]})
-                  for i in range(9)}
+                  for i in range(8)}
+    # ... and a judge's verdicts on the last: the judge's own noise between the baselines
+    references["r8"] = parse_reference({"kind": "judge", "answers": ["1 2 3 4"]})
+    verdicts = {("r8", arm, digest("1 2 3 4")): True for arm in ARMS}
     return compute_figures(results, scrapes, determinism=repeats, config=CFG, offsets=offsets,
-                           max_in_flight=4, references=references)
+                           max_in_flight=4, references=references, verdicts=verdicts)
 
 
 def test_the_calculators_emit_exactly_the_catalogued_figures() -> None:
     figures = _every_figure()
+    # a live figure a replay also gives (from the arms' own counts) is emitted too
     assert {f.name for f in figures} == {name for name, f in FIGURES.items()
-                                         if not f.live and not f.sweep}
+                                         if (not f.live or f.gateable) and not f.sweep}
     assert all(f.value is not None for f in figures if f.scenario == OVERALL
                and f.arm == "candidate"), [f for f in figures if f.value is None]
 

@@ -67,6 +67,17 @@ def test_the_recording_rules_read_the_same_counters() -> None:
         assert server.hits[0] in rules and server.queries[0] in rules, server.server
 
 
+def test_the_recording_rules_read_the_same_speculative_counters() -> None:
+    from layergate.exporters.spec_counters import SPEC_COUNTERS
+
+    rules = (Path(__file__).resolve().parents[1] / "dashboards" / "rules.yml").read_text()
+    counting = [s for s in SPEC_COUNTERS if s.drafts]  # SGLang publishes gauges only
+    assert {s.server for s in counting} == {"layergate", "vLLM"}
+    for server in counting:
+        for names in (server.drafts, server.draft_tokens, server.accepted):
+            assert names[0] in rules, (server.server, names[0])
+
+
 def test_cache_hit_delta_across_two_servers() -> None:
     h_a = hit_rate(scrapes("baseline", "vllm.prom", "vllm_after.prom"), "baseline")[0]
     h_x = hit_rate(scrapes("candidate", "sglang.prom", "sglang_after.prom"), "candidate")[0]

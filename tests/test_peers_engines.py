@@ -32,7 +32,7 @@ def test_histogram_quantile_interpolates_within_its_bucket() -> None:
 
 def _record(tokens: int, ttft: float, e2e: float, finish: str = "length") -> RequestRecord:
     return RequestRecord("ok", finish, 32, tokens, ttft, e2e, 0.0, 0.0, 30 * tokens, 0, 0,
-                         32, 0, 0, 0, 1 << 20)
+                         32, 0, 0, 0, 0, 1 << 20)
 
 
 def test_the_engine_reference_is_the_difference_of_two_scrapes() -> None:

@@ -53,3 +53,5 @@ def test_speculative_with_bundled_rules_serves_full_output(full_engine):
             assert got["layergate"]["token_ids"] == ref["layergate"]["token_ids"]
             assert got["layergate"]["policy"] == "speculative"
         assert _metric(spec.url, "layergate_draft_tokens_total") > 0
+        assert _metric(spec.url, "layergate_drafts_total") > 0
+        assert got["layergate"]["draft_steps"] > 0

@@ -39,6 +39,9 @@ class ArmColumns:
     peak_memory: np.ndarray  # extension peak_memory_bytes
     cache_hits: np.ndarray  # extension prefix_cache_hit_tokens
     cache_queries: np.ndarray  # extension prefix_cache_query_tokens
+    draft_tokens: np.ndarray  # extension draft_tokens_proposed
+    draft_accepted: np.ndarray  # extension draft_tokens_accepted
+    drafts: np.ndarray  # extension draft_steps
     # what each answer carried: a count of tokens, the extension, top logprobs
     has: dict[str, np.ndarray]
     has_ids: np.ndarray  # bool: token ids returned

@@ -14,6 +14,8 @@ stage, each figure has an estimate and a confidence sequence
   beta-binomial sequence per arm at alpha / 2, B's minus A's.
 - `cache_hit_rate_delta`: hit rate_B - hit rate_A per window (Δhits / Δqueries); Lai's.
 - `layers_executed_share`: Δexecuted / (Δexecuted + Δskipped) of the candidate; Lai's.
+- `spec_accept_length`: 1 + Δaccepted / Δdrafts of the candidate's speculative decoding
+  (the same figure a replay gives from the answers); Lai's.
 
 Latency ratios are taken in logs because a ratio's distribution is skewed and its log is
 near-Gaussian once a window holds several requests; windows are the unit, not requests,
@@ -83,6 +85,10 @@ def observation(name: str, w: Window) -> float | None:
         return None if a is None or b is None else b - a
     if figure.scale == "share":
         return w.candidate.share("layers_executed", "layers_skipped")
+    if figure.scale == "accept_length":
+        drafts, accepted = w.candidate.get("spec_drafts"), w.candidate.get("spec_accepted")
+        return None if drafts is None or accepted is None or drafts <= 0 \
+            else 1 + accepted / drafts
     return None  # rate_delta: counts, summed over the stage
 
 

@@ -23,7 +23,8 @@ from layergate.exporters.records import ArmResult
 
 # the `layergate` extension's numbers the calculators read, in `ResultColumns.ext` order
 EXT_KEYS = ("theoretical_saving", "computed_tokens", "peak_memory_bytes",
-            "prefix_cache_hit_tokens", "prefix_cache_query_tokens")
+            "prefix_cache_hit_tokens", "prefix_cache_query_tokens", "draft_tokens_proposed",
+            "draft_tokens_accepted", "draft_steps")
 
 
 

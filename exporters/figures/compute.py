@@ -18,6 +18,7 @@ from layergate.exporters.figures import (
     rer,
     rrr,
     saturation,
+    speculative,
     termination,
 )
 from layergate.exporters.figures.aligned import align
@@ -67,7 +68,7 @@ def compute_figures(results: Iterable[ArmResult] | ResultColumns,
     al = align(results)
     del results  # the aligned arms hold what is needed: at a million rows, memory counts
     columns = {}
-    for calc in (*_SUM_CALCULATORS, cache_hit):
+    for calc in (*_SUM_CALCULATORS, cache_hit, speculative):
         columns |= {name: compact(col) for name, col in calc.columns(al, config).items()}
     # outputs scored once, for the columns and the figures
     judged = accuracy.judge(al, references, verdicts)
@@ -79,6 +80,7 @@ def compute_figures(results: Iterable[ArmResult] | ResultColumns,
     for calc in _SUM_CALCULATORS:
         figures += calc.figures(table, al, config)
     figures += cache_hit.figures(table, al, scrapes, config)
+    figures += speculative.figures(table, al, scrapes, config)
     figures += accuracy.figures(table, al, config, judged)
     sent = None if offsets is None else offsets.at(al.request_ids) \
         if isinstance(offsets, Offsets) else np.array(
