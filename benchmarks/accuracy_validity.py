@@ -34,7 +34,6 @@ import contextlib
 import json
 import random
 import sys
-import threading
 import time
 import zlib
 from collections.abc import Iterator
@@ -54,10 +53,10 @@ from layergate.exporters.catalogue import (  # noqa: E402
 from layergate.harness.gate import evaluate_run  # noqa: E402
 from layergate.harness.gate.evaluation import metrics_config, run_figures  # noqa: E402
 from layergate.harness.gate.policy import default_policy_dir, load_policy  # noqa: E402
-from layergate.harness.processes import free_port  # noqa: E402
 from layergate.harness.replay import ReplayConfig, run_replay  # noqa: E402
 from layergate.harness.rundir import load_run  # noqa: E402
 from layergate.harness.stack.engines import start_engine  # noqa: E402
+from tests.support.asgi_proxy import AsgiProxy  # noqa: E402
 
 TRAFFIC = ROOT / "scenarios" / "traffic" / "accuracy.jsonl"
 ARMS = (BASELINE, BASELINE2, CANDIDATE)
@@ -74,33 +73,13 @@ def blank(text: str) -> str:
     return "".join("#" if ch.isalnum() else ch for ch in text)
 
 
-class SeedProxy:
+class SeedProxy(AsgiProxy):
     """Forwards to `upstream`, giving each request without a `seed` one from (salt, its
     prompt); answers to prompts in `planted` have their content blanked, chunk by chunk."""
 
     def __init__(self, upstream: str) -> None:
-        import uvicorn
-        from starlette.applications import Starlette
-        from starlette.routing import Route
-
-        self.upstream, self.salt, self.planted = upstream, "", frozenset()
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        app = Starlette(routes=[Route("/{path:path}", self.handle, methods=["GET", "POST"])])
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port,
-                                                    log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> SeedProxy:
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
+        super().__init__(upstream)
+        self.salt, self.planted = "", frozenset()
 
     async def handle(self, request):
         import httpx

@@ -6,41 +6,20 @@ ITL and E2E all stretch by `extra` (streamed or not); other paths pass as they a
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 
 import httpx
 
-from layergate.harness.processes import free_port
+from .asgi_proxy import AsgiProxy
 
 
-class DelayProxy:
+class DelayProxy(AsgiProxy):
     """Forwards to `upstream`, delivering every byte at start + (1 + extra) x its upstream
     arrival time, so TTFT, ITL and E2E all stretch by `extra` (streamed or not)."""
 
     def __init__(self, upstream: str, extra: float) -> None:
-        import uvicorn
-        from starlette.applications import Starlette
-        from starlette.routing import Route
-
-        self.upstream, self.extra = upstream, extra
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        app = Starlette(routes=[Route("/{path:path}", self.handle, methods=["GET", "POST"])])
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port,
-                                                    log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> DelayProxy:
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
+        super().__init__(upstream)
+        self.extra = extra
 
     async def handle(self, request):
         from starlette.responses import Response, StreamingResponse
