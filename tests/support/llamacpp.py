@@ -13,6 +13,7 @@ import httpx
 
 from layergate.harness.processes import ManagedProcess, free_port, spawn
 from layergate.harness.stack.health import started
+from tests.support.processes import check_alive, died  # noqa: F401 (check_alive: re-exported)
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = ROOT / ".venv-llamacpp" / "bin" / "python"
@@ -38,23 +39,6 @@ def command(port: int) -> list[str]:
 
 
 SMOKE_PROMPT = "Name three colours of the rainbow, please."  # several tokens: a batched prefill
-
-
-def died(server: ManagedProcess) -> str | None:
-    """How a server process ended (its exit code and the tail of its log), None if alive."""
-    code = server.popen.poll()
-    if code is None:
-        return None
-    return (f"the llama.cpp server at {server.url} died with exit code {code}"
-            f"{' (SIGSEGV)' if code in (-11, 139) else ''}; the tail of its log "
-            f"({server.log_path}):\n{server.log()[-3000:]}")
-
-
-def check_alive(servers: list[ManagedProcess]) -> None:
-    """Fail loudly, naming the server, its exit code and its log, when one has died."""
-    deaths = [d for d in (died(s) for s in servers) if d]
-    if deaths:
-        raise AssertionError("\n\n".join(deaths))
 
 
 def generate(server: ManagedProcess, prompt: str = SMOKE_PROMPT, max_tokens: int = 4) -> str:

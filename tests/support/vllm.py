@@ -19,6 +19,7 @@ from benchmarks.peers import vllm_bench
 from benchmarks.peers.venvs import ready, venv_path
 from layergate.harness.processes import ManagedProcess, free_port, spawn
 from layergate.harness.stack.health import started
+from tests.support.processes import check_alive, died  # noqa: F401 (check_alive: re-exported)
 
 MODEL_NAME = "SmolLM2-135M-Instruct"  # what the server calls its model (--served-model-name)
 # vLLM's n-gram (prompt lookup) drafter: the speculative method its CPU build runs without a
@@ -52,21 +53,6 @@ def environment() -> dict[str, str]:
     `POST /reset_prefix_cache`."""
     return {**vllm_bench.tool_env(venv()), "VLLM_CPU_KVCACHE_SPACE": "1",
             "VLLM_CPU_OMP_THREADS_BIND": "nobind", "VLLM_SERVER_DEV_MODE": "1"}
-
-
-def died(server: ManagedProcess) -> str | None:
-    """How a server process ended (its exit code and its log's tail), None if alive."""
-    code = server.popen.poll()
-    if code is None:
-        return None
-    return (f"the vLLM server at {server.url} died with exit code {code}; the tail of its "
-            f"log ({server.log_path}):\n{server.log()[-3000:]}")
-
-
-def check_alive(servers: list[ManagedProcess]) -> None:
-    deaths = [d for d in (died(s) for s in servers) if d]
-    if deaths:
-        raise AssertionError("\n\n".join(deaths))
 
 
 def start_vllm(model: Path, speculative: bool = False, timeout: float = 600) -> ManagedProcess:
