@@ -53,6 +53,16 @@ class ArmResult:
     tokens_from: str | None = None
     quirks: tuple[str, ...] = ()
     send_lag_s: float | None = None
+    # per-request numbers a server reported outside the extension (its usage's cached
+    # tokens, vLLM's per-request speculative metrics), under the extension's names
+    # (docs/SERVERS.md, "Per-request numbers")
+    reported: dict[str, Any] = field(default_factory=dict)
+
+    def per_request(self, key: str) -> Any:
+        """A per-request number the calculators read: the `layergate` extension's, else
+        the one the server reported in its answer (None: neither has it)."""
+        ext = self.extension if isinstance(self.extension, dict) else {}
+        return ext[key] if key in ext else self.reported.get(key)
 
     @property
     def tokens_counted(self) -> bool:

@@ -11,6 +11,11 @@ result and says why: more than one choice, an error object mid-stream, a chunk o
 unexpected shape, an answer that is not a stream, a stream without a finish_reason. How a
 server departed from the protocol is recorded on the result (`quirks`, catalogue.QUIRKS).
 
+Per-request numbers an answer reports outside the `layergate` extension are read into
+`ArmResult.reported` under the extension's names (`reported_numbers`): the prompt tokens a
+prefix cache served (`usage.prompt_tokens_details.cached_tokens`, OpenAI's field) and vLLM's
+per-request speculative metrics (`metrics.speculative_decoding`).
+
 Output tokens are counted from the best source the answer allows (catalogue.TOKEN_SOURCES):
 usage, the engine's token ids, one logprobs entry per token, the named tokenizer on the
 text, or — flagged as such — the text's characters. Never from the chunks: one chunk may
@@ -50,6 +55,37 @@ DONE = "[DONE]"
 # stream's every chunk goes through it
 _DECODE = json.JSONDecoder().decode
 REQUEST_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+
+
+# vLLM's per-request speculative metrics (entrypoints/generate/base/protocol.py,
+# SpeculativeDecodingMetrics) -> the extension's names (docs/CONTRACTS.md)
+SPECULATIVE_NUMBERS = {"num_draft_tokens": "draft_tokens_proposed",
+                       "num_accepted_draft_tokens": "draft_tokens_accepted",
+                       "num_spec_steps": "draft_steps"}
+
+
+def reported_numbers(usage: dict[str, Any] | None,
+                     metrics: dict[str, Any] | None) -> dict[str, int]:
+    """What an answer reports per request outside the extension, under the extension's
+    names: the prefix cache's hit and query tokens from its usage's cached tokens, and
+    vLLM's speculative counts from its `metrics`. A field missing or not an integer is
+    left out, never read as 0."""
+    out: dict[str, int] = {}
+    usage = usage if isinstance(usage, dict) else {}
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    prompt = usage.get("prompt_tokens")
+    if _count(cached) and _count(prompt):
+        out |= {"prefix_cache_hit_tokens": cached, "prefix_cache_query_tokens": prompt}
+    spec = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None
+    if isinstance(spec, dict):
+        out |= {ours: spec[theirs] for theirs, ours in SPECULATIVE_NUMBERS.items()
+                if _count(spec.get(theirs))}
+    return out
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 class StreamError(InfrastructureError, ValueError):
@@ -141,6 +177,7 @@ class StreamAccumulator:
     chunk_times: list[float] = field(default_factory=list)  # arrival of each content chunk
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
+    metrics: dict[str, Any] | None = None  # vLLM's per-request metrics (final usage chunk)
     extension: dict[str, Any] = field(default_factory=dict)
     logprobs: list[float] = field(default_factory=list)
     top_logprobs: list[dict[str, float]] = field(default_factory=list)
@@ -184,6 +221,8 @@ class StreamAccumulator:
         self.response_id = get("id", self.response_id)
         if get("usage"):  # null on every chunk but the last with TGI and vLLM
             self.usage = chunk["usage"]
+        if isinstance(get("metrics"), dict):  # vLLM: beside the usage, when enabled
+            self.metrics = chunk["metrics"]
         extension = get("layergate")
         if isinstance(extension, dict):
             self.extension = extension
@@ -267,6 +306,8 @@ class StreamAccumulator:
                                "model": self.model, "choices": [choice]}
         if self.usage:
             out["usage"] = self.usage
+        if self.metrics:
+            out["metrics"] = self.metrics
         if self.extension:
             out["layergate"] = self.extension
         return out
@@ -324,7 +365,7 @@ class ResultBuilder:
             token_ids=acc.token_ids, logprobs=tuple(acc.logprobs) if acc.logprobs else None,
             top_logprobs=tuple(acc.top_logprobs) if acc.top_logprobs else None,
             extension=acc.extension, quirks=self.quirks + self._handled(acc, tokens, source),
-            **self._common())
+            reported=reported_numbers(acc.usage, acc.metrics), **self._common())
 
     def _handled(self, acc: StreamAccumulator, tokens: int, source: str) -> tuple[str, ...]:
         """The quirks of a stream that ended well."""

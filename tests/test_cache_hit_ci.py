@@ -74,7 +74,7 @@ def test_the_interval_contains_the_scrape_value_when_the_sources_disagree() -> N
     scraped = scrapes("baseline", sum(base), 64 * len(base)) + scrapes(
         "candidate", int(sum(base) * 0.8), 64 * len(base))
     f = get(compute_figures(results, scraped, config=CFG))
-    assert f.value == pytest.approx(0.2, abs=1e-3) and f.detail["from_extension"] == 0.0
+    assert f.value == pytest.approx(0.2, abs=1e-3) and f.detail["from_answers"] == 0.0
     assert f.ci_low == 0.0 and f.ci_high == pytest.approx(f.value)
 
 

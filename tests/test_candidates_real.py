@@ -70,6 +70,6 @@ def test_static_fails_on_consistency_and_speculative_is_token_identical(
     spec = {(f.name, f.arm): f for f in candidate_figures(run, metrics_config(
         parse_policy(POLICY), run)) if f.name in SPEC_FIGURES and f.scenario == OVERALL}
     length = spec[SPEC_ACCEPT_LENGTH, "speculative"]
-    assert length.detail["source"] == "extension" and length.n == N
+    assert length.detail["source"] == "answers" and length.n == N
     assert 1 < length.ci_low <= length.value <= length.ci_high, length
     assert not [k for k in spec if k[1] != "speculative"], spec

@@ -5,6 +5,7 @@ wrong: what each answer counts as tokens, and the quirks it records. No I/O."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -31,6 +32,7 @@ from layergate.harness.openai_stream import (
     StreamError,
     added_fields,
     error_message,
+    reported_numbers,
     streaming_body,
 )
 from tests.support.stream_server import FIXTURES
@@ -106,6 +108,35 @@ def test_several_tokens_in_one_chunk_take_the_count_from_usage() -> None:
     assert result.tpot_s == pytest.approx((9.0 - result.ttft_s) / 6)
     # ITL is the gap between chunks (vLLM's benchmark defines it so): 2 gaps, not 6
     assert len(result.itl_s) == 2 and SEVERAL_TOKENS_PER_CHUNK in result.quirks
+
+
+def test_per_request_numbers_outside_the_extension_are_read_under_its_names() -> None:
+    """vLLM 0.32 (recorded from `vllm serve --enable-prompt-tokens-details
+    --speculative-config '{"method": "ngram", ...}' --per-request-spec-decode-metrics
+    summary`, the prompt's first block cached by an earlier request): its usage's cached
+    tokens and its per-request speculative metrics become the numbers the figures read."""
+    result = result_of(fixture("vllm_0.32_chat_reported.txt"), body=ASKED)
+    assert result.ok and result.extension == {} and result.tokens_from == USAGE
+    assert result.reported == {"prefix_cache_hit_tokens": 128,
+                               "prefix_cache_query_tokens": 247, "draft_tokens_proposed": 15,
+                               "draft_tokens_accepted": 9, "draft_steps": 5}
+    # vLLM's own figure for this answer is the one ours computes from the counts
+    assert 1 + 9 / 5 == pytest.approx(2.8)
+    assert result.per_request("draft_steps") == 5
+    # the engine's extension, where it has a number, is read first
+    ours = dataclasses.replace(result, extension={"draft_steps": 4})
+    assert ours.per_request("draft_steps") == 4 and ours.per_request("draft_tokens_accepted") == 9
+
+
+@pytest.mark.parametrize("usage, metrics", [
+    ({"prompt_tokens": 10}, None),  # no details: nothing
+    ({"prompt_tokens": 10, "prompt_tokens_details": {"cached_tokens": None}}, None),
+    ({"prompt_tokens_details": {"cached_tokens": 3}}, None),  # no prompt count to divide by
+    ({"prompt_tokens": 10, "prompt_tokens_details": {"cached_tokens": True}}, None),
+    (None, {"speculative_decoding": None}), (None, {"time_to_first_token_ms": 3.0}),
+])
+def test_a_missing_or_malformed_number_is_left_out_never_read_as_zero(usage, metrics) -> None:
+    assert reported_numbers(usage, metrics) == {}
 
 
 def test_without_usage_the_count_comes_from_logprobs_then_tokenizer_then_characters(

@@ -52,7 +52,7 @@ def test_from_the_extension_ratios_of_sums_with_intervals_per_scenario() -> None
     got = _run(lambda i: (12, (6, 3, 5, 2)[i % 4], 3), n=32)
     rate = got["spec_acceptance_rate", CANDIDATE, "all"]
     assert rate.value == pytest.approx(4 / 12) and rate.n == 32
-    assert rate.ci_low < rate.value < rate.ci_high and rate.detail["source"] == "extension"
+    assert rate.ci_low < rate.value < rate.ci_high and rate.detail["source"] == "answers"
     assert got["spec_accept_length", CANDIDATE, "all"].value == pytest.approx(1 + 4 / 3)
     assert got["spec_draft_per_token", CANDIDATE, "all"].value == pytest.approx(12 / 8)
     assert got["spec_acceptance_rate", CANDIDATE, "short"].value == pytest.approx(5.5 / 12)

@@ -37,11 +37,11 @@ class ArmColumns:
     theoretical: np.ndarray  # extension theoretical_saving
     computed_tokens: np.ndarray  # extension computed_tokens
     peak_memory: np.ndarray  # extension peak_memory_bytes
-    cache_hits: np.ndarray  # extension prefix_cache_hit_tokens
-    cache_queries: np.ndarray  # extension prefix_cache_query_tokens
-    draft_tokens: np.ndarray  # extension draft_tokens_proposed
-    draft_accepted: np.ndarray  # extension draft_tokens_accepted
-    drafts: np.ndarray  # extension draft_steps
+    cache_hits: np.ndarray  # per request (ArmResult.per_request): prefix_cache_hit_tokens
+    cache_queries: np.ndarray  # prefix_cache_query_tokens
+    draft_tokens: np.ndarray  # draft_tokens_proposed
+    draft_accepted: np.ndarray  # draft_tokens_accepted
+    drafts: np.ndarray  # draft_steps
     # what each answer carried: a count of tokens, the extension, top logprobs
     has: dict[str, np.ndarray]
     has_ids: np.ndarray  # bool: token ids returned
@@ -167,6 +167,11 @@ def align(results: Iterable[ArmResult] | ResultColumns) -> Aligned:
         src[position[rid_code[rows]]] = rows
         by_arm[str(arm)] = _arm_columns(cols, src, itl_start)
     return Aligned(tuple(rids[order].tolist()), tuple(names.tolist()), strata, by_arm)
+
+
+# a figure's `source` when it comes from the answers' per-request numbers (the extension's,
+# or the same reported by another server: ArmResult.per_request), not from /metrics scrapes
+ANSWERS = "answers"
 
 
 def compared_arms(al: Aligned) -> tuple[str, ...]:

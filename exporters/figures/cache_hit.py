@@ -2,12 +2,14 @@
 
 Overall, h comes from each arm's `/metrics` scraped before and after the run (counter
 deltas), as docs/METRICS.md defines it. Counters give one number per arm and no spread, so the
-CI is the paired bootstrap of the same ratio from the per-request `layergate` extension
-(`prefix_cache_hit_tokens` / `prefix_cache_query_tokens`); an arm without the extension
-(vLLM, SGLang) has a point value only. Per scenario the counters cannot tell scenarios
-apart, so there h comes from the extension alone. The counters read are the one table in
-exporters/prom_text.py; an arm without them (no /metrics endpoint, or a server that exposes
-no prefix-cache counter) makes the figure not computable, and the reason says which.
+CI is the paired bootstrap of the same ratio from the per-request numbers
+(`prefix_cache_hit_tokens` / `prefix_cache_query_tokens`: the `layergate` extension's, or the
+cached tokens of the answer's usage, which vLLM reports with --enable-prompt-tokens-details;
+ArmResult.per_request); an arm with neither has a point value only. Per scenario the
+counters cannot tell scenarios apart, so there h comes from the per-request numbers alone.
+The counters read are the one table in exporters/prom_text.py; an arm without them (no
+/metrics endpoint, or a server that exposes no prefix-cache counter) makes the figure not
+computable, and the reason says which.
 The candidate's figure also carries its excess over the noise floor (baseline2 against the
 baseline) with the interval of that difference from the same resamples.
 A baseline hit rate of 0, or absent counters, makes the figure not computable, never 0.
@@ -21,7 +23,7 @@ import numpy as np
 
 from layergate.exporters.catalogue import BASELINE, BASELINE2, CACHE_HIT_DELTA, CANDIDATE, arm_lacks
 from layergate.exporters.figures import OVERALL, Figure
-from layergate.exporters.figures.aligned import Aligned, compared_arms, lacking
+from layergate.exporters.figures.aligned import ANSWERS, Aligned, compared_arms
 from layergate.exporters.figures.bootstrap import SumTable
 from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.figures.estimate import SumStat, estimate, status_for
@@ -85,9 +87,8 @@ def _chd(ha, qa, hx, qx):
 
 def _stat(al: Aligned, arm: str) -> SumStat:
     p = f"chd.{arm}."
-    return SumStat(_chd, (p + "ha", p + "qa", p + "hx", p + "qx"), p + "n", lacking(
-        al, (BASELINE, arm), "extension", "no prefix-cache report in the extension, or a "
-        "baseline hit rate of 0"))
+    return SumStat(_chd, (p + "ha", p + "qa", p + "hx", p + "qx"), p + "n",
+                   "no per-request prefix-cache numbers, or a baseline hit rate of 0")
 
 
 def figures(table: SumTable, al: Aligned, scrapes: Sequence[MetricsScrape],
@@ -110,8 +111,8 @@ def figures(table: SumTable, al: Aligned, scrapes: Sequence[MetricsScrape],
         # counters give no spread: the CI is the per-request bootstrap of the same ratio
         low, high = _widen(value, (overall.ci_low, overall.ci_high))
         detail = {"h_baseline": h_a, f"h_{arm}": h_x, "source": "scrapes",
-                  "from_extension": overall.value,
-                  "ci_source": "per-request extension, bootstrap" if low is not None else None}
+                  "from_answers": overall.value,
+                  "ci_source": "per-request answers, bootstrap" if low is not None else None}
         if arm == CANDIDATE and floor is not None and value is not None:
             # the excess over the noise floor: the point from the scrapes, its interval from
             # the same per-request resamples (A' vs A is as timing-dependent as B vs A)
@@ -121,7 +122,7 @@ def figures(table: SumTable, al: Aligned, scrapes: Sequence[MetricsScrape],
         out.append(Figure(CACHE_HIT_DELTA, value, arm, OVERALL, ci_low=low, ci_high=high, n=n,
                           status=status, reason=reason,
                           noise_floor=floor if arm == CANDIDATE else None, detail=detail))
-        out += [Figure(**{**f.__dict__, "detail": {**f.detail, "source": "extension"}})
+        out += [Figure(**{**f.__dict__, "detail": {**f.detail, "source": ANSWERS}})
                 for f in scenarios]
     return out
 

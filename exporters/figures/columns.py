@@ -21,7 +21,8 @@ import numpy as np
 
 from layergate.exporters.records import ArmResult
 
-# the `layergate` extension's numbers the calculators read, in `ResultColumns.ext` order
+# the per-request numbers the calculators read (the `layergate` extension's, or the same
+# reported by another server: ArmResult.per_request), in `ResultColumns.ext` order
 EXT_KEYS = ("theoretical_saving", "computed_tokens", "peak_memory_bytes",
             "prefix_cache_hit_tokens", "prefix_cache_query_tokens", "draft_tokens_proposed",
             "draft_tokens_accepted", "draft_steps")
@@ -78,7 +79,7 @@ class ResultColumns:
     length_stop: np.ndarray  # bool: finish_reason == "length"
     tokens_counted: np.ndarray  # bool: output_tokens counts tokens (ArmResult.tokens_counted)
     send_lag: np.ndarray  # s the request went out behind its intended time (NaN: unknown)
-    ext: np.ndarray  # (n, len(EXT_KEYS)) the extension's numbers
+    ext: np.ndarray  # (n, len(EXT_KEYS)) the per-request numbers (ArmResult.per_request)
     has_extension: np.ndarray  # bool: a non-empty extension
     has_top_logprobs: np.ndarray  # bool
     has_ids: np.ndarray  # bool: token ids returned
@@ -129,7 +130,6 @@ def ids_digest(token_ids: Sequence[int] | None) -> int:
 
 def from_results(results: Iterable[ArmResult]) -> ResultColumns:
     rows = list(results)
-    ext = [r.extension if isinstance(r.extension, dict) else {} for r in rows]
     gaps = [r.itl_s or () for r in rows]
     return ResultColumns(
         request_id=np.array([r.request_id for r in rows], dtype=object),
@@ -143,7 +143,7 @@ def from_results(results: Iterable[ArmResult]) -> ResultColumns:
         length_stop=np.array([r.finish_reason == "length" for r in rows], dtype=bool),
         tokens_counted=np.array([r.tokens_counted for r in rows], dtype=bool),
         send_lag=np.array([number(r.send_lag_s) for r in rows], dtype=float),
-        ext=np.array([[number(e.get(k)) for k in EXT_KEYS] for e in ext],
+        ext=np.array([[number(r.per_request(k)) for k in EXT_KEYS] for r in rows],
                      dtype=float).reshape(len(rows), len(EXT_KEYS)),
         has_extension=np.array([bool(r.extension) for r in rows], dtype=bool),
         has_top_logprobs=np.array([bool(r.top_logprobs) for r in rows], dtype=bool),

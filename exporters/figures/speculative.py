@@ -6,9 +6,11 @@ spec_accept_length    1 + accepted / drafts: tokens emitted per verification pas
                       every draft was rejected and speculation only costs
 spec_draft_per_token  draft tokens proposed / output tokens emitted
 
-From the `layergate` extension when the arm's answers carry draft counts (layergate's
-engine: `draft_tokens_proposed`, `draft_tokens_accepted`, `draft_steps` per request): ratios
-of sums, with the run's shared stratified bootstrap for an interval, per scenario too.
+From the answers when they carry draft counts per request (`draft_tokens_proposed`,
+`draft_tokens_accepted`, `draft_steps`: layergate's engine in its extension, vLLM in its
+`metrics.speculative_decoding` with --per-request-spec-decode-metrics; ArmResult.per_request):
+ratios of sums, with the run's shared stratified bootstrap for an interval, per scenario
+too.
 Otherwise from the arm's `/metrics` scraped before and after the run (exporters/
 spec_counters.py): vLLM's counters as deltas, or SGLang's gauges at the last scrape; one
 value per arm and no interval (the gate judges a missing end as unbounded, so a rule on it
@@ -30,7 +32,7 @@ from layergate.exporters.catalogue import (
     SPEC_FIGURES,
 )
 from layergate.exporters.figures import OVERALL, Figure
-from layergate.exporters.figures.aligned import Aligned
+from layergate.exporters.figures.aligned import ANSWERS, Aligned
 from layergate.exporters.figures.bootstrap import SumTable
 from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.figures.estimate import SumStat, estimate, status_for
@@ -97,7 +99,7 @@ def figures(table: SumTable, al: Aligned, scrapes: Sequence[MetricsScrape],
     for arm in al.arms:
         if _reports(al, arm):
             for name, stat in _stats(arm).items():
-                out += [_sourced(f, "extension") for f in
+                out += [_sourced(f, ANSWERS) for f in
                         estimate(table, stat, al.scenario_names, config, name, arm)]
         else:
             out += _from_scrapes(scrapes, arm, int(al.arms[arm].ok.sum()), config)

@@ -16,7 +16,8 @@ from layergate.exporters.records import ArmResult
 from layergate.harness.store.summary import INSERT_NAMES, NAMES_SCHEMA, gaps, names, summary
 
 _JSON_FIELDS = {"itl_s", "token_ids", "logprobs", "top_logprobs", "extension",
-                "quirks"}
+                "quirks", "reported"}
+_OBJECT_FIELDS = ("extension", "reported")  # JSON objects, {} when absent
 _COLUMNS = [f.name for f in fields(ArmResult)]
 _TYPES = {"ok": "INTEGER NOT NULL", "http_status": "INTEGER", "ttft_s": "REAL", "e2e_s": "REAL",
           "output_tokens": "INTEGER", "prompt_tokens": "INTEGER", "max_tokens": "INTEGER",
@@ -101,12 +102,13 @@ def decode(row: sqlite3.Row) -> ArmResult:
         value = row[name]
         if name in _JSON_FIELDS and value is not None:
             value = json.loads(value)
-            value = (value or {}) if name == "extension" else tuple(value)
+            value = (value or {}) if name in _OBJECT_FIELDS else tuple(value)
         elif name == "ok":
             value = bool(value)
         values[name] = value
     values["itl_s"] = values["itl_s"] or ()
-    values["extension"] = values["extension"] or {}
+    for name in _OBJECT_FIELDS:
+        values[name] = values.get(name) or {}
     values["quirks"] = values.get("quirks") or ()
     return ArmResult(**values)
 

@@ -52,12 +52,11 @@ def names(r: ArmResult) -> list[tuple[int, str]]:
 
 def summary(r: ArmResult, named: list[tuple[int, str]]) -> bytes:
     """The row's LAYOUT; `named` = `names(r)`."""
-    ext = r.extension if isinstance(r.extension, dict) else {}
     return _PACK.pack(
         r.ok, number(r.e2e_s), number(r.ttft_s), number(r.output_tokens),
         number(r.prompt_tokens or None), r.finish_reason == "length", r.tokens_counted,
         bool(r.extension), bool(r.top_logprobs), r.token_ids is not None, number(r.send_lag_s),
-        *(number(ext.get(k)) for k in EXT_KEYS), len(r.token_ids or ()),
+        *(number(r.per_request(k)) for k in EXT_KEYS), len(r.token_ids or ()),
         0 if r.token_ids is None else digest(json.dumps(list(r.token_ids))),
         digest(r.output_text), *(key for key, _ in named), r.repeat, r.concurrency)
 
