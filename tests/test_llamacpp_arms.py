@@ -7,7 +7,6 @@ give and the reasons for those it could not. The commands are docs/SERVERS.md's
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from collections.abc import Iterator
@@ -16,15 +15,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from click.testing import CliRunner, Result
 from prometheus_client.parser import text_string_to_metric_families
 
 from layergate.exporters.catalogue import LOGPROBS, NO_USAGE, SEED_IGNORED, USAGE, arm_lacks
 from layergate.exporters.traffic import TrafficRecord, read_traffic, write_traffic
-from layergate.harness.cli import main
 from layergate.harness.processes import ManagedProcess, free_port, layergate_command
 from layergate.harness.rundir import load_run
-from layergate.harness.scenarios import SCENARIOS_DIR
+from tests.support.foreign_arms import figures, gate, greedy_traffic, layergate, replay
 from tests.support.llamacpp import SMOKE_PROMPT, check_alive, generate, start_llamacpp
 
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.llamacpp, pytest.mark.locust]
@@ -59,11 +56,7 @@ def llamacpp() -> Iterator[list[ManagedProcess]]:
 
 @pytest.fixture(scope="module")
 def traffic(tmp_path_factory) -> Path:
-    records = [r for r in read_traffic(SCENARIOS_DIR / "traffic" / "eval.jsonl").records
-               if r.scenario != "long"][:REQUESTS]
-    return write_traffic(tmp_path_factory.mktemp("traffic") / "traffic.jsonl", [
-        TrafficRecord(r.id, 0.0, r.scenario, r.endpoint,
-                      {**r.body, "max_tokens": 8, "temperature": 0}) for r in records])
+    return greedy_traffic(tmp_path_factory.mktemp("traffic") / "traffic.jsonl", REQUESTS, 8)
 
 
 @pytest.fixture(scope="module")
@@ -74,23 +67,6 @@ def tokenizer() -> str:
     return str(ensure_converted())
 
 
-def layergate(*args: str) -> Result:
-    result = CliRunner().invoke(main, list(args))
-    if result.exception and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result
-
-
-def replay(out: Path, traffic: Path, arms: dict[str, str], servers: list[ManagedProcess],
-           *extra: str) -> Path:
-    urls = [a for arm, url in arms.items() for a in (f"--{arm}", url)]
-    result = layergate("replay", "--traffic", str(traffic), *urls, "--out", str(out),
-                       "--users", "1", "--logprobs", "2", "--no-progress", *extra)
-    check_alive(servers)  # a dead server is the failure, not the run of errors it left
-    assert result.exit_code == 0, result.output
-    return out
-
-
 def test_llamacpp_generates_a_multi_token_prompt(llamacpp) -> None:
     """The server as the suite starts it prefills a prompt of several tokens in one batch
     and answers (a native build with AMX matmuls segfaulted right here)."""
@@ -98,23 +74,6 @@ def test_llamacpp_generates_a_multi_token_prompt(llamacpp) -> None:
     for server in llamacpp:
         assert generate(server, max_tokens=8).strip()
     check_alive(llamacpp)
-
-
-def gate(run: Path, tmp_path: Path) -> tuple[int, dict, str]:
-    policy = tmp_path / "policy.yaml"
-    policy.write_text(POLICY)
-    out = {k: tmp_path / f"gate.{k}" for k in ("json", "html")}
-    result = layergate("gate", str(run), "--policy", str(policy), "--json", str(out["json"]),
-                       "--html", str(out["html"]))
-    return result.exit_code, json.loads(out["json"].read_text()), out["html"].read_text()
-
-
-def figures(run: Path, tmp_path: Path) -> dict[tuple[str, str], dict]:
-    path = tmp_path / "metrics.json"
-    result = layergate("metrics", str(run), "--json", str(path), "--resamples", "200")
-    assert result.exit_code == 0, result.output
-    return {(f["name"], f["arm"]): f for f in json.loads(path.read_text())["figures"]
-            if f["scenario"] == "all"}
 
 
 def served(run: Path) -> dict[str, dict[str, float]]:
@@ -191,7 +150,7 @@ def test_llamacpp_as_every_arm(llamacpp, traffic, tokenizer, tmp_path) -> None:
     assert figs[("resource_determinism", "candidate")]["reason"].startswith(
         "arm 'candidate' returned no `layergate` extension")
 
-    code, report, page = gate(run, tmp_path)
+    code, report, page = gate(run, tmp_path, POLICY)
     assert (code, report["verdict"]) == (0, "pass"), report
     assert report["metrics"]["exact_match"]["value"] == 1.0
     assert report["metrics"]["output_determinism"]["value"] == 1.0
@@ -238,6 +197,6 @@ def test_our_engine_against_llamacpp(full_engine, llamacpp, traffic, tokenizer,
     assert figs[("token_efficiency", "baseline")]["value"] is not None
     assert figs[("cache_hit_delta", "candidate")]["reason"] == arm_lacks("candidate",
                                                                          "metrics_endpoint")
-    code, report, _ = gate(run, tmp_path)
+    code, report, _ = gate(run, tmp_path, POLICY)
     assert code == {"pass": 0, "fail": 1, "inconclusive": 3}[report["verdict"]]
     assert report["metrics"]["exact_match"]["value"] == exact

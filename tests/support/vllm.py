@@ -40,11 +40,16 @@ def venv() -> Path:
 
 def command(model: Path, port: int, speculative: bool = False) -> list[str]:
     """`vllm serve` as docs/SERVERS.md shows it. `-O0`: no torch.compile of the model, which
-    took 45 of a start's 72 s here and changes no token of a greedy answer."""
+    took 45 of a start's 72 s here and changes no token of a greedy answer. The per-request
+    numbers layergate reads (docs/SERVERS.md): the prompt's cached tokens in every usage,
+    and with speculation each answer's drafts and acceptances."""
     cmd = [str(venv() / "bin" / "vllm"), "serve", str(model), "--served-model-name",
            MODEL_NAME, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-           "--max-model-len", "1024", "-O0"]
-    return cmd + (["--speculative-config", json.dumps(NGRAM)] if speculative else [])
+           "--max-model-len", "1024", "-O0", "--enable-prompt-tokens-details"]
+    if speculative:
+        cmd += ["--speculative-config", json.dumps(NGRAM),
+                "--per-request-spec-decode-metrics", "summary"]
+    return cmd
 
 
 def environment() -> dict[str, str]:
