@@ -192,7 +192,8 @@ def main() -> None:
         rng = np.random.default_rng([args.seed, len(label)])
         began = time.time()
         covered = below = above = single = single_n = none = 0
-        widths, needed, errors, deviations, parted = [], [], [], [], []
+        widths, needed, errors, deviations = [], [], [], []
+        own: dict[bool, list[float]] = {False: [], True: []}  # by parted: log r - its truth
         for _ in range(args.sweeps):
             procs = processes(arms, sd, rng)
             ratios, first = [], None
@@ -204,7 +205,10 @@ def main() -> None:
                 r = ratio_of(steps)
                 if r is not None:
                     ratios.append(r)
-                    parted.append(split(steps))
+                    # the ratio of these processes: the design's times their gap
+                    gap = (procs[CANDIDATE].scale / arms[CANDIDATE].scale) / (
+                        procs[BASELINE].scale / arms[BASELINE].scale)
+                    own[split(steps)].append(math.log(r / (truth * gap)))
             if len(ratios) < (6 if args.restart else 2):
                 none += 1
                 continue
@@ -227,7 +231,7 @@ def main() -> None:
         known = [n for n in needed if n is not None]
         print(f"\n{label}: true ratio {truth:.4f} ({time.time() - began:.0f} s; {none} "
               f"sweeps without enough replicate ratios)")
-        method = "signed-rank" if args.restart else "t, with the process term"
+        method = "signed-rank" if args.restart else f"t, process term tau {tau:g}"
         print(f"  replicated interval ({method}): coverage "
               f"{share(covered, done)}; lower end above "
               f"the truth (false pass at it) {share(below, done)}; upper end below "
@@ -236,9 +240,13 @@ def main() -> None:
               f"{np.std(errors):.4f}; the processes alone give SD "
               f"{math.sqrt(2 / (args.replicates if args.restart else 1)) * sd:.4f}")
         dev = np.asarray(deviations)
+        together, apart = len(own[False]), len(own[True])
         print(f"  replicates' log ratios about their sweep's mean: SD {dev.std():.4f}, "
               f"kurtosis {np.mean(dev ** 4) / np.mean(dev ** 2) ** 2:.1f} (normal: 3); the "
-              f"arms first failed at different loads in {np.mean(parted):.1%} of ladders")
+              f"arms first failed at different loads in {apart / (together + apart):.1%} "
+              f"of ladders; a ladder's log error against its processes' ratio: SD "
+              + ", ".join(f"{np.std(own[k]):.4f} {what}" for k, what in
+                          ((False, "stepping together"), (True, "parted")) if own[k]))
         print(f"  mean log half-width {np.mean(widths):.4f}; replicates for a log "
               f"half-width of {args.target_half_width:g}: median "
               f"{int(np.median(known)) if known else 'n/a'} "

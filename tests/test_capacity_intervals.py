@@ -130,7 +130,7 @@ def test_replicates_have_their_own_seed_directory_and_dithered_start(tmp_path):
         "random").Random(5).random()))
 
 
-@pytest.mark.parametrize(("extra", "method"), [(("--replicates", "2"), "t, with"),
+@pytest.mark.parametrize(("extra", "method"), [(("--replicates", "2"), "t, process term tau 0.02"),
                                                (("--replicates", "6", "--restart"),
                                                 "signed-rank")])
 def test_the_capacity_simulation_benchmark_runs(extra, method):

@@ -4,7 +4,7 @@ An engine process runs a percent or two faster or slower than another for its wh
 (docs/METRICS.md, "Between-process variance"). Replicates on the same servers all carry
 their processes' offset, so the interval across them adds it as a known term
 (`--process-spread`), and is only as good as that prior: simulated with processes spread
-twice as far as the prior says, it covered the truth in 81 % of sweeps (VALIDITY.md).
+twice as far as the prior says, it covered the truth in 79-83 % of sweeps (VALIDITY.md).
 Restarted before each replicate, the arms draw new processes for it, the replicates' own
 spread carries the processes', and the interval needs no prior.
 """
