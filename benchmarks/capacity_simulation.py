@@ -3,15 +3,18 @@ ladder and judge code.
 
 Each arm is a slot server (an M/D/c queue, first come first served: c slots, a service
 time per request, Poisson arrivals), its process a constant log capacity factor
-u ~ N(0, tau^2) for the whole sweep (applied as a time scale on the load it sees, so its
-capacity is exactly exp(u) times its design's). A sweep is R replicates: each the real
-ladder (`harness.capacity.ladder.next_step`, `harness.capacity.sweep.step_size`) from a
-fresh seed, every step a fresh Poisson schedule starting on idle servers (the sweep's idle
-check), judged by the real `exporters.figures.capacity` (attainment of a TTFT SLO); the replicates
-share the sweep's processes (the same servers). The interval is
-`layergate.exporters.figures.capacity_replicates.replicated_ratio` (log ratio across replicates
-with the between-process term). Beside it: the single sweep's own bootstrap interval (its first
-replicate), which is what `layergate capacity` gave before.
+u ~ N(0, sd^2) (`--process-sd`, default `--tau`; applied as a time scale on the load it
+sees, so its capacity is exactly exp(u) times its design's). A sweep is R replicates: each
+the real ladder (`harness.capacity.ladder.next_step`, `harness.capacity.sweep.step_size`)
+from a fresh seed, every step a fresh Poisson schedule starting on idle servers (the
+sweep's idle check), judged by the real `exporters.figures.capacity` (attainment of a TTFT SLO).
+The replicates share the sweep's processes (the same servers), and the interval is
+`layergate.exporters.figures.capacity_replicates.replicated_ratio` with the between-process
+term `--tau`; with `--restart` every replicate draws processes of its own (`capacity
+--restart`) and the interval is `restarted_ratio` (signed-rank, no process term), as
+`replicates.json` then gives it.
+Beside it: the single sweep's own bootstrap interval (its first replicate), which is what
+`layergate capacity` gave before.
 
 Truths (candidate / baseline capacity):
   aa     1.0: identical 4-slot servers, 0.8 s +- 10 % service-time jitter per request
@@ -21,6 +24,7 @@ Truths (candidate / baseline capacity):
          simulation of both queues)
 
     .venv/bin/python benchmarks/capacity_simulation.py --sweeps 400 --replicates 8
+    .venv/bin/python benchmarks/capacity_simulation.py --sweeps 400 --restart
 """
 
 from __future__ import annotations
@@ -40,7 +44,10 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.gate_simulation import share  # noqa: E402
 from layergate.exporters.catalogue import BASELINE, CANDIDATE, CAPACITY_RATIO  # noqa: E402
 from layergate.exporters.figures import capacity as cap  # noqa: E402
-from layergate.exporters.figures.capacity_replicates import replicated_ratio  # noqa: E402
+from layergate.exporters.figures.capacity_replicates import (  # noqa: E402
+    replicated_ratio,
+    restarted_ratio,
+)
 from layergate.exporters.figures.capacity_step import StepArm  # noqa: E402
 from layergate.harness.capacity.config import CapacityConfig  # noqa: E402
 from layergate.harness.capacity.ladder import next_step  # noqa: E402
@@ -122,11 +129,32 @@ def ratio_of(steps: list[StepArm]) -> float | None:
     return by[CANDIDATE].value / by[BASELINE].value
 
 
+def split(steps: list[StepArm]) -> bool:
+    """Whether the arms first failed at different loads: their ladders parted, so their
+    capacities come from different brackets (sharing one, their errors mostly cancel)."""
+    first = {a: min((s.load for s in steps if s.arm == a and not s.passes(TARGET, 0.01)),
+                    default=None) for a in (BASELINE, CANDIDATE)}
+    return first[BASELINE] != first[CANDIDATE]
+
+
+def processes(arms: dict[str, Arm], sd: float, rng: np.random.Generator) -> dict[str, Arm]:
+    """The arms' servers with a process each: a log capacity factor drawn N(0, sd^2)."""
+    u = rng.normal(0, sd, len(arms))
+    return {a: Arm(arm.slots, arm.scale * math.exp(u[i]), arm.jitter)
+            for i, (a, arm) in enumerate(arms.items())}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sweeps", type=int, default=400)
     parser.add_argument("--replicates", type=int, default=8)
-    parser.add_argument("--tau", type=float, default=0.02)
+    parser.add_argument("--tau", type=float, default=0.02,
+                        help="the interval's between-process term (capacity --process-spread)")
+    parser.add_argument("--process-sd", type=float, default=None,
+                        help="SD of the simulated processes' log capacity (default: --tau)")
+    parser.add_argument("--restart", action="store_true",
+                        help="fresh processes for every replicate (capacity --restart): the "
+                             "interval without the process term")
     parser.add_argument("--duration", type=float, default=60.0, help="measured s a step")
     parser.add_argument("--requests", type=int, default=200, help="measured requests a step")
     parser.add_argument("--warmup", type=float, default=60.0)
@@ -148,8 +176,13 @@ def main() -> None:
     designs = {"aa": ({BASELINE: Arm(4, jitter=0.1), CANDIDATE: Arm(4, jitter=0.1)}, 1.0),
                "policy": ({BASELINE: Arm(4), CANDIDATE: Arm(4, scale=1.2)}, 1.2),
                "slots": ({BASELINE: Arm(4), CANDIDATE: Arm(6)}, None)}
-    print(f"{args.sweeps} sweeps x {args.replicates} replicates per truth; tau {args.tau} "
-          f"(log capacity per process); steps >= {args.requests} requests / "
+    sd = args.tau if args.process_sd is None else args.process_sd
+    tau = 0.0 if args.restart else args.tau
+    print(f"{args.sweeps} sweeps x {args.replicates} replicates per truth; processes' log "
+          f"capacity SD {sd}, "
+          + ("restarted for every replicate (no process term)" if args.restart else
+             f"shared by the replicates (the interval's tau {tau})")
+          + f"; steps >= {args.requests} requests / "
           f"{args.duration:g} s after a {args.warmup:g} s warm-up; {args.bisections} "
           f"bisections, bisection steps x{args.knee_steps:g}")
     for label in args.truths.split(","):
@@ -159,22 +192,29 @@ def main() -> None:
         rng = np.random.default_rng([args.seed, len(label)])
         began = time.time()
         covered = below = above = single = single_n = none = 0
-        widths, needed, errors = [], [], []
+        widths, needed, errors, deviations = [], [], [], []
+        own: dict[bool, list[float]] = {False: [], True: []}  # by parted: log r - its truth
         for _ in range(args.sweeps):
-            u = rng.normal(0, args.tau, 2)
-            procs = {a: Arm(arm.slots, arm.scale * math.exp(u[i]), arm.jitter)
-                     for i, (a, arm) in enumerate(arms.items())}
+            procs = processes(arms, sd, rng)
             ratios, first = [], None
             for _r in range(args.replicates):
+                if args.restart:
+                    procs = processes(arms, sd, rng)
                 steps = ladder(procs, config, rng)
                 first = first if first is not None else steps
                 r = ratio_of(steps)
                 if r is not None:
                     ratios.append(r)
-            if len(ratios) < 2:
+                    # the ratio of these processes: the design's times their gap
+                    gap = (procs[CANDIDATE].scale / arms[CANDIDATE].scale) / (
+                        procs[BASELINE].scale / arms[BASELINE].scale)
+                    own[split(steps)].append(math.log(r / (truth * gap)))
+            if len(ratios) < (6 if args.restart else 2):
                 none += 1
                 continue
-            got = replicated_ratio(ratios, args.tau)
+            got = restarted_ratio(ratios) if args.restart else replicated_ratio(ratios, tau)
+            logs = np.log(ratios)
+            deviations += list((logs - logs.mean()) * math.sqrt(len(logs) / (len(logs) - 1)))
             covered += got.low <= truth <= got.high
             below += got.low > truth  # the lower end above the truth: a false pass at it
             above += got.high < truth
@@ -190,16 +230,27 @@ def main() -> None:
         done = args.sweeps - none
         known = [n for n in needed if n is not None]
         print(f"\n{label}: true ratio {truth:.4f} ({time.time() - began:.0f} s; {none} "
-              f"sweeps without 2 replicate ratios)")
-        print(f"  replicated interval: coverage {share(covered, done)}; lower end above "
+              f"sweeps without enough replicate ratios)")
+        method = "signed-rank" if args.restart else f"t, process term tau {tau:g}"
+        print(f"  replicated interval ({method}): coverage "
+              f"{share(covered, done)}; lower end above "
               f"the truth (false pass at it) {share(below, done)}; upper end below "
               f"{share(above, done)}")
         print(f"  log error across sweeps: mean {np.mean(errors):+.4f}, SD "
-              f"{np.std(errors):.4f}; the process term alone has SD {math.sqrt(2) * args.tau:.4f}")
+              f"{np.std(errors):.4f}; the processes alone give SD "
+              f"{math.sqrt(2 / (args.replicates if args.restart else 1)) * sd:.4f}")
+        dev = np.asarray(deviations)
+        together, apart = len(own[False]), len(own[True])
+        print(f"  replicates' log ratios about their sweep's mean: SD {dev.std():.4f}, "
+              f"kurtosis {np.mean(dev ** 4) / np.mean(dev ** 2) ** 2:.1f} (normal: 3); the "
+              f"arms first failed at different loads in {apart / (together + apart):.1%} "
+              f"of ladders; a ladder's log error against its processes' ratio: SD "
+              + ", ".join(f"{np.std(own[k]):.4f} {what}" for k, what in
+                          ((False, "stepping together"), (True, "parted")) if own[k]))
         print(f"  mean log half-width {np.mean(widths):.4f}; replicates for a log "
               f"half-width of {args.target_half_width:g}: median "
               f"{int(np.median(known)) if known else 'n/a'} "
-              f"({len(needed) - len(known)} sweeps: not reachable, the process term)")
+              f"({len(needed) - len(known)} sweeps: not reachable, the process term alone wider)")
         if single_n:
             print(f"  one sweep's own bootstrap interval: coverage {share(single, single_n)}")
 

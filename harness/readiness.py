@@ -9,9 +9,17 @@ not "not there"). No answer (refused, unresolvable, silent past the timeout) is 
 
 from __future__ import annotations
 
+import time
+
 import httpx
 
 NOT_UP_STATUSES = (502, 503, 504)
+MODELS = "/v1/models"  # what every probe asks an OpenAI-compatible server for
+
+
+def models_url(base_url: str) -> str:
+    """The URL a probe of the server at `base_url` asks."""
+    return base_url.rstrip("/") + MODELS
 
 
 def status_up(status: int) -> bool:
@@ -28,3 +36,15 @@ def why_down(url: str, timeout: float) -> str | None:
     except httpx.HTTPError as exc:
         return f"{url}: {type(exc).__name__}: {exc}"
     return None if status_up(status) else f"{url} answered HTTP {status}"
+
+
+def wait_up(urls: list[str], timeout: float, interval: float = 2.0,
+            answer_timeout: float = 3.0) -> dict[str, str]:
+    """Poll every URL until each is up or `timeout` passes; the ones still down, with why."""
+    deadline = time.monotonic() + timeout
+    down = dict.fromkeys(urls, "not tried")
+    while True:
+        down = {u: why for u in down if (why := why_down(u, answer_timeout)) is not None}
+        if not down or time.monotonic() >= deadline:
+            return down
+        time.sleep(interval)

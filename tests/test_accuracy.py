@@ -152,7 +152,7 @@ def _write_run(path: Path, right: dict[str, np.ndarray], references: bool = True
 POLICY = """
 name: acc
 min_samples: 20
-max_error_rate: {default: 0.01}
+max_error_rate: {default: 0.0}       # no error seen: 200 requests cannot show 1 %
 metrics:
   accuracy_delta: {direction: ">=", threshold: -0.02}
 scenarios:

@@ -279,7 +279,8 @@ def test_a_candidates_capacity_sweep_is_its_saving_on_the_leaderboard(tmp_path: 
     from tests.support.synthetic_run import write_run
 
     sweep = _sweep_dir(tmp_path, "complete")
-    run = write_run(tmp_path / "run", 60, candidates=("timed", "swept")).path
+    # 200 requests: enough for the errors the synthetic arms draw (0.5 %) to show the 5 % limit
+    run = write_run(tmp_path / "run", 200, candidates=("timed", "swept")).path
     policy = tmp_path / "policy.yaml"
     policy.write_text(LEADERBOARD_POLICY)
     out = {k: tmp_path / f"gate.{k}" for k in ("json", "markdown", "html")}

@@ -24,7 +24,12 @@ from layergate.exporters.figures.sequential.bound import intersected
 from layergate.exporters.figures.sequential.figures import figure_path
 from layergate.harness.cli import main
 from layergate.harness.gate.send_order import load
-from layergate.harness.gate.sequential import decide, error_rate_above, until_decided
+from layergate.harness.gate.sequential import (
+    decide,
+    error_rate_above,
+    error_rate_within,
+    until_decided,
+)
 from layergate.harness.manifest import Manifest
 from layergate.harness.rundir import RunDir
 from layergate.harness.store.results import StoredResult
@@ -183,8 +188,8 @@ def test_budget_spent_is_inconclusive_and_errors_fail_closed(runs) -> None:
     d = decide(runs["good"], budget=30)
     assert (d.verdict, d.decided, d.n, d.exhausted) == ("inconclusive", False, 30, True)
     assert "budget spent" in d.reasons[-1]
-    # the first request failed: the error rate's confidence sequence after 1 error in 1
-    # lies wholly above the 1 % limit, so the run is decided there, with or without a budget
+    # the first request failed: above the default policy's zero limit (no error seen), so
+    # the run is decided there, with or without a budget
     for budget in (120, None):
         d = decide(runs["errors"], budget=budget)
         assert (d.verdict, d.decided, d.n) == ("fail", True, 1), d.reasons
@@ -202,6 +207,35 @@ def test_the_error_rate_is_decided_above_its_limit_only_when_its_cs_is() -> None
     # a failure rate of 50 % against a 20 % limit takes longer, but is decided
     half = error_rate_above(np.cumsum(np.arange(200) % 2), 0.2, 0.05)
     assert half.any() and 5 < int(half.argmax()) < 200
+
+
+def test_a_pass_needs_the_error_rate_shown_within_its_limit(runs) -> None:
+    import dataclasses
+
+    from layergate.harness.gate.policy import load_policy
+
+    # no error in 120 requests: the rules pass early, but against a 1 % limit the rate's
+    # confidence sequence needs 680 error-free requests (on the point it passed)
+    policy = load_policy("default")
+    one = decide(runs["good"], dataclasses.replace(policy, default_max_error_rate=0.01))
+    assert (one.verdict, one.decided) == ("inconclusive", False), one.reasons
+    assert any("error_rate (candidate): 0 of 120" in r and "within the limit 1.00%" in r
+               for r in one.reasons)
+    # against 10 % it is shown from the 53rd request on: a pass, as under no error seen
+    ten = decide(runs["good"], dataclasses.replace(policy, default_max_error_rate=0.1))
+    assert (ten.verdict, ten.decided) == ("pass", True) and ten.n >= 53
+    assert decide(runs["good"], policy).verdict == "pass"
+
+
+def test_the_error_rate_is_shown_within_its_limit_only_when_its_cs_is() -> None:
+    none = np.zeros(800)
+    assert error_rate_within(none, 0.0, 0.05).all()  # no error seen
+    assert not error_rate_within(np.cumsum(np.arange(10) == 4), 0.0, 0.05)[4:].any()
+    within = error_rate_within(none, 0.01, 0.05)
+    assert int(within.argmax()) == 679 and within[679:].all()
+    # once shown it stays shown (the sequence's running intersection)
+    late = error_rate_within(np.cumsum(np.arange(800) == 700), 0.01, 0.05)
+    assert late[679:].all()
 
 
 def test_send_order_is_the_intended_time_not_the_store_order(tmp_path) -> None:

@@ -98,8 +98,9 @@ def test_error_rate_over_limit_fails_whatever_the_figures():
     result = _verdict([_fig(), _fig("chrf", 90, 85, 95, detail={"excess": 0.0})],
                       results=_results(errors={"baseline2": 2}))
     assert result.verdict == "fail"
+    # a policy without max_error_rate: no error seen
     assert result.reasons == ("error_rate (baseline2): 2 of 30 requests failed (6.67%; "
-                              "limit 1.00%)",)
+                              "limit 0.00%)",)
 
 
 @pytest.mark.parametrize("status", ["interrupted", "running"])
@@ -168,7 +169,7 @@ def test_a_missing_interval_end_is_unbounded_not_the_point():
 
 
 def _bounded(**extra):
-    return parse_policy({"error_rate_confidence": 0.95, **extra, "metrics": {
+    return parse_policy({"max_error_rate": 0.01, **extra, "metrics": {
         "latency_ratio": {"direction": "<=", "threshold": 1.1}}})
 
 
@@ -178,6 +179,7 @@ def _bounded(**extra):
     (30, 2, "fail"),  # over the limit on the point: fail-closed as before
 ])
 def test_error_rate_judged_on_its_exact_upper_bound(n, errors, verdict):
+    # the default: no policy key asks for the bound
     result = _verdict([_fig()], _bounded(), results=_results(n, errors={"candidate": errors}))
     assert result.verdict == verdict
     check = next(c for c in result.checks if c.name == "error_rate" and c.arm == "candidate")
@@ -185,32 +187,42 @@ def test_error_rate_judged_on_its_exact_upper_bound(n, errors, verdict):
 
 
 def test_error_rate_bound_false_pass_measured_by_repetition():
-    # a true 5 % error rate against a 1 % limit, 48 requests: on the point it passed in
-    # 8.5 % of runs (0 errors); on the bound never at this n, and at n = 600 (where the
-    # bound can pass) at most the bound's 5 %
+    # a true 5 % error rate against a 1 % limit, 48 requests: on the point (the rule before)
+    # it passed in 8.5 % of runs (0 errors); on the bound never at this n, and at n = 600
+    # (where the bound can pass) at most the bound's 5 %
     import numpy as np
 
     from layergate.harness.gate.checks import error_rate_check
     rng = np.random.default_rng(3)
     for n, true in ((48, 0.05), (600, 0.01)):
         failed = rng.binomial(n, true, size=400)
-        point = np.mean([error_rate_check("c", int(k), n, 0.01).status == "pass"
-                         for k in failed])
+        point = np.mean(failed / n <= 0.01)
         bound = np.mean([error_rate_check("c", int(k), n, 0.01, 0.95).status == "pass"
                          for k in failed])
         assert bound <= 0.05 < point
 
 
-def test_error_rate_confidence_is_validated():
+def test_error_rate_confidence_sets_the_bounds_level():
     with pytest.raises(Exception, match="error_rate_confidence"):
         _bounded(error_rate_confidence=1.5)
+    assert _bounded().error_rate_confidence == 0.95
+    # 0 of 200 against 2 %: the 95 % bound 1.49 % passes, the 99 % one 2.28 % does not
+    results = _results(200)
+    assert _verdict([_fig()], _bounded(max_error_rate=0.02), results=results).verdict == "pass"
+    assert _verdict([_fig()], _bounded(max_error_rate=0.02, error_rate_confidence=0.99),
+                    results=results).verdict == "inconclusive"
 
 
-def test_a_pass_on_the_error_rate_point_says_what_it_does_not_show():
+def test_a_run_too_small_to_show_the_limit_says_how_many_requests_would():
     from layergate.harness.gate.checks import error_rate_check
-    few = error_rate_check("candidate", 0, 48, 0.01)
-    assert few.status == "pass" and "its 95% upper bound is 6.05%" in few.reason
-    assert "error_rate_confidence" in few.reason
-    # enough requests for the bound to pass, or a zero limit: nothing to add
-    assert "upper bound" not in error_rate_check("candidate", 0, 600, 0.01).reason
-    assert "upper bound" not in error_rate_check("candidate", 0, 48, 0.0).reason
+    few = error_rate_check("candidate", 0, 48, 0.01, 0.95)
+    assert few.status == "inconclusive"
+    assert "its 95% upper bound 6.05% is above the limit" in few.reason
+    assert "0 errors of 299 requests or more would show it" in few.reason
+    some = error_rate_check("candidate", 2, 400, 0.01, 0.95)
+    assert some.status == "inconclusive" and "2 errors of 628 requests" in some.reason
+    assert error_rate_check("candidate", 0, 299, 0.01, 0.95).status == "pass"
+    # a zero limit is "no error seen": 0 errors pass at any size, one error fails
+    assert error_rate_check("candidate", 0, 5, 0.0, 0.95).status == "pass"
+    assert "no error seen" in error_rate_check("candidate", 0, 5, 0.0, 0.95).reason
+    assert error_rate_check("candidate", 1, 5000, 0.0, 0.95).status == "fail"

@@ -1,4 +1,5 @@
-"""The exact (Clopper-Pearson) one-sided upper confidence bound of an error rate.
+"""The exact (Clopper-Pearson) one-sided upper confidence bound of an error rate, and how
+many requests a limit needs before the bound can show it.
 
 Owned here so the fixed gate's error-rate rule and its docs name one bound: the largest
 rate p at which `failed` or fewer errors in `total` requests still has probability at least
@@ -20,3 +21,19 @@ def error_upper_bound(failed: int, total: int, confidence: float = 0.95) -> floa
     if failed == total:
         return 1.0
     return float(betaincinv(failed + 1, total - failed, confidence))
+
+
+def requests_to_show(failed: int, limit: float, confidence: float = 0.95) -> int:
+    """The fewest requests in which `failed` errors put the upper bound at `confidence`
+    within `limit` (> 0): 299 for no error against 1 % at 0.95. The bound falls as the
+    requests grow, so a doubling then a bisection finds it."""
+    if not 0 < limit < 1:
+        raise ValueError(f"requests_to_show: limit must be in (0, 1), got {limit}")
+    low, high = failed, max(2 * failed, 1)  # the bound is over the limit at `low`
+    while error_upper_bound(failed, high, confidence) > limit:
+        low, high = high, 2 * high
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if error_upper_bound(failed, mid, confidence) <= limit \
+            else (mid, high)
+    return high

@@ -104,8 +104,18 @@ class CapacityConfig:
         "min": 1})
     process_spread: float = field(default=0.02, metadata={
         "help": "SD of one engine process's log capacity: the between-process term of the "
-                "interval across replicates (the same servers move every replicate alike).",
+                "interval across replicates (the same servers move every replicate alike); "
+                "not used with --restart.",
         "min": 0})
+    restart: str = field(default="", metadata={
+        "help": "With --replicates: a shell command that restarts the arms' servers (e.g. "
+                "'docker compose restart baseline candidate'), run before each replicate; "
+                "the sweep then waits for every arm to answer. Each replicate then runs on "
+                "processes of its own, their spread is inside the replicates' spread, and "
+                "the interval needs no --process-spread."})
+    restart_timeout: float = field(default=900.0, metadata={
+        "help": "Seconds --restart's command and the wait for the arms may take together.",
+        "min": 0, "min_open": True})
     target_half_width: float = field(default=0.08, metadata={
         "help": "The log half-width the replicates report sizes the replicates for (0.08: "
                 "about +-8 %).", "min": 0, "min_open": True})

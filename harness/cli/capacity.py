@@ -56,6 +56,8 @@ def _option(name: str, *flags: str, **attrs: Any):
 @_option("resamples", metavar="B")
 @_option("replicates", metavar="R")
 @_option("process_spread", metavar="TAU")
+@_option("restart", metavar="CMD")
+@_option("restart_timeout", metavar="S")
 @_option("target_half_width", metavar="W")
 @_option("seed")
 @_option("metrics_port")
@@ -80,8 +82,11 @@ def command(ctx: click.Context, **params: Any) -> None:
     --replicates R runs R sweeps (OUT/replicate-NN/, each its own seed and a dithered
     start) and gives the capacity ratio's interval across them (OUT/replicates.json, with
     how many replicates --target-half-width needs): one sweep's own interval covers the
-    ratio far less often than it says (docs/METRICS.md, "Capacity at the SLO").
+    ratio far less often than it says (docs/METRICS.md, "Capacity at the SLO"). With
+    --restart CMD each replicate runs on freshly restarted arms, and the interval needs no
+    --process-spread prior.
     """
+    from layergate.harness.capacity.replicates import RESTARTED_LEAST
     from layergate.harness.capacity.report import exit_of, print_sweep, sweep_figures
     from layergate.harness.capacity.sweep import run_capacity
     from layergate.harness.sweepdir import SweepDir
@@ -100,6 +105,11 @@ def command(ctx: click.Context, **params: Any) -> None:
             models[CANDIDATE] = models.pop(name)
     try:
         config = CapacityConfig(arms=arms, models=models, **config_values(ctx, CapacityConfig))
+        if config.restart and config.replicates < RESTARTED_LEAST:
+            raise click.BadParameter(
+                f"restarts the arms between replicates, whose interval (signed-rank, 95 %) "
+                f"needs {RESTARTED_LEAST}: give --replicates {RESTARTED_LEAST} or more",
+                param_hint="--restart")
         if config.replicates > 1:
             _replicated(config)
         state, config = run_capacity(config, echo=lambda line: click.echo(line, err=True))
@@ -122,7 +132,7 @@ def _replicated(config: CapacityConfig) -> None:
         click.echo(f"replicate {sub.out.name}: seed {sub.seed}, start {sub.start:g}", err=True)
         run_capacity(sub, echo=lambda line: click.echo(line, err=True))
 
-    report = run_replicates(config, one)
+    report = run_replicates(config, one, echo=lambda line: click.echo(line, err=True))
     for line in replicates_lines(report):
         click.echo(line)
     raise SystemExit(ExitCode.PASS if report.get(CAPACITY_RATIO) else ExitCode.INCONCLUSIVE)

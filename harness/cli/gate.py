@@ -50,14 +50,16 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     its threshold, fails when wholly on the bad side, and is inconclusive otherwise (or with
     too few samples, or when it cannot be computed). Any critical failure fails the run;
     otherwise any critical inconclusive makes it inconclusive. Fail-closed: a run that is
-    not marked complete, or an arm whose error rate is over the policy's limit, fails.
+    not marked complete, or an arm whose error rate is over the policy's limit, fails; an
+    error rate within a limit above 0 passes only once its exact upper bound is too.
 
     Policy keys (docs/FORMATS.md): threshold, direction (>= or <=; default the figure's
     good side), critical, min_samples, required, subtract_noise_floor (figures with an
     excess over the noise floor: compare B-vs-A minus A'-vs-A), arm;
-    top level: extends, target_rer, process_spread, max_error_rate, require_complete,
-    gate_scenarios, multiplicity (holm, bonferroni or none: across several candidates),
-    scenarios (per-scenario overrides), rollout (RRR bounds for vip / public_5pct / full).
+    top level: extends, target_rer, process_spread, max_error_rate (default 0: no error
+    seen), error_rate_confidence, require_complete, gate_scenarios, multiplicity (holm,
+    bonferroni or none: across several candidates), scenarios (per-scenario overrides),
+    rollout (RRR bounds for vip / public_5pct / full).
 
     A run with several candidates (`replay --candidate NAME=URL ...`) judges each against
     the same baseline and noise floor, at a confidence adjusted across them by the policy's

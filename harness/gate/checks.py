@@ -23,12 +23,10 @@ from layergate.exporters.catalogue import (
     Verdict,
 )
 from layergate.exporters.figures import Figure
-from layergate.exporters.figures.error_bound import error_upper_bound
+from layergate.exporters.figures.error_bound import error_upper_bound, requests_to_show
 from layergate.harness.gate.policy import MetricRule
 
 INF = float("inf")
-# the level of the bound a pass on the error rate's point is shown beside
-POINT_NOTE_LEVEL = 0.95
 
 # a check is judged like a verdict, or skipped (not required, not computed), or only shown
 SKIPPED, INFO = "skipped", "info"
@@ -152,43 +150,34 @@ def interval_reason(what: str, low: float, high: float, rule: MetricRule, status
 
 
 def error_rate_check(arm: str, failed: int, total: int, limit: float,
-                     confidence: float | None = None) -> Check:
+                     confidence: float) -> Check:
     """The fail-closed check of an arm's error rate: a rate above `limit`, or no result at
-    all, fails whatever the figures show. With `confidence` (policy
-    `error_rate_confidence`) it passes only when the exact (Clopper-Pearson) one-sided
-    upper bound at that level is within the limit, else it is inconclusive: on the point,
-    0 errors in 48 requests pass a 1 % limit at a true 5 % with probability 0.085. A zero
-    limit is "no error seen": no bound reaches 0."""
+    all, fails whatever the figures show. It passes only when the exact (Clopper-Pearson)
+    one-sided upper bound at `confidence` is within the limit, else it is inconclusive and
+    says how many requests would show it: on the point, 0 errors in 48 requests passed a
+    1 % limit at a true 5 % with probability 0.085. A zero limit is "no error seen" (no
+    bound reaches 0): it passes on 0 errors."""
     base = dict(name=ERROR_RATE, scenario=OVERALL, arm=arm, critical=True, counts=True,
                 threshold=limit, direction="<=")
     if not total:
         return Check(status=FAIL, reason="no results recorded for this arm", **base)
     rate = failed / total
     said = f"{failed} of {total} requests failed ({rate:.2%}; limit {limit:.2%}"
-    if confidence is None or rate > limit:
-        return Check(status=PASS if rate <= limit else FAIL, value=rate, compared=rate,
-                     compared_low=rate, compared_high=rate, n=total,
-                     reason=f"{said}){_point_only(failed, total, limit, rate)}", **base)
+    if rate > limit or limit == 0:
+        status, why = (FAIL, f"{said})") if rate > limit else (PASS, f"{said}: no error seen)")
+        return Check(status=status, value=rate, compared=rate, compared_low=rate,
+                     compared_high=rate, n=total, reason=why, **base)
     upper = error_upper_bound(failed, total, confidence)
-    if limit == 0 or upper <= limit:
+    if upper <= limit:
         status, why = PASS, f"{said}; {confidence:.0%} upper bound {upper:.2%})"
     else:
-        status, why = INCONCLUSIVE, (f"{said}; its {confidence:.0%} upper bound {upper:.2%} "
-                                     "is above the limit: too few requests to show it)")
+        need = requests_to_show(failed, limit, confidence)
+        status, why = INCONCLUSIVE, (
+            f"{said}; its {confidence:.0%} upper bound {upper:.2%} is above the limit: "
+            f"{failed} error{'' if failed == 1 else 's'} of {need} requests or more would "
+            "show it)")
     return Check(status=status, value=rate, compared=rate, compared_low=0.0,
                  compared_high=upper, n=total, reason=why, **base)
-
-
-def _point_only(failed: int, total: int, limit: float, rate: float) -> str:
-    """What a pass on the point does not show: said when the 95 % bound is over the limit
-    (the bound is opt-in: it cannot pass a 1 % limit below 299 requests)."""
-    if rate > limit or limit == 0:
-        return ""
-    upper = error_upper_bound(failed, total, POINT_NOTE_LEVEL)
-    if upper <= limit:
-        return ""
-    return (f"; judged on the point: its {POINT_NOTE_LEVEL:.0%} upper bound is {upper:.2%}, "
-            "set error_rate_confidence to judge that")
 
 
 def complete_check(name: str, manifest: dict[str, Any]) -> Check:

@@ -42,7 +42,10 @@ Direction = Literal[">=", "<="]
 # the defaults a policy file may override: the figures' own, so `metrics` and `gate` agree
 DEFAULT_TARGET_RER = MetricsConfig.target_rer
 DEFAULT_MIN_SAMPLES = MetricsConfig.min_samples
-DEFAULT_MAX_ERROR_RATE = 0.01
+# no error seen: a positive limit passes only once the error rate's exact upper bound shows
+# it (0 errors in 299 requests for 1 %), more requests than a short run sends
+DEFAULT_MAX_ERROR_RATE = 0.0
+DEFAULT_ERROR_RATE_CONFIDENCE = 0.95  # the level of that one-sided bound
 _RULE_KEYS = {"threshold", "direction", "critical", "min_samples", "subtract_noise_floor",
               "required", "arm"}
 _TOP_KEYS = {"extends", "name", "description", "require_complete", "min_samples", "target_rer",
@@ -77,8 +80,8 @@ class Policy:
     process_spread: float = DEFAULT_PROCESS_SPREAD
     max_error_rate: dict[str, float] = field(default_factory=dict)  # arm -> limit
     default_max_error_rate: float = DEFAULT_MAX_ERROR_RATE
-    # the error-rate rule passes on the exact upper bound at this level; None: on the point
-    error_rate_confidence: float | None = None
+    # the error-rate rule passes when the exact upper bound at this level is within the limit
+    error_rate_confidence: float = DEFAULT_ERROR_RATE_CONFIDENCE
     gate_scenarios: bool = False  # per-scenario rows count toward the verdict
     rules: tuple[MetricRule, ...] = ()
     scenario_rules: dict[str, tuple[MetricRule, ...]] = field(default_factory=dict)
@@ -268,9 +271,9 @@ def _scenario_rules(raw: Any, metrics: dict, where: Where, min_samples: int,
     return out
 
 
-def _error_confidence(raw: Any, where: Where) -> float | None:
+def _error_confidence(raw: Any, where: Where) -> float:
     if raw is None:
-        return None
+        return DEFAULT_ERROR_RATE_CONFIDENCE
     level = number(raw, where, "error_rate_confidence")
     if not 0.5 <= level < 1:
         raise where.error("error_rate_confidence", f"must be in [0.5, 1) (the level of the "

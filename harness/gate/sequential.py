@@ -14,8 +14,10 @@ arm's error rate over the judged requests above the policy's limit fails the ver
 decides the run as soon as it is known to be above: the errors exceed limit x budget (no
 later request can bring the rate back under), or the rate's own confidence sequence (the
 beta-binomial mixture, `layergate.exporters.figures.sequential.binomial`) lies wholly above the
-limit, so an arm that fails every request stops the run within its first few. An `interrupted` run
-fails.
+limit, so an arm that fails every request stops the run within its first few. A pass needs
+every arm's error rate shown within its limit the same way (its confidence sequence wholly
+at or below it; a zero limit: no error so far), as the fixed gate's needs the exact upper
+bound. An `interrupted` run fails.
 
 Everything is a function of the send-order prefix, so `until_decided` (the replay's stop
 predicate) stops where `decide` on the stored run finds the decision, and both give the
@@ -46,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from layergate.exporters.catalogue import (
+    ERROR_RATE,
     FAIL,
     INCONCLUSIVE,
     INTERRUPTED,
@@ -67,7 +70,7 @@ from layergate.exporters.figures.aligned import align
 from layergate.exporters.figures.bootstrap import dense
 from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.figures.saturation import detect, not_comparable
-from layergate.exporters.figures.sequential.binomial import binomial_sequence
+from layergate.exporters.figures.sequential.binomial import below, binomial_sequence
 from layergate.harness.gate.checks import (
     SKIPPED,
     complete_check,
@@ -153,9 +156,12 @@ def decide(source: Source, policy: Policy | str | Path | None = None,
     tracks = _tracks(policy, ctx)
     errors = _errors(prefix)
     hopeless = _hopeless(errors, policy, ctx.alpha, prefix)
-    look = _look(tracks, hopeless, _Saturation(prefix))
+    shown = {arm: error_rate_within(e, policy.error_limit(arm), ctx.alpha)
+             for arm, e in errors.items()}
+    look = _look(tracks, hopeless, _every(shown, prefix.available), _Saturation(prefix))
     states = tuple(_unsaturated(state_at(t, look.at), look.saturated) for t in tracks)
-    verdict, reasons = _verdict(policy, prefix, look, hopeless[look.at], errors, states)
+    verdict, reasons = _verdict(policy, prefix, look, hopeless[look.at], errors, shown,
+                                states)
     return SequentialDecision(verdict, look.decided and verdict != INCONCLUSIVE, look.at + 1,
                               prefix.available, prefix.budget, states, tuple(reasons),
                               look.saturated, confidence)
@@ -221,11 +227,21 @@ def _hopeless(errors: dict[str, np.ndarray], policy: Policy, alpha: float,
     return hopeless
 
 
-def _look(tracks: list[Track], hopeless: np.ndarray, queued: _Saturation) -> _Look:
-    """The first request after which a gating rule failed or every one passed, judging the
-    latency rules undecided where the prefix is saturated; else the last request."""
-    any_fail, all_pass = _combined(tracks, hopeless, latency=True)
-    any_fail_q, all_pass_q = _combined(tracks, hopeless, latency=False)
+def _every(shown: dict[str, np.ndarray], n: int) -> np.ndarray:
+    """After each request: every arm's error rate shown within its limit."""
+    every = np.ones(n, dtype=bool)
+    for within in shown.values():
+        every &= within
+    return every
+
+
+def _look(tracks: list[Track], hopeless: np.ndarray, shown: np.ndarray,
+          queued: _Saturation) -> _Look:
+    """The first request after which a gating rule failed, or every one passed with every
+    arm's error rate shown within its limit, judging the latency rules undecided where the
+    prefix is saturated; else the last request."""
+    any_fail, all_pass = _combined(tracks, hopeless, shown, latency=True)
+    any_fail_q, all_pass_q = _combined(tracks, hopeless, shown, latency=False)
     at, decided, sat = hopeless.size - 1, False, None
     for k in np.flatnonzero(any_fail | all_pass):
         sat = queued(int(k))
@@ -240,8 +256,8 @@ def _look(tracks: list[Track], hopeless: np.ndarray, queued: _Saturation) -> _Lo
 
 
 def _verdict(policy: Policy, prefix: _Prefix, look: _Look, hopeless: bool,
-             errors: dict[str, np.ndarray], states: tuple[RuleState, ...]
-             ) -> tuple[str, list[str]]:
+             errors: dict[str, np.ndarray], shown: dict[str, np.ndarray],
+             states: tuple[RuleState, ...]) -> tuple[str, list[str]]:
     """The verdict at the look and its reasons: the rules, then the fail-closed checks
     (each arm's error rate, the run complete) as the fixed gate words them."""
     at, n = look.at, look.at + 1
@@ -251,10 +267,15 @@ def _verdict(policy: Policy, prefix: _Prefix, look: _Look, hopeless: bool,
         reasons.append("an arm's error rate is decided above its limit (its confidence "
                        "sequence, or errors beyond the limit times the budget)")
     for arm, e in errors.items():
-        check = error_rate_check(arm, int(e[at]), n, policy.error_limit(arm))
+        check = error_rate_check(arm, int(e[at]), n, policy.error_limit(arm),
+                                 policy.error_rate_confidence)
         if check.status == FAIL:
             verdict = FAIL
             reasons.append(reason_line(check))
+        elif verdict == INCONCLUSIVE and not shown[arm][at]:
+            reasons.append(f"{ERROR_RATE} ({arm}): {int(e[at])} of {n} requests failed; "
+                           f"its confidence sequence does not yet lie within the limit "
+                           f"{policy.error_limit(arm):.2%}")
     # a run still running is judged as it goes; only an interrupted one has stopped short
     if policy.require_complete and prefix.got.status == INTERRUPTED:
         verdict = FAIL
@@ -269,12 +290,13 @@ def _verdict(policy: Policy, prefix: _Prefix, look: _Look, hopeless: bool,
     return verdict, reasons
 
 
-def _combined(tracks: list[Track], hopeless: np.ndarray, latency: bool
+def _combined(tracks: list[Track], hopeless: np.ndarray, shown: np.ndarray, latency: bool
               ) -> tuple[np.ndarray, np.ndarray]:
-    """(some gating rule failed, every gating rule passed) after each request; `latency`
-    False: the latency rules count as undecided (a saturated prefix)."""
+    """(some gating rule failed, every gating rule passed and the error rates are shown
+    within their limits) after each request; `latency` False: the latency rules count as
+    undecided (a saturated prefix)."""
     any_fail = hopeless.copy()
-    all_pass = np.ones(hopeless.size, dtype=bool)
+    all_pass = shown.copy()
     for t in tracks:
         if not t.gating:
             continue
@@ -329,6 +351,21 @@ def error_rate_above(errors: np.ndarray, limit: float, alpha: float) -> np.ndarr
             above[k:] = True
             break
     return above
+
+
+def error_rate_within(errors: np.ndarray, limit: float, alpha: float) -> np.ndarray:
+    """After each request: whether the error rate's confidence sequence has lain wholly at
+    or below `limit` (once it has, it stays decided: anytime-valid), the sequential form of
+    the fixed gate's exact upper bound; a zero limit: no error so far. A pass on the point
+    would pass a 5 % rate that showed no error yet."""
+    if limit == 0:
+        return errors == 0
+    within = np.zeros(errors.size, dtype=bool)
+    for k, e in enumerate(errors):
+        if below(float(e), float(k + 1), limit, alpha):
+            within[k:] = True
+            break
+    return within
 
 
 def until_decided(policy_path: str | Path | Policy | None, budget: int | None = None

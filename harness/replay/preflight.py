@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from layergate.harness.readiness import why_down
+from layergate.harness.readiness import models_url, why_down
 from layergate.harness.replay.errors import ArmsUnreachable
 
 
 def probe(url: str, timeout: float) -> str | None:
     """Why the server at base URL `url` is not there, or None when it answers."""
-    return why_down(url.rstrip("/") + "/v1/models", timeout)
+    return why_down(models_url(url), timeout)
 
 
 def check_arms(arms: dict[str, str], timeout: float) -> None:

@@ -13,28 +13,20 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 from layergate.exporters.catalogue import ExitCode
-from layergate.harness.readiness import why_down
-
-MODELS = "/v1/models"
+from layergate.harness.readiness import MODELS, models_url, wait_up, why_down
 
 
 def answers(url: str, timeout: float = 3.0) -> str | None:
     """None when the server at `url` is up, else why not."""
-    return why_down(url.rstrip("/") + MODELS, timeout)
+    return why_down(models_url(url), timeout)
 
 
 def wait(urls: list[str], timeout: float, interval: float = 2.0) -> dict[str, str]:
     """Poll until every URL is up or `timeout` passes; the ones still down, with why."""
-    deadline = time.monotonic() + timeout
-    down = dict.fromkeys(urls, "not tried")
-    while True:
-        down = {u: why for u in down if (why := answers(u)) is not None}
-        if not down or time.monotonic() >= deadline:
-            return down
-        time.sleep(interval)
+    probes = {models_url(u): u for u in urls}
+    return {probes[p]: why for p, why in wait_up(list(probes), timeout, interval).items()}
 
 
 def main(argv: list[str] | None = None) -> int:
