@@ -40,9 +40,11 @@ class FigureSpec:
     term (exporters/figures/process_spread.py): "ratio" when the value is the arm's time over the
     baseline's, "saving" when it is 1 minus that ratio; saturation makes it inconclusive.
     `sweep`: computed from the steps of a capacity sweep (`layergate capacity`), not by
-    `compute_figures` over one replay. A live figure's `scale` is the one its interval is
-    built on and `roles` the metric roles it needs ("a|b": either will do;
-    exporters/figures/canary.py computes it)."""
+    `compute_figures` over one replay. `expanded`: its percentile interval is the expanded
+    one (calibrated at small n; exporters/figures/bootstrap.py `expanded`), as every timing
+    figure's is, where a simulation showed the plain one short at small n. A live figure's
+    `scale` is the one its interval is built on and `roles` the metric roles it needs
+    ("a|b": either will do; exporters/figures/canary.py computes it)."""
 
     name: str
     unit: str  # fraction (a share in [0, 1]), ratio, s, bytes, tokens, score (0-100), nats
@@ -55,6 +57,12 @@ class FigureSpec:
     sweep: bool = False
     scale: LiveScale | None = None
     roles: tuple[str, ...] = ()
+    expanded: bool = False
+
+    @property
+    def expands(self) -> bool:
+        """Whether its percentile interval is the expanded one."""
+        return bool(self.timing) or self.expanded
 
     @property
     def gateable(self) -> bool:
@@ -72,14 +80,14 @@ FIGURES: dict[str, FigureSpec] = {}
 def _figure(name: str, unit: str, better: Better, meaning: str, *, excess: bool = False,
             not_gated: str = "", live: bool = False, timing: str = "",
             sweep: bool = False, scale: LiveScale | None = None,
-            roles: tuple[str, ...] = ()) -> str:
+            roles: tuple[str, ...] = (), expanded: bool = False) -> str:
     if name in FIGURES:
         raise ValueError(f"figure {name!r} catalogued twice")
     if live != bool(scale and roles) or any(
             alt not in ROLES for need in roles for alt in need.split("|")):
         raise ValueError(f"live figure {name!r}: needs a scale and known metric roles")
     FIGURES[name] = FigureSpec(name, unit, better, meaning, excess, not_gated, live, timing,
-                               sweep, scale, roles)
+                               sweep, scale, roles, expanded)
     return name
 
 
@@ -207,15 +215,19 @@ LAYERS_EXECUTED_SHARE = _live("layers_executed_share", "fraction", "lower", "lay
                               "candidate executed / layers it could have executed", "share",
                               "layers_executed", "layers_skipped")
 # speculative decoding's health (exporters/figures/speculative.py), per arm that drafts;
-# spec_accept_length is also live: `layergate watch` reads it from the candidate's counters
+# spec_accept_length is also live: `layergate watch` reads it from the candidate's counters.
+# Expanded intervals: requests differ in how much of their drafts is accepted, and the plain
+# percentile covered 87 % at 8 requests (benchmarks/spec_simulation.py; VALIDITY.md)
 SPEC_ACCEPTANCE_RATE = _figure("spec_acceptance_rate", "fraction", "higher", "draft tokens "
-                               "accepted / draft tokens proposed (speculative decoding)")
+                               "accepted / draft tokens proposed (speculative decoding)",
+                               expanded=True)
 SPEC_ACCEPT_LENGTH = _figure("spec_accept_length", "tokens", "higher", "1 + accepted / "
                              "drafts: tokens emitted per verified draft, the bonus token "
                              "included (1 = every draft rejected)", live=True,
-                             scale="accept_length", roles=("spec_drafts", "spec_accepted"))
+                             scale="accept_length", roles=("spec_drafts", "spec_accepted"),
+                             expanded=True)
 SPEC_DRAFT_PER_TOKEN = _figure("spec_draft_per_token", "ratio", "lower", "draft tokens "
-                               "proposed per output token emitted")
+                               "proposed per output token emitted", expanded=True)
 SPEC_FIGURES = (SPEC_ACCEPTANCE_RATE, SPEC_ACCEPT_LENGTH, SPEC_DRAFT_PER_TOKEN)
 LIVE_FIGURES = {name: spec for name, spec in FIGURES.items() if spec.live}
 

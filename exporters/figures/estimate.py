@@ -76,8 +76,9 @@ def estimate(table: SumTable, stat: SumStat, scenario_names: tuple[str, ...],
             extra["process_spread"] = tau
         if config.keep_resamples is not None:
             config.keep_resamples[(name, arm, label)] = boot
-        # timing figures: the expanded percentile interval (calibrated at small n)
-        level = expanded(config.confidence, n) if spec.timing else config.confidence
+        # timing figures and some others: the expanded percentile interval (calibrated at
+        # small n)
+        level = expanded(config.confidence, n) if spec.expands else config.confidence
         low, high = percentile_ci(boot, level) if value is not None else (None, None)
         status, reason = status_for(value, n, config.min_samples, stat.undefined)
         if spec.excess and value is not None and floor is not None:

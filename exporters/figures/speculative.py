@@ -82,7 +82,7 @@ def _per_token(proposed: Any, tokens: Any) -> Any:
     return proposed / tokens
 
 
-def _stats(arm: str) -> dict[str, SumStat]:
+def stats(arm: str) -> dict[str, SumStat]:
     p = f"spec.{arm}."
     return {
         SPEC_ACCEPTANCE_RATE: SumStat(_rate, (p + "accepted", p + "proposed"), p + "n", NONE),
@@ -98,7 +98,7 @@ def figures(table: SumTable, al: Aligned, scrapes: Sequence[MetricsScrape],
     out: list[Figure] = []
     for arm in al.arms:
         if _reports(al, arm):
-            for name, stat in _stats(arm).items():
+            for name, stat in stats(arm).items():
                 out += [_sourced(f, ANSWERS) for f in
                         estimate(table, stat, al.scenario_names, config, name, arm)]
         else:
