@@ -5,6 +5,12 @@ to end against the suite's stdlib echo servers with slots (tests/support/echo_se
 often it covered the M/D/c truth (tests/support/slots.py, the steady state).
 
     .venv/bin/python benchmarks/capacity_slots_real.py --sweeps 20 --replicates 3 --jobs 4
+    .venv/bin/python benchmarks/capacity_slots_real.py --sweeps 20 --replicates 6 --jobs 4 \
+        --restart
+
+`--restart`: each replicate on restarted servers (`capacity --restart CMD`, the interval
+across replicates the signed-rank one), CMD a script written here that stops the job's two
+servers and starts them again on their ports.
 
 Expensive: one sweep of R replicates is R ladders of a few 7 s steps (minutes). `--jobs J`
 runs J sweeps at once, each against servers of its own (the servers sleep, they do not
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -27,8 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.gate_simulation import share  # noqa: E402
-from layergate.harness.processes import layergate_command  # noqa: E402
-from tests.support.echo import echo_server  # noqa: E402
+from layergate.harness.processes import free_port, layergate_command  # noqa: E402
+from tests.support.echo import ECHO, echo_server  # noqa: E402
 from tests.support.slots import true_capacity  # noqa: E402
 from tests.support.traffic import traffic  # noqa: E402
 
@@ -39,8 +46,42 @@ LADDER = ("--start", "5", "--factor", "2", "--bisections", "2", "--warmup", "2",
           "--slo", f"ttft:{int(LIMIT_S * 1000)}ms")
 
 
+SLOTS = {"baseline": 4, "candidate": 6}
+# stop the job's servers (waiting until they are gone, as --restart asks), start them again
+RESTART = """#!/bin/sh
+cd "$(dirname "$0")"
+for arm in {arms}; do
+  if [ -f $arm.pid ]; then
+    pid=$(cat $arm.pid); kill $pid 2>/dev/null
+    while kill -0 $pid 2>/dev/null; do sleep 0.1; done
+  fi
+done
+{starts}
+"""
+START = ("{python} {echo} --port {port} --token-delay {token} --slots {slots} "
+         "</dev/null >>{arm}.log 2>&1 &\necho $! > {arm}.pid")
+
+
+def _restartable(home: Path) -> tuple[dict[str, str], str]:
+    """The job's servers started by a restart script of their own, which `capacity
+    --restart` runs again before each replicate: their URLs and the command."""
+    ports = {arm: free_port() for arm in SLOTS}
+    script = home / "restart.sh"
+    script.write_text(RESTART.format(arms=" ".join(SLOTS), starts="\n".join(
+        START.format(python=shlex.quote(sys.executable), echo=shlex.quote(str(ECHO)),
+                     port=ports[arm], token=TOKEN_S, slots=n, arm=arm)
+        for arm, n in SLOTS.items())))
+    subprocess.run(["/bin/sh", str(script)], check=True)
+    return {arm: f"http://127.0.0.1:{port}" for arm, port in ports.items()}, f"sh {script}"
+
+
+def _stop(home: Path) -> None:
+    for pid in home.glob("*.pid"):
+        subprocess.run(["kill", pid.read_text().strip()], check=False)
+
+
 def _sweep(i: int, args: argparse.Namespace, tmp: Path, urls: dict[str, str],
-           path: Path, truth: float) -> bool | None:
+           path: Path, truth: float, restart: str | None) -> bool | None:
     """Sweep `i` (R replicates) against `urls`: whether its interval covered the truth
     (None: it gave none)."""
     out = tmp / f"sweep-{i:02d}"
@@ -48,7 +89,8 @@ def _sweep(i: int, args: argparse.Namespace, tmp: Path, urls: dict[str, str],
     run = subprocess.run(layergate_command(
         "capacity", "--traffic", str(path), "--baseline", urls["baseline"],
         "--candidate", urls["candidate"], "--out", str(out), *LADDER,
-        "--replicates", str(args.replicates), "--seed", str(args.seed + 100 * i)),
+        "--replicates", str(args.replicates), "--seed", str(args.seed + 100 * i),
+        *(("--restart", restart, "--restart-timeout", "60") if restart else ())),
         capture_output=True, text=True)
     report = json.loads((out / "replicates.json").read_text()) \
         if (out / "replicates.json").is_file() else {}
@@ -67,12 +109,21 @@ def _sweep(i: int, args: argparse.Namespace, tmp: Path, urls: dict[str, str],
 
 def _job(j: int, args: argparse.Namespace, tmp: Path, truth: float) -> list[bool | None]:
     """Sweeps j, j + J, j + 2J, ... against servers of this job's own."""
+    path = traffic(tmp / f"t{j}.jsonl", 16, 0.1)
+    if args.restart:
+        home = tmp / f"servers-{j}"
+        home.mkdir()
+        try:
+            urls, restart = _restartable(home)
+            return [_sweep(i, args, tmp, urls, path, truth, restart)
+                    for i in range(j, args.sweeps, args.jobs)]
+        finally:
+            _stop(home)
     with ExitStack() as stack:
         urls = {arm: stack.enter_context(echo_server("--token-delay", str(TOKEN_S),
                                                      "--slots", str(n)))
-                for arm, n in (("baseline", 4), ("candidate", 6))}
-        path = traffic(tmp / f"t{j}.jsonl", 16, 0.1)
-        return [_sweep(i, args, tmp, urls, path, truth)
+                for arm, n in SLOTS.items()}
+        return [_sweep(i, args, tmp, urls, path, truth, None)
                 for i in range(j, args.sweeps, args.jobs)]
 
 
@@ -82,11 +133,14 @@ def main() -> None:
     parser.add_argument("--replicates", type=int, default=3)
     parser.add_argument("--seed", type=int, default=100)
     parser.add_argument("--jobs", type=int, default=1, help="sweeps run at once")
+    parser.add_argument("--restart", action="store_true",
+                        help="restart the servers before each replicate (needs 6 or more)")
     args = parser.parse_args()
     truth = (true_capacity(6, TOKEN_S * TOKENS, LIMIT_S - TOKEN_S, ATTAINMENT)
              / true_capacity(4, TOKEN_S * TOKENS, LIMIT_S - TOKEN_S, ATTAINMENT))
     print(f"true ratio (M/D/c steady state) {truth:.4f}; {args.sweeps} sweeps x "
-          f"{args.replicates} replicates, {args.jobs} at once", flush=True)
+          f"{args.replicates} replicates{', restarted' if args.restart else ''}, "
+          f"{args.jobs} at once", flush=True)
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(args.jobs) as pool:
         hits = [h for hs in pool.map(lambda j: _job(j, args, Path(tmp), truth),
                                      range(args.jobs)) for h in hs if h is not None]
