@@ -21,24 +21,12 @@ from layergate.exporters.catalogue import LOGPROBS, NO_USAGE, SEED_IGNORED, USAG
 from layergate.exporters.traffic import TrafficRecord, read_traffic, write_traffic
 from layergate.harness.processes import ManagedProcess, free_port, layergate_command
 from layergate.harness.rundir import load_run
-from tests.support.foreign_arms import figures, gate, greedy_traffic, layergate, replay
+from tests.support.foreign_arms import POLICY, figures, gate, greedy_traffic, layergate, replay
 from tests.support.llamacpp import SMOKE_PROMPT, check_alive, generate, start_llamacpp
 
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.llamacpp, pytest.mark.locust]
 
 REQUESTS = 6
-# a gate policy the few requests of a test can decide: the bundled ones want 20 samples
-POLICY = """\
-name: foreign-arms
-require_complete: true
-min_samples: 5
-max_error_rate: {default: 0.0}
-metrics:
-  exact_match: {direction: ">=", threshold: -0.10, subtract_noise_floor: true}
-  termination_accuracy: {direction: ">=", threshold: 0.9}
-  cache_hit_delta: {direction: "<=", threshold: 0.05, required: false}
-  output_determinism: {direction: ">=", threshold: 0.95, min_samples: 2, required: false}
-"""
 
 
 @pytest.fixture(scope="session")

@@ -33,7 +33,7 @@ from layergate.exporters.traffic import TrafficRecord, write_traffic
 from layergate.harness.processes import ManagedProcess, layergate_command
 from layergate.harness.replay.breaker import DEFAULT_LIMIT
 from layergate.harness.rundir import load_run
-from tests.support.foreign_arms import figures, gate, greedy_traffic, replay
+from tests.support.foreign_arms import POLICY, figures, gate, greedy_traffic, replay
 from tests.support.processes import died
 from tests.support.replay_rig import rows, wait_for
 from tests.support.vllm import (
@@ -48,17 +48,6 @@ from tests.support.vllm import (
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.vllm, pytest.mark.locust]
 
 REQUESTS = 8
-# the bundled no-regression policy's consistency rules, at the sizes a test can decide
-POLICY = """\
-name: vllm-arms
-require_complete: true
-min_samples: 6
-max_error_rate: {default: 0.0}
-metrics:
-  exact_match: {direction: ">=", threshold: -0.10, subtract_noise_floor: true}
-  termination_accuracy: {direction: ">=", threshold: 0.925}
-  cache_hit_delta: {direction: "<=", threshold: 0.05, required: false}
-"""
 
 
 @pytest.fixture(scope="module")

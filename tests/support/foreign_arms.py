@@ -15,6 +15,20 @@ from layergate.harness.processes import ManagedProcess
 from layergate.harness.scenarios import SCENARIOS_DIR
 from tests.support.processes import check_alive
 
+# a gate policy the few requests of a foreign arm's test can decide (the bundled ones want
+# 20 samples): the no-regression policy's consistency rules
+POLICY = """\
+name: foreign-arms
+require_complete: true
+min_samples: 5
+max_error_rate: {default: 0.0}
+metrics:
+  exact_match: {direction: ">=", threshold: -0.10, subtract_noise_floor: true}
+  termination_accuracy: {direction: ">=", threshold: 0.9}
+  cache_hit_delta: {direction: "<=", threshold: 0.05, required: false}
+  output_determinism: {direction: ">=", threshold: 0.95, min_samples: 2, required: false}
+"""
+
 
 def layergate(*args: str) -> Result:
     """The `layergate` command in-process; an exception it did not handle is raised."""
