@@ -1,11 +1,13 @@
 """Read speculative-decoding counters out of a `/metrics` scrape (Prometheus text format).
 
 `SPEC_COUNTERS` is the one table of the names layergate reads, per server, with where they
-come from (docs/SERVERS.md lists them). A server either counts drafts, draft tokens and
-accepted tokens (layergate's engine, vLLM: counter deltas over a run give its figures) or
-publishes the figures themselves as gauges over a recent window (SGLang: the value at the
-run's last scrape, a point with no interval). Counter samples are summed over all label
-sets; a gauge's are averaged (every tensor-parallel rank publishes the same figure).
+come from (docs/SERVERS.md lists them). layergate's engine and vLLM count drafts, draft
+tokens and accepted tokens: counter deltas over a run give all three figures. SGLang counts
+verification calls and generated tokens (their deltas give its accept length, as SGLang
+defines it: tokens per verification) and publishes the acceptance rate and accept length as
+gauges over its last logging window (the value at the run's last scrape). Counter samples
+are summed over all label sets; a gauge's are averaged (every tensor-parallel rank
+publishes the same figure).
 """
 
 from __future__ import annotations
@@ -45,10 +47,13 @@ SPEC_COUNTERS = (
               documented="vllm/v1/spec_decode/metrics.py (SpecDecodingProm): acceptance rate "
                          "= accepted / draft tokens, mean acceptance length = 1 + accepted "
                          "/ drafts"),
-    SpecNames("SGLang", accept_length_gauge=("sglang:spec_accept_length",),
+    SpecNames("SGLang", drafts=("sglang:spec_verify_calls_total",),
+              emitted=("sglang:generation_tokens_total",),
+              accept_length_gauge=("sglang:spec_accept_length",),
               acceptance_rate_gauge=("sglang:spec_accept_rate",),
-              documented="sglang/srt/metrics/collector.py: gauges over the scheduler's last "
-                         "logging window"),
+              documented="sglang/srt/observability/metrics_collector.py (0.5.23): counters "
+                         "per finished request (accept length = generation tokens / verify "
+                         "calls), gauges over the scheduler's last logging window"),
 )
 
 
@@ -81,15 +86,20 @@ def _gauge_means(text: str) -> dict[str, float]:
     return {name: sum(v) / len(v) for name, v in seen.items()}
 
 
-def spec_counters(text: str) -> SpecCounters | None:
-    """The speculative metrics of a scrape, or None when its server publishes none."""
+def spec_counters(text: str, server: str | None = None) -> SpecCounters | None:
+    """The speculative metrics of a scrape, or None when its server publishes none. With
+    `server`, that server's names whatever the scrape shows (a scrape before a run may
+    not show a counter yet: its other counters still count from there)."""
     totals = sample_totals(text)
     gauges = _gauge_means(text)
     for s in SPEC_COUNTERS:
+        if server is not None and s.server != server:
+            continue
         got = SpecCounters(s.server, _first(totals, s.drafts), _first(totals, s.draft_tokens),
                            _first(totals, s.accepted), _first(totals, s.emitted),
                            _first(gauges, s.accept_length_gauge),
                            _first(gauges, s.acceptance_rate_gauge))
-        if got.draft_tokens is not None or got.accept_length is not None:
+        if server is not None or any(
+                v is not None for v in (got.drafts, got.draft_tokens, got.accept_length)):
             return got
     return None

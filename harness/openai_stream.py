@@ -13,8 +13,9 @@ server departed from the protocol is recorded on the result (`quirks`, catalogue
 
 Per-request numbers an answer reports outside the `layergate` extension are read into
 `ArmResult.reported` under the extension's names (`reported_numbers`): the prompt tokens a
-prefix cache served (`usage.prompt_tokens_details.cached_tokens`, OpenAI's field) and vLLM's
-per-request speculative metrics (`metrics.speculative_decoding`).
+prefix cache served (`usage.prompt_tokens_details.cached_tokens`, OpenAI's field), vLLM's
+per-request speculative metrics (`metrics.speculative_decoding`) and SGLang's
+(`sglext.spec_tokens_details`).
 
 Output tokens are counted from the best source the answer allows (catalogue.TOKEN_SOURCES):
 usage, the engine's token ids, one logprobs entry per token, the named tokenizer on the
@@ -62,14 +63,19 @@ REQUEST_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-str
 SPECULATIVE_NUMBERS = {"num_draft_tokens": "draft_tokens_proposed",
                        "num_accepted_draft_tokens": "draft_tokens_accepted",
                        "num_spec_steps": "draft_steps"}
+# SGLang's (entrypoints/openai/protocol.py, SpecTokensDetails in the response's `sglext`,
+# sent when the request asks `return_spec_tokens_details`): verify calls are its drafts
+SGLANG_SPECULATIVE_NUMBERS = {"spec_num_proposed_drafts": "draft_tokens_proposed",
+                              "spec_num_correct_drafts": "draft_tokens_accepted",
+                              "spec_verify_ct": "draft_steps"}
 
 
-def reported_numbers(usage: dict[str, Any] | None,
-                     metrics: dict[str, Any] | None) -> dict[str, int]:
+def reported_numbers(usage: dict[str, Any] | None, metrics: dict[str, Any] | None,
+                     sglext: dict[str, Any] | None = None) -> dict[str, int]:
     """What an answer reports per request outside the extension, under the extension's
     names: the prefix cache's hit and query tokens from its usage's cached tokens, and
-    vLLM's speculative counts from its `metrics`. A field missing or not an integer is
-    left out, never read as 0."""
+    the speculative counts from vLLM's `metrics` or SGLang's `sglext`. A field missing or
+    not an integer is left out, never read as 0."""
     out: dict[str, int] = {}
     usage = usage if isinstance(usage, dict) else {}
     details = usage.get("prompt_tokens_details")
@@ -80,6 +86,10 @@ def reported_numbers(usage: dict[str, Any] | None,
     spec = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None
     if isinstance(spec, dict):
         out |= {ours: spec[theirs] for theirs, ours in SPECULATIVE_NUMBERS.items()
+                if _count(spec.get(theirs))}
+    spec = sglext.get("spec_tokens_details") if isinstance(sglext, dict) else None
+    if isinstance(spec, dict):  # a list only for n > 1, which a result refuses
+        out |= {ours: spec[theirs] for theirs, ours in SGLANG_SPECULATIVE_NUMBERS.items()
                 if _count(spec.get(theirs))}
     return out
 
@@ -178,6 +188,7 @@ class StreamAccumulator:
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
     metrics: dict[str, Any] | None = None  # vLLM's per-request metrics (final usage chunk)
+    sglext: dict[str, Any] | None = None  # SGLang's extension (a chunk before the usage)
     extension: dict[str, Any] = field(default_factory=dict)
     logprobs: list[float] = field(default_factory=list)
     top_logprobs: list[dict[str, float]] = field(default_factory=list)
@@ -223,6 +234,8 @@ class StreamAccumulator:
             self.usage = chunk["usage"]
         if isinstance(get("metrics"), dict):  # vLLM: beside the usage, when enabled
             self.metrics = chunk["metrics"]
+        if isinstance(get("sglext"), dict):  # SGLang: its own chunk, when asked
+            self.sglext = chunk["sglext"]
         extension = get("layergate")
         if isinstance(extension, dict):
             self.extension = extension
@@ -308,6 +321,8 @@ class StreamAccumulator:
             out["usage"] = self.usage
         if self.metrics:
             out["metrics"] = self.metrics
+        if self.sglext:
+            out["sglext"] = self.sglext
         if self.extension:
             out["layergate"] = self.extension
         return out
@@ -365,7 +380,7 @@ class ResultBuilder:
             token_ids=acc.token_ids, logprobs=tuple(acc.logprobs) if acc.logprobs else None,
             top_logprobs=tuple(acc.top_logprobs) if acc.top_logprobs else None,
             extension=acc.extension, quirks=self.quirks + self._handled(acc, tokens, source),
-            reported=reported_numbers(acc.usage, acc.metrics), **self._common())
+            reported=reported_numbers(acc.usage, acc.metrics, acc.sglext), **self._common())
 
     def _handled(self, acc: StreamAccumulator, tokens: int, source: str) -> tuple[str, ...]:
         """The quirks of a stream that ended well."""

@@ -213,12 +213,13 @@ def test_a_real_server_through_each_transport(send_all) -> None:
     expected_ok = {"vllm_chat.txt", "vllm_chat_speculative.txt", "tgi_chat.txt",
                    "sglang_chat.txt", "llamacpp_chat.txt", "llamacpp_python_chat.txt",
                    "layergate_chat.txt", "layergate_completions.txt",
-                   "vllm_0.32_chat_reported.txt"}
+                   "vllm_0.32_chat_reported.txt", "sglang_0.5.23_chat_reported.txt"}
     for name in FIXTURE_CASES:
         assert results[name]["ok"] == (name in expected_ok), (name, results[name]["error"])
     assert results["tgi_chat.txt"]["output_text"] == "OK!"
     assert results["layergate_chat.txt"]["token_ids"] == [504, 7302, 314, 253]
     assert results["vllm_0.32_chat_reported.txt"]["reported"]["draft_steps"] == 5
+    assert results["sglang_0.5.23_chat_reported.txt"]["reported"]["draft_steps"] == 4
     assert results["vllm_error.txt"]["error"] == "error in stream: Internal server error"
     assert results["http 400"]["error"] == "HTTP 400: status 400 as asked"
     # refused what layergate adds (stream_options), answered without it: handled, recorded

@@ -71,11 +71,14 @@ def test_the_recording_rules_read_the_same_speculative_counters() -> None:
     from layergate.exporters.spec_counters import SPEC_COUNTERS
 
     rules = (Path(__file__).resolve().parents[1] / "dashboards" / "rules.yml").read_text()
-    counting = [s for s in SPEC_COUNTERS if s.drafts]  # SGLang publishes gauges only
-    assert {s.server for s in counting} == {"layergate", "vLLM"}
+    counting = [s for s in SPEC_COUNTERS if s.drafts]
+    assert {s.server for s in counting} == {"layergate", "vLLM", "SGLang"}
     for server in counting:
-        for names in (server.drafts, server.draft_tokens, server.accepted):
-            assert names[0] in rules, (server.server, names[0])
+        # SGLang counts no accepted tokens: its length is tokens per verification
+        tokens = server.accepted or server.emitted
+        for names in (server.drafts, server.draft_tokens, tokens,
+                      server.acceptance_rate_gauge):
+            assert not names or names[0] in rules, (server.server, names[0])
 
 
 def test_cache_hit_delta_across_two_servers() -> None:

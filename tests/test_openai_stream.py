@@ -68,6 +68,7 @@ GOOD = {
     "vllm_chat_speculative.txt": ("Paris is the capital of France.", 7, 12, "stop", 3, USAGE),
     "tgi_chat.txt": ("OK!", 3, 39, "stop", 2, USAGE),
     "sglang_chat.txt": ("Red.", 3, 42, "stop", 2, USAGE),
+    "sglang_0.5.23_chat_reported.txt": ("Red is red. Red is red.", 9, 40, "stop", 7, USAGE),
     "llamacpp_chat.txt": ("Blue.", 3, 31, "stop", 2, USAGE),
     "llamacpp_python_chat.txt": ("The colour I'm", 4, 0, "length", 4, LOGPROBS),
     "layergate_chat.txt": ("The colour is a", 4, 34, "length", 4, USAGE),
@@ -79,6 +80,7 @@ QUIRKS_SEEN = {
     "vllm_chat_speculative.txt": {NO_LOGPROBS, SEVERAL_TOKENS_PER_CHUNK},
     "tgi_chat.txt": {NO_LOGPROBS},  # its empty end-of-sequence chunk is one token: no quirk
     "sglang_chat.txt": {NO_LOGPROBS},
+    "sglang_0.5.23_chat_reported.txt": {NO_LOGPROBS, SEVERAL_TOKENS_PER_CHUNK},
     "llamacpp_chat.txt": {NO_LOGPROBS},
     "llamacpp_python_chat.txt": {NO_USAGE},
     "layergate_chat.txt": set(),
@@ -126,6 +128,19 @@ def test_per_request_numbers_outside_the_extension_are_read_under_its_names() ->
     # the engine's extension, where it has a number, is read first
     ours = dataclasses.replace(result, extension={"draft_steps": 4})
     assert ours.per_request("draft_steps") == 4 and ours.per_request("draft_tokens_accepted") == 9
+
+
+def test_sglang_s_per_request_numbers_are_read_under_the_extension_s_names() -> None:
+    """SGLang 0.5.23 (its own response classes; the fixture says how): the usage's cached
+    tokens (--enable-cache-report) and `sglext.spec_tokens_details` (asked per request)."""
+    result = result_of(fixture("sglang_0.5.23_chat_reported.txt"), body=ASKED)
+    assert result.ok and result.tokens_from == USAGE
+    assert result.reported == {"prefix_cache_hit_tokens": 32,
+                               "prefix_cache_query_tokens": 40, "draft_tokens_proposed": 12,
+                               "draft_tokens_accepted": 5, "draft_steps": 4}
+    # SGLang's own accept length (completion tokens / verify calls) is ours here
+    assert 1 + 5 / 4 == pytest.approx(9 / 4)
+    assert reported_numbers(None, None, {"spec_tokens_details": [{"spec_verify_ct": 4}]}) == {}
 
 
 @pytest.mark.parametrize("usage, metrics", [

@@ -160,6 +160,39 @@ def test_from_sglang_gauges_the_last_scrape_as_published() -> None:
     assert ("spec_draft_per_token", CANDIDATE) not in figures  # SGLang publishes no count
 
 
+def test_from_sglang_counters_tokens_per_verification_and_its_rate_gauge() -> None:
+    """SGLang 0.5.23 counts verification calls and generated tokens (its own collectors
+    rendered the fixtures): its accept length over the run is Δtokens / Δverifications,
+    as SGLang defines it; its acceptance rate is only a gauge of its last window."""
+    before, after = (spec_counters((FIXTURES / f).read_text()) for f in
+                     ("sglang_0.5.23_spec_before.prom", "sglang_0.5.23_spec_after.prom"))
+    assert before.server == after.server == "SGLang"
+    # 4 requests in the run: 9 + 12 + 10 + 8 tokens in 4 + 5 + 4 + 3 verifications
+    assert (after.emitted - before.emitted, after.drafts - before.drafts) == (39, 16)
+    figures = {(f.name, f.arm): f for f in compute_figures(
+        _answers_without_extension(CANDIDATE),
+        _scrapes(CANDIDATE, "sglang_0.5.23_spec_before.prom",
+                 "sglang_0.5.23_spec_after.prom"), config=CFG)}
+    length = figures["spec_accept_length", CANDIDATE]
+    assert length.value == pytest.approx(39 / 16) and length.ci_low is None
+    assert length.detail["source"] == "scrapes: counter deltas"
+    rate = figures["spec_acceptance_rate", CANDIDATE]
+    assert rate.value == pytest.approx(0.47)
+    assert rate.detail["source"] == "scrapes: gauges at the last scrape"
+    assert ("spec_draft_per_token", CANDIDATE) not in figures  # no draft-token counter
+    # a scrape before the first verification shows no such counter yet: its tokens still
+    # count from there
+    text = (FIXTURES / "sglang_0.5.23_spec_before.prom").read_text()
+    fresh = "\n".join(line for line in text.splitlines() if "spec_verify_calls" not in line)
+    scrapes = [MetricsScrape(CANDIDATE, "before", fresh),
+               MetricsScrape(CANDIDATE, "after",
+                             (FIXTURES / "sglang_0.5.23_spec_after.prom").read_text())]
+    length = next(f for f in compute_figures(_answers_without_extension(CANDIDATE), scrapes,
+                                             config=CFG)
+                  if f.name == "spec_accept_length" and f.arm == CANDIDATE)
+    assert length.value == pytest.approx(39 / after.drafts)
+
+
 def test_a_server_without_speculation_has_none_of_the_figures() -> None:
     figures = compute_figures(_answers_without_extension(CANDIDATE),
                               _scrapes(CANDIDATE, "vllm.prom", "vllm_after.prom"), config=CFG)

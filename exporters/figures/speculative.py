@@ -8,12 +8,14 @@ spec_draft_per_token  draft tokens proposed / output tokens emitted
 
 From the answers when they carry draft counts per request (`draft_tokens_proposed`,
 `draft_tokens_accepted`, `draft_steps`: layergate's engine in its extension, vLLM in its
-`metrics.speculative_decoding` with --per-request-spec-decode-metrics; ArmResult.per_request):
+`metrics.speculative_decoding` with --per-request-spec-decode-metrics, SGLang in its
+`sglext.spec_tokens_details` when asked; ArmResult.per_request):
 ratios of sums, with the run's shared stratified bootstrap for an interval, per scenario
 too.
 Otherwise from the arm's `/metrics` scraped before and after the run (exporters/
-spec_counters.py): vLLM's counters as deltas, or SGLang's gauges at the last scrape; one
-value per arm and no interval (the gate judges a missing end as unbounded, so a rule on it
+spec_counters.py): vLLM's counters as deltas; SGLang's accept length from its counters'
+deltas (tokens per verification) and its acceptance rate from its gauge at the last scrape;
+one value per arm and no interval (the gate judges a missing end as unbounded, so a rule on it
 is inconclusive, never a pass on a point). An arm that reports no drafting has none of
 these figures.
 """
@@ -119,28 +121,33 @@ def _from_scrapes(scrapes: Sequence[MetricsScrape], arm: str, n: int,
     after = spec_counters(by_when["after"].text)
     if after is None:
         return []
-    before = spec_counters(by_when["before"].text) if "before" in by_when else None
-    if after.draft_tokens is not None:
-        d = _delta(before, after)
-        if any(v < 0 for v in d.values()):
-            return [Figure(name, None, arm, OVERALL, n=n, status="not_computable",
-                           reason=f"speculative counters of arm {arm!r} went down "
-                                  "(restarted?)") for name in SPEC_FIGURES]
-        if not d.get("draft_tokens"):
-            return []  # counters present, nothing drafted during the run
-        values = {SPEC_ACCEPTANCE_RATE: _div(d.get("accepted"), d["draft_tokens"]),
-                  SPEC_ACCEPT_LENGTH: None if _div(d.get("accepted"), d.get("drafts")) is None
-                  else 1 + _div(d.get("accepted"), d.get("drafts")),
-                  SPEC_DRAFT_PER_TOKEN: _div(d["draft_tokens"], d.get("emitted"))}
-        source, detail = "scrapes: counter deltas", {"counters": d}
+    before = (spec_counters(by_when["before"].text, after.server) if "before" in by_when
+              else None)
+    counted = after.draft_tokens is not None or after.drafts is not None
+    d = _delta(before, after) if counted else {}
+    if any(v < 0 for v in d.values()):
+        return [Figure(name, None, arm, OVERALL, n=n, status="not_computable",
+                       reason=f"speculative counters of arm {arm!r} went down "
+                              "(restarted?)") for name in SPEC_FIGURES]
+    if counted and not (d.get("draft_tokens") or d.get("drafts")):
+        return []  # counters present, nothing drafted during the run
+    deltas, gauges = "scrapes: counter deltas", "scrapes: gauges at the last scrape"
+    if after.draft_tokens is not None:  # drafts, draft tokens and accepted tokens counted
+        accepted = _div(d.get("accepted"), d.get("drafts"))
+        values = {SPEC_ACCEPTANCE_RATE: (_div(d.get("accepted"), d["draft_tokens"]), deltas),
+                  SPEC_ACCEPT_LENGTH: (None if accepted is None else 1 + accepted, deltas),
+                  SPEC_DRAFT_PER_TOKEN: (_div(d["draft_tokens"], d.get("emitted")), deltas)}
+    elif counted:  # SGLang: verifications and tokens counted, its acceptance a gauge
+        values = {SPEC_ACCEPT_LENGTH: (_div(d.get("emitted"), d["drafts"]), deltas),
+                  SPEC_ACCEPTANCE_RATE: (after.acceptance_rate, gauges)}
     else:
-        values = {SPEC_ACCEPT_LENGTH: after.accept_length,
-                  SPEC_ACCEPTANCE_RATE: after.acceptance_rate}
-        source, detail = "scrapes: gauges at the last scrape", {}
+        values = {SPEC_ACCEPT_LENGTH: (after.accept_length, gauges),
+                  SPEC_ACCEPTANCE_RATE: (after.acceptance_rate, gauges)}
     out = []
-    for name, value in values.items():
+    for name, (value, source) in values.items():
         status, reason = status_for(value, n, config.min_samples,
                                     f"{after.server} publishes no counter for it")
+        detail = {"counters": d} if source == deltas else {}
         out.append(Figure(name, value, arm, OVERALL, n=n, status=status, reason=reason,
                           detail={**detail, "source": source, "server": after.server}))
     return out
