@@ -41,11 +41,20 @@ def pytest_configure(config: pytest.Config) -> None:
     STARTS.install()
 
 
+# files with one of these marks start first: the workers take files in order
+# (--dist loadfile), and a long file taken last leaves the other worker idle at the end
+LONG_FIRST = {"docker", "vllm", "model", "llamacpp", "chromium", "slow"}
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m reads the marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    long_files = set()
     for item in items:
         if item.path.name in SOLO or (item.path.name, item.originalname) in SOLO_TESTS:
             item.add_marker(pytest.mark.solo)
+        if LONG_FIRST & {m.name for m in item.iter_markers()}:
+            long_files.add(item.path)
+    items.sort(key=lambda item: item.path not in long_files)  # stable: files stay whole
 
 
 @pytest.hookimpl(wrapper=True)
