@@ -83,14 +83,13 @@ def reported_numbers(usage: dict[str, Any] | None, metrics: dict[str, Any] | Non
     prompt = usage.get("prompt_tokens")
     if _count(cached) and _count(prompt):
         out |= {"prefix_cache_hit_tokens": cached, "prefix_cache_query_tokens": prompt}
-    spec = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None
-    if isinstance(spec, dict):
-        out |= {ours: spec[theirs] for theirs, ours in SPECULATIVE_NUMBERS.items()
-                if _count(spec.get(theirs))}
-    spec = sglext.get("spec_tokens_details") if isinstance(sglext, dict) else None
-    if isinstance(spec, dict):  # a list only for n > 1, which a result refuses
-        out |= {ours: spec[theirs] for theirs, ours in SGLANG_SPECULATIVE_NUMBERS.items()
-                if _count(spec.get(theirs))}
+    # SGLang's details are a list only for n > 1, which a result refuses
+    for block, key, names in ((metrics, "speculative_decoding", SPECULATIVE_NUMBERS),
+                              (sglext, "spec_tokens_details", SGLANG_SPECULATIVE_NUMBERS)):
+        spec = block.get(key) if isinstance(block, dict) else None
+        if isinstance(spec, dict):
+            out |= {ours: spec[theirs] for theirs, ours in names.items()
+                    if _count(spec.get(theirs))}
     return out
 
 
