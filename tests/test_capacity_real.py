@@ -11,6 +11,7 @@ the SLO at the ladder's top (a lower bound at or above full's capacity)."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import time
 from collections.abc import Iterator
@@ -70,7 +71,9 @@ def test_static_carries_no_less_than_full(full_engine, static_engine, tmp_path: 
         assert done.returncode == ExitCode.PASS, done.stdout + done.stderr
         ratio = next(f for f in report["figures"]
                      if f["name"] == "capacity_ratio" and f["arm"] == CANDIDATE)
-        assert ratio["ci_high"] >= 1.0, ratio
+        # no upper end: some resamples never saw static fail, so the end is +inf (METRICS.md)
+        high = math.inf if ratio["ci_high"] is None else ratio["ci_high"]
+        assert high >= 1.0, ratio
     realised = next(f for f in report["figures"]
                     if f["name"] == "capacity_realisation" and f["arm"] == CANDIDATE)
     assert realised["detail"]["theoretical_saving"] > 0.3  # 12 of 30 layers, by its report
