@@ -12,8 +12,8 @@ A reference is a JSON object with one `kind`, each with its own fields:
   right when the output's last number is within max(abs, rel × |value|) of it.
 - `regex`: `pattern` (Python `re`) and optional `flags` (of "imsx"); right when it is found
   in the output (`re.search`: anchor it for a whole match).
-- `json_schema`: `schema` (the subset of `json_subset.py`); right when the output's JSON
-  (`answers.extract_json`) satisfies it.
+- `json_schema`: `schema` (any JSON Schema, checked by `schemas.py`); right when the
+  output's JSON (`answers.extract_json`) satisfies it.
 - `command`: `argv`, optional `file`, `files`, `timeout_s`, `memory_mb`; right when the
   command exits 0 on the output (`sandbox.py`). Scored only with `allow_commands=True`.
 - `judge`: optional `answers` and `criteria` (text) for the judge's prompt; right when an
@@ -31,7 +31,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from layergate.exporters import answers as extract
-from layergate.exporters import json_subset, sandbox
+from layergate.exporters import sandbox, schemas
 from layergate.exporters.errors import UsageError
 
 KINDS = ("exact", "contains", "choice", "numeric", "regex", "json_schema", "command",
@@ -163,9 +163,11 @@ def _regex(raw: Mapping[str, Any]) -> Reference:
 
 
 def _json_schema(raw: Mapping[str, Any]) -> Reference:
+    if not isinstance(raw.get("schema"), Mapping):  # true / false would decide nothing
+        raise BadReference("schema", f"must be an object (a JSON Schema): {raw.get('schema')!r}")
     try:
-        json_subset.check_schema(raw.get("schema"))
-    except json_subset.SchemaError as exc:
+        schemas.check_schema(raw.get("schema"))
+    except schemas.SchemaError as exc:
         raise BadReference(exc.path, exc.message) from None
     return Reference("json_schema", schema=raw["schema"])
 
@@ -233,7 +235,7 @@ def score(reference: Reference, text: str, *, allow_commands: bool = False) -> b
         return reference.pattern is not None and reference.pattern.search(text) is not None
     if kind == "json_schema":
         value = extract.extract_json(text)
-        return value is not extract.MISSING and json_subset.valid(value, reference.schema)
+        return value is not extract.MISSING and schemas.valid(value, reference.schema)
     if kind == "command":
         if not allow_commands:
             raise CommandsDisabled("a command reference runs a program on the output: it is "

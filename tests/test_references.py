@@ -104,6 +104,18 @@ def test_json_schema(text: str, ok: bool) -> None:
     assert right({"kind": "json_schema", "schema": SCHEMA}, text) is ok
 
 
+def test_json_schema_whole_vocabulary() -> None:
+    schema = {"type": "object", "$defs": {"code": {"type": "string", "pattern": "^[A-Z]{3}$"}},
+              "properties": {"n": {"type": "integer", "minimum": 1},
+                             "c": {"$ref": "#/$defs/code"},
+                             "v": {"oneOf": [{"type": "string"}, {"type": "integer"}]}}}
+    raw = {"kind": "json_schema", "schema": schema}
+    assert right(raw, '{"n": 1, "c": "FRA", "v": 2}')
+    assert not right(raw, '{"n": 0}')
+    assert not right(raw, '{"c": "fr"}')
+    assert not right(raw, '{"v": 1.5}')
+
+
 @pytest.mark.parametrize(("raw", "field"), [
     ([], "(reference)"), ({"kind": "fuzzy"}, "kind"),
     ({"kind": "exact", "answers": []}, "answers"),
@@ -117,8 +129,11 @@ def test_json_schema(text: str, ok: bool) -> None:
     ({"kind": "regex", "pattern": "(unclosed"}, "pattern"),
     ({"kind": "regex", "pattern": "x", "flags": "g"}, "flags"),
     ({"kind": "json_schema", "schema": {"type": "thing"}}, "schema.type"),
-    ({"kind": "json_schema", "schema": {"properties": {"a": {"pattern": "x"}}}},
-     "schema.properties.a.pattern"),
+    ({"kind": "json_schema", "schema": {"properties": {"a": {"minimum": "x"}}}},
+     "schema.properties.a.minimum"),
+    ({"kind": "json_schema", "schema": {"items": {"$ref": "https://example.com/s.json"}}},
+     "schema.items.$ref"),
+    ({"kind": "json_schema", "schema": True}, "schema"),
     ({"kind": "command", "argv": []}, "argv"),
     ({"kind": "command", "argv": ["true"], "file": "../x"}, "file"),
     ({"kind": "command", "argv": ["true"], "files": {"a/b": "x"}}, "files.a/b"),
