@@ -153,6 +153,33 @@ JUDGE_DISAGREEMENT = _figure("judge_disagreement", "fraction", "lower", "share o
                              "judge verdicts differ: the judge's own noise")
 ACCURACY_FIGURES = (ACCURACY, ACCURACY_DELTA, ACCURACY_MCNEMAR_P, RIGHT_TO_WRONG,
                     WRONG_TO_RIGHT, JUDGE_DISAGREEMENT)
+# what an answer is made of besides its text (exporters/figures/answer_parts.py): only
+# when the run's answers hold tool calls, structured output or reasoning
+TOOL_CALL_AGREEMENT = _figure("tool_call_agreement", "fraction", "higher", "share of paired "
+                              "requests where either arm called a tool whose calls equal the "
+                              "baseline's: the same functions in the same order, arguments "
+                              "equal as JSON", excess=True)
+TOOL_CALL_VALIDITY = _figure("tool_call_validity", "fraction", "higher", "share of the arm's "
+                             "tool-calling answers whose every call names a declared function "
+                             "and whose arguments satisfy its parameters' JSON Schema")
+STRUCTURED_VALIDITY = _figure("structured_validity", "fraction", "higher", "share of the "
+                              "arm's answers to requests with a JSON response_format whose "
+                              "content satisfies it")
+STRUCTURED_AGREEMENT = _figure("structured_agreement", "fraction", "higher", "share of paired "
+                               "requests with a JSON response_format whose content parses to "
+                               "the same JSON value as the baseline's", excess=True)
+ANSWER_MATCH = _figure("answer_match", "fraction", "higher", "share of paired requests whose "
+                       "answer (text, refusal and tool calls; reasoning apart) equals the "
+                       "baseline's", excess=True)
+REASONING_KEPT = _figure("reasoning_kept", "fraction", "higher", "share of the paired requests "
+                         "the baseline reasoned on where the arm reasoned too", excess=True)
+REASONING_LENGTH_RATIO = _figure("reasoning_length_ratio", "ratio", "lower", "the arm's "
+                                 "reasoning tokens over the baseline's, summed over paired "
+                                 "requests where either reasoned (characters where a count "
+                                 "is missing)", excess=True)
+ANSWER_PART_FIGURES = (TOOL_CALL_AGREEMENT, TOOL_CALL_VALIDITY, STRUCTURED_VALIDITY,
+                       STRUCTURED_AGREEMENT, ANSWER_MATCH, REASONING_KEPT,
+                       REASONING_LENGTH_RATIO)
 LATENCY_RATIO = _figure("latency_ratio", "ratio", "lower", "geometric mean of paired "
                         "(E2E/tokens) ratios against the baseline", excess=True,
                         timing="ratio")
@@ -178,7 +205,9 @@ TOKEN_EFFICIENCY = _figure("token_efficiency", "fraction", "higher", "useful tok
 ERROR_RATE = _figure("error_rate", "fraction", "lower", "share of the arm's requests that "
                      "failed", not_gated="the policy's max_error_rate gates it, per arm and "
                                          "fail-closed")
-LATENCY_KINDS = {"ttft": "time to first token", "tpot": "time per output token after the "
+LATENCY_KINDS = {"ttft": "time to first token (of any kind: reasoning, content or a tool "
+                 "call)", "ttfat": "time to first answer token (content, a refusal or a "
+                 "tool call, after any reasoning)", "tpot": "time per output token after the "
                  "first", "itl": "gap between streamed chunks", "e2e": "end-to-end latency"}
 QUANTILES = {"p50": 0.50, "p90": 0.90, "p99": 0.99}
 for _kind, _words in LATENCY_KINDS.items():
@@ -370,6 +399,12 @@ NO_DONE = _quirk("no_done", "ended the stream without `data: [DONE]` (harmless a
 NO_LOGPROBS = _quirk("no_logprobs", "returned no logprobs although asked")
 SEVERAL_TOKENS_PER_CHUNK = _quirk("several_tokens_per_chunk", "streamed several tokens in "
                                   "one chunk (speculative decoding): ITL is per chunk")
+TOOL_CALL_MALFORMED = _quirk("tool_call_malformed", "streamed a tool-call delta of an "
+                             "unexpected shape (no index, not an object): skipped")
+TOOL_CALL_ORDER = _quirk("tool_call_order", "streamed a tool call's index out of order (a "
+                         "later call began before an earlier one): merged by index")
+TOOL_ARGUMENTS_UNPARSED = _quirk("tool_arguments_unparsed", "ended a tool call whose "
+                                 "arguments do not parse as JSON: kept as sent")
 SEED_IGNORED = _quirk("seed_ignored", "answered a seeded, sampled prompt differently on a "
                       "repeat")
 
@@ -504,19 +539,24 @@ class Answer(Protocol):
     token_ids: tuple[int, ...] | None
     output_text: str
 
+    @property
+    def answer(self) -> str: ...  # the text with its tool calls, reasoning apart
+
 
 def same_output(a: Answer, b: Answer) -> bool:
-    """Token ids when both answers carry them, else the text: the one definition of "the
-    same output" (exact match, determinism, the live counters, the report's diffs)."""
+    """Token ids when both answers carry them, else the answer (its text, refusal and tool
+    calls, the calls' arguments compared as JSON: records.answer_text): the one definition
+    of "the same output" (exact match, determinism, the live counters, the report's
+    diffs)."""
     if a.token_ids is not None and b.token_ids is not None:
         return tuple(a.token_ids) == tuple(b.token_ids)
-    return a.output_text == b.output_text
+    return a.answer == b.answer
 
 
 def compared_tokens(a: Answer, b: Answer, split: Callable[[str], Sequence[str]] = str.split
                     ) -> tuple[Sequence, Sequence]:
     """What positions in two outputs are counted in: their token ids when both carry them
-    (as `same_output` compares), else their texts cut by `split`."""
+    (as `same_output` compares), else their answers cut by `split`."""
     if a.token_ids is not None and b.token_ids is not None:
         return a.token_ids, b.token_ids
-    return split(a.output_text), split(b.output_text)
+    return split(a.answer), split(b.answer)

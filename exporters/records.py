@@ -5,10 +5,28 @@ The replayer writes these to the run's results store; calculators never see HTTP
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from layergate.exporters.catalogue import CHARACTERS
+from layergate.exporters.tool_calls import ToolCall, rendered
+
+
+def answer_text(text: str, calls: Sequence[ToolCall], refusal: str | None) -> str:
+    """An answer as one text, reasoning apart: what "the same output" and the text figures
+    compare when no token ids are compared. The text alone when it holds nothing else (so
+    plain answers read as they always did); else a refusal and the tool calls each on a
+    line of its own after it, the calls' arguments as canonical JSON (tool_calls.rendered),
+    so calls that say the same JSON read the same."""
+    if not calls and not refusal:
+        return text
+    parts = [text] if text else []
+    if refusal:
+        parts.append(f"refusal: {refusal}")
+    if calls:
+        parts.append(rendered(calls))
+    return "\n".join(parts)
 
 
 @dataclass(frozen=True)
@@ -57,12 +75,29 @@ class ArmResult:
     # tokens, vLLM's per-request speculative metrics), under the extension's names
     # (docs/SERVERS.md, "Per-request numbers")
     reported: dict[str, Any] = field(default_factory=dict)
+    # what the answer held besides its text (docs/METRICS.md, "What an answer is made of"):
+    # its tool calls, its reasoning (streamed apart from the answer: `delta.reasoning` or
+    # `reasoning_content`) and the count of reasoning tokens the usage gave, a refusal,
+    # when its first answer token came (content, a tool call or a refusal; `ttft_s` is the
+    # first token of any kind), and whether it met the schemas its request gave
+    # ({"tool_calls": ..., "structured": ...}, only what the request asked for)
+    tool_calls: tuple[ToolCall, ...] = ()
+    reasoning_text: str = ""
+    reasoning_tokens: int | None = None
+    refusal: str | None = None
+    answer_ttft_s: float | None = None
+    schema_valid: dict[str, bool] = field(default_factory=dict)
 
     def per_request(self, key: str) -> Any:
         """A per-request number the calculators read: the `layergate` extension's, else
         the one the server reported in its answer (None: neither has it)."""
         ext = self.extension if isinstance(self.extension, dict) else {}
         return ext[key] if key in ext else self.reported.get(key)
+
+    @property
+    def answer(self) -> str:
+        """The answer as one text, reasoning apart (`answer_text`)."""
+        return answer_text(self.output_text, self.tool_calls, self.refusal)
 
     @property
     def tokens_counted(self) -> bool:

@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from layergate.exporters import tokenizer
+from layergate.exporters import answer_checks, tokenizer
 from layergate.exporters.catalogue import (
     CHARACTERS,
     CLOSED_EARLY,
@@ -44,11 +44,15 @@ from layergate.exporters.catalogue import (
     SEVERAL_CHOICES,
     SEVERAL_TOKENS_PER_CHUNK,
     TOKEN_IDS,
+    TOOL_ARGUMENTS_UNPARSED,
+    TOOL_CALL_MALFORMED,
+    TOOL_CALL_ORDER,
     TOKENIZER,
     USAGE,
 )
 from layergate.exporters.errors import InfrastructureError
 from layergate.exporters.records import ArmResult
+from layergate.exporters.tool_calls import CallsBuilder, ToolCall, from_message
 from layergate.exporters.traffic import TrafficRecord
 
 DONE = "[DONE]"
@@ -95,6 +99,18 @@ def reported_numbers(usage: dict[str, Any] | None, metrics: dict[str, Any] | Non
 
 def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def reasoning_count(acc: StreamAccumulator, tokenizer_path: str | None) -> int | None:
+    """The answer's reasoning tokens: the usage's count, else the named tokenizer's on the
+    reasoning text; 0 when it sent no reasoning; None when nothing counts it (its text is
+    kept all the same, and the figures compare characters then)."""
+    counted = acc.reasoning_tokens
+    if counted is not None:
+        return counted
+    if not acc.reasoning:
+        return 0 if acc.events else None
+    return tokenizer.count(tokenizer_path, acc.reasoning_text) if tokenizer_path else None
 
 
 class StreamError(InfrastructureError, ValueError):
@@ -183,7 +199,13 @@ class StreamAccumulator:
     `token_count` never counts chunks."""
 
     text: list[str] = field(default_factory=list)
-    chunk_times: list[float] = field(default_factory=list)  # arrival of each content chunk
+    # arrival of each chunk that carried generated text of any kind: content, reasoning, a
+    # tool call's name or arguments, a refusal (TTFT and ITL count every generated token)
+    chunk_times: list[float] = field(default_factory=list)
+    answer_at: float | None = None  # the first content, tool-call or refusal piece
+    reasoning: list[str] = field(default_factory=list)
+    refusal: list[str] = field(default_factory=list)
+    calls: CallsBuilder = field(default_factory=CallsBuilder)
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
     metrics: dict[str, Any] | None = None  # vLLM's per-request metrics (final usage chunk)
@@ -249,16 +271,50 @@ class StreamAccumulator:
             raise StreamError(f"a second choice (index {index}): one choice per request is "
                               "supported (n > 1 is not)", SEVERAL_CHOICES)
         delta = get("delta")
-        piece = delta.get("content") if isinstance(delta, dict) else get("text")
-        if piece:  # a role-only first chunk, or TGI's empty end-of-sequence chunk, is no token
-            self.text.append(piece)
-            self.chunk_times.append(at)
+        if isinstance(delta, dict):
+            self._feed_delta(delta, at)
+        else:
+            piece = get("text")  # completions
+            if piece:
+                self.text.append(piece)
+                self._generated(at, answer=True)
         lp = get("logprobs")
         if lp is not None:
             self._feed_logprobs(lp)
         finish = get("finish_reason")
         if finish:
             self.finish_reason = finish
+
+    def _feed_delta(self, delta: dict[str, Any], at: float) -> None:
+        """One chat delta (or a non-streamed message): its content, reasoning (vLLM names
+        it `reasoning`, SGLang, llama.cpp and DeepSeek `reasoning_content`), refusal and
+        tool calls. A role-only first chunk, or TGI's empty end-of-sequence one, is no
+        token."""
+        get = delta.get
+        answer = False
+        for key, into in (("content", self.text), ("refusal", self.refusal)):
+            piece = get(key)
+            if isinstance(piece, str) and piece:
+                into.append(piece)
+                answer = True
+        if "tool_calls" in delta and get("tool_calls") is not None:
+            answer |= self.calls.feed(get("tool_calls"), TOOL_CALL_MALFORMED, TOOL_CALL_ORDER)
+        if get("function_call") is not None:
+            answer |= self.calls.feed_function_call(get("function_call"), TOOL_CALL_MALFORMED)
+        thought = False
+        for key in ("reasoning", "reasoning_content"):
+            piece = get(key)
+            if isinstance(piece, str) and piece:
+                self.reasoning.append(piece)
+                thought = True
+                break  # a server sending both names sends the same text twice
+        if answer or thought:
+            self._generated(at, answer)
+
+    def _generated(self, at: float, answer: bool) -> None:
+        self.chunk_times.append(at)
+        if answer and self.answer_at is None:
+            self.answer_at = at
 
     def _feed_logprobs(self, lp: Any) -> None:
         if not isinstance(lp, dict):
@@ -272,9 +328,54 @@ class StreamAccumulator:
             self.logprobs.extend(lp["token_logprobs"])
             self.top_logprobs.extend(t or {} for t in lp.get("top_logprobs") or [])
 
+    def feed_response(self, response: Any, at: float) -> None:
+        """A non-streamed answer (`choices[].message`), read as one chunk whose delta is
+        the message: the same fields, the same checks."""
+        if not isinstance(response, dict):
+            raise StreamError(f"answer is not an object: {response!r:.120}")
+        choices = []
+        for choice in response.get("choices") or ():
+            message = choice.get("message") if isinstance(choice, dict) else None
+            if isinstance(message, dict) and isinstance(message.get("tool_calls"), list):
+                message = {**message, "tool_calls": [
+                    {**c, "index": c.get("index", i)} if isinstance(c, dict) else c
+                    for i, c in enumerate(message["tool_calls"])]}
+            choices.append({**choice, "delta": message} if isinstance(message, dict)
+                           else choice)
+        self.events += 1
+        self.feed({**response, "choices": choices}, at)
+        self.done = True
+
     @property
     def output_text(self) -> str:
         return "".join(self.text)
+
+    @property
+    def generated_text(self) -> str:
+        """Every generated piece as text (reasoning, content, refusal, the calls' names and
+        arguments): what a tokenizer counts when the answer gives no count."""
+        calls = "".join(f"{c.name or ''}{c.arguments}" for c in self.tool_calls)
+        return self.reasoning_text + self.output_text + "".join(self.refusal) + calls
+
+    @property
+    def reasoning_text(self) -> str:
+        return "".join(self.reasoning)
+
+    @property
+    def refusal_text(self) -> str | None:
+        return "".join(self.refusal) or None
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        return self.calls.calls(TOOL_ARGUMENTS_UNPARSED)
+
+    @property
+    def reasoning_tokens(self) -> int | None:
+        """The usage's `completion_tokens_details.reasoning_tokens` (OpenAI's field), when
+        it says (None: it does not)."""
+        details = (self.usage or {}).get("completion_tokens_details")
+        value = details.get("reasoning_tokens") if isinstance(details, dict) else None
+        return value if _count(value) else None
 
     @property
     def token_ids(self) -> tuple[int, ...] | None:
@@ -293,8 +394,8 @@ class StreamAccumulator:
         if self.logprobs:
             return len(self.logprobs), LOGPROBS
         if tokenizer_path:
-            return tokenizer.count(tokenizer_path, self.output_text), TOKENIZER
-        return len(self.output_text), CHARACTERS
+            return tokenizer.count(tokenizer_path, self.generated_text), TOKENIZER
+        return len(self.generated_text), CHARACTERS
 
     @property
     def output_tokens(self) -> int:
@@ -310,7 +411,17 @@ class StreamAccumulator:
         chat = endpoint.endswith("chat/completions")
         choice: dict[str, Any] = {"index": 0, "finish_reason": self.finish_reason}
         if chat:
-            choice["message"] = {"role": "assistant", "content": self.output_text}
+            calls = self.tool_calls
+            message: dict[str, Any] = {"role": "assistant",
+                                       "content": self.output_text or (None if calls
+                                                                        else "")}
+            if calls:
+                message["tool_calls"] = [c.to_wire() for c in calls]
+            if self.reasoning:
+                message["reasoning"] = self.reasoning_text
+            if self.refusal:
+                message["refusal"] = self.refusal_text
+            choice["message"] = message
         else:
             choice["text"] = self.output_text
         out: dict[str, Any] = {"id": self.response_id,
@@ -371,8 +482,14 @@ class ResultBuilder:
                                 "connection closed early)", status, acc, CLOSED_EARLY)
         tokens, source = acc.token_count(self.tokenizer)
         times = acc.chunk_times
+        calls = acc.tool_calls
         return ArmResult(
             ok=True, http_status=status, ttft_s=times[0] if times else e2e, e2e_s=e2e,
+            answer_ttft_s=acc.answer_at if acc.answer_at is not None else e2e,
+            tool_calls=calls, reasoning_text=acc.reasoning_text,
+            reasoning_tokens=reasoning_count(acc, self.tokenizer), refusal=acc.refusal_text,
+            schema_valid=answer_checks.checks(self.body or self.record.body, calls,
+                                              acc.output_text),
             itl_s=tuple(b - a for a, b in zip(times, times[1:], strict=False)),
             output_text=acc.output_text, output_tokens=tokens, tokens_from=source,
             prompt_tokens=acc.prompt_tokens, finish_reason=acc.finish_reason,
@@ -384,7 +501,7 @@ class ResultBuilder:
     def _handled(self, acc: StreamAccumulator, tokens: int, source: str) -> tuple[str, ...]:
         """The quirks of a stream that ended well."""
         body = self.body or {}
-        quirks = []
+        quirks = list(acc.calls.problems)
         if (body.get("stream_options") or {}).get("include_usage") and acc.usage is None:
             quirks.append(NO_USAGE)
         if not acc.done:

@@ -5,6 +5,7 @@ thing everywhere."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from layergate.exporters.figures.recorded import recorded_result
 from layergate.exporters.judgements import digest
 from layergate.exporters.records import ArmResult, MetricsScrape
 from layergate.exporters.references import parse_reference
+from layergate.exporters.tool_calls import ToolCall
 from layergate.harness.gate.policy import PolicyError, parse_policy
 from layergate.harness.report.pairs import Pair
 
@@ -44,6 +46,13 @@ def _answer(rid: str, arm: str, scenario: str, i: int, **kw) -> ArmResult:
            "prefix_cache_query_tokens": 12}
     if arm == "candidate":  # it drafts: the speculative figures
         ext |= {"draft_tokens_proposed": 6, "draft_tokens_accepted": 3 + i % 2, "draft_steps": 2}
+    # what an answer is made of: a tool call on some, structured output on others, and
+    # reasoning before the answer on all (the answer_parts figures and ttfat)
+    city = "Lyon" if arm == "candidate" and i % 4 == 0 else "Paris"
+    calls = (ToolCall("get_weather", json.dumps({"city": city})),) if i % 2 else ()
+    valid = {"tool_calls": True} if calls else {"structured": i % 3 != 0}
+    kw = {"tool_calls": calls, "schema_valid": valid, "reasoning_text": "let me think",
+          "reasoning_tokens": 3 + (arm == "candidate"), "answer_ttft_s": 0.15} | kw
     return ArmResult(request_id=rid, arm=arm, scenario=scenario, ok=True,
                      e2e_s=1.0 + 0.1 * i, ttft_s=0.1, itl_s=(0.05, 0.06),
                      output_text=" ".join(map(str, ids)), output_tokens=len(ids),

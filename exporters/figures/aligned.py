@@ -13,6 +13,7 @@ import numpy as np
 
 from layergate.exporters.catalogue import BASELINE, BASELINE2, CANDIDATE, arm_lacks
 from layergate.exporters.figures.columns import (
+    PART_KEYS,
     Output,
     Outputs,
     ResultColumns,
@@ -51,9 +52,16 @@ class ArmColumns:
     itl_start: np.ndarray  # int: where each row's gaps start in `all_itl`
     itl_len: np.ndarray  # int: how many gaps each row has (0 where absent)
     all_itl: np.ndarray  # every result's gaps (`ResultColumns.itl`), shared by the arms
+    # what each answer held besides its text (columns.PART_KEYS; defaults where absent)
+    parts: np.ndarray
+    part_keys: np.ndarray  # columns.PART_DIGESTS (0 where absent)
     source: np.ndarray  # row in the `ResultColumns` (-1: absent)
     _outputs: Outputs
     _token_ids: TokenIds | None  # in bulk where the reader can (ResultColumns.token_ids)
+
+    def part(self, key: str) -> np.ndarray:
+        """One of columns.PART_KEYS, per row."""
+        return self.parts[:, PART_KEYS.index(key)]
 
     def outputs(self, rows: np.ndarray) -> Sequence[Output | ArmResult]:
         """The outputs (text, token ids, top logprobs) of these rows, all present."""
@@ -125,7 +133,8 @@ def _arm_columns(cols: ResultColumns, src: np.ndarray, itl_start: np.ndarray) ->
          "top_logprobs": ok & _take(cols.has_top_logprobs, src, False)},
         _take(cols.has_ids, src, False), _take(cols.ids_len, src, 0),
         _take(cols.ids_key, src, 0), _take(cols.text_key, src, 0), _take(itl_start, src, 0),
-        _take(cols.itl_len, src, 0), cols.itl, src, cols.outputs, cols.token_ids)
+        _take(cols.itl_len, src, 0), cols.itl, _take(cols.parts, src, np.nan),
+        _take(cols.part_keys, src, 0), src, cols.outputs, cols.token_ids)
 
 
 def _first_per_group(keys: np.ndarray, priority: np.ndarray) -> np.ndarray:

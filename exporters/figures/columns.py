@@ -19,7 +19,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from layergate.exporters.answer_checks import structured_key
 from layergate.exporters.records import ArmResult
+from layergate.exporters.tool_calls import ToolCall, canonical_calls
 
 # the per-request numbers the calculators read (the `layergate` extension's, or the same
 # reported by another server: ArmResult.per_request), in `ResultColumns.ext` order
@@ -27,6 +29,50 @@ EXT_KEYS = ("theoretical_saving", "computed_tokens", "peak_memory_bytes",
             "prefix_cache_hit_tokens", "prefix_cache_query_tokens", "draft_tokens_proposed",
             "draft_tokens_accepted", "draft_steps")
 
+# what an answer held besides its text (ArmResult's tool calls, reasoning, answer time and
+# schema checks), as numbers in `ResultColumns.parts` (this order; `part_row` makes them):
+# how many tool calls, whether they met the request's schemas (NaN: not asked, or no call),
+# whether the content met its response_format (NaN: not asked), the reasoning's tokens
+# (NaN: not counted) and characters, the time to the first answer token
+PART_KEYS = ("tool_calls", "tool_calls_valid", "structured_valid", "reasoning_tokens",
+             "reasoning_chars", "answer_ttft")
+# and as digests in `ResultColumns.part_keys`: the calls compared as JSON (0: none), the
+# content's JSON value (0: not asked for, or no JSON)
+PART_DIGESTS = ("calls_key", "structured_key")
+
+
+def part_row(r: ArmResult) -> tuple[list[float], list[int]] | None:
+    """A result's PART_KEYS and PART_DIGESTS; None when it held nothing besides its text
+    (a plain answer: no calls, no reasoning, no check, the answer's first token its first),
+    whose parts are the defaults (`default_parts`)."""
+    plain = (not r.tool_calls and not r.reasoning_text and not r.reasoning_tokens
+             and not r.schema_valid and r.answer_ttft_s in (None, r.ttft_s))
+    if plain:
+        return None
+    valid = r.schema_valid
+    structured = None
+    if "structured" in valid:
+        structured = structured_key(r.output_text)
+    return ([float(len(r.tool_calls)), _flag(valid.get("tool_calls")),
+             _flag(valid.get("structured")), number(r.reasoning_tokens),
+             float(len(r.reasoning_text)), number(r.answer_ttft_s if r.answer_ttft_s
+                                                  is not None else r.ttft_s)],
+            [digest(canonical_calls(r.tool_calls)) if r.tool_calls else 0,
+             0 if structured is None else digest(structured)])
+
+
+def _flag(value: object) -> float:
+    """A check's outcome as 1.0 / 0.0; NaN: not checked."""
+    return float(value) if isinstance(value, bool) else np.nan
+
+
+def default_parts(ttft: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The parts of plain answers: no calls, nothing checked, no reasoning, the answer's
+    first token the first token."""
+    parts = np.zeros((len(ttft), len(PART_KEYS)))
+    parts[:, 1:3] = np.nan
+    parts[:, 5] = ttft
+    return parts, np.zeros((len(ttft), len(PART_DIGESTS)), dtype=np.int64)
 
 
 class Output(NamedTuple):
@@ -35,6 +81,8 @@ class Output(NamedTuple):
     output_text: str
     token_ids: Sequence[int] | None
     top_logprobs: Sequence[dict[str, float]] | None
+    answer: str  # the answer as one text, reasoning apart (records.answer_text)
+    tool_calls: tuple[ToolCall, ...]
 
 
 # row indices -> those rows' outputs (`Output`s, or the results themselves)
@@ -85,9 +133,11 @@ class ResultColumns:
     has_ids: np.ndarray  # bool: token ids returned
     ids_len: np.ndarray  # int: how many token ids
     ids_key: np.ndarray  # int64 digest of the token ids (0 without)
-    text_key: np.ndarray  # int64 digest of the text
+    text_key: np.ndarray  # int64 digest of the answer (ArmResult.answer_key: text, calls)
     itl: np.ndarray  # every row's inter-token gaps, concatenated in row order
     itl_len: np.ndarray  # int: gaps per row
+    parts: np.ndarray  # (n, len(PART_KEYS)) what the answer held besides its text
+    part_keys: np.ndarray  # (n, len(PART_DIGESTS)) int64 digests of its calls and JSON
     outputs: Outputs
     # string columns (request_id, arm, scenario) the reader factorised; absent: not known
     factorised: Mapping[str, Factorised] = field(default_factory=dict)
@@ -150,11 +200,21 @@ def from_results(results: Iterable[ArmResult]) -> ResultColumns:
         has_ids=np.array([r.token_ids is not None for r in rows], dtype=bool),
         ids_len=np.array([len(r.token_ids or ()) for r in rows], dtype=np.int64),
         ids_key=np.array([ids_digest(r.token_ids) for r in rows], dtype=np.int64),
-        text_key=np.array([digest(r.output_text) for r in rows], dtype=np.int64),
+        text_key=np.array([digest(r.answer) for r in rows], dtype=np.int64),
         itl=np.fromiter((g for gs in gaps for g in gs), dtype=float),
         itl_len=np.array([len(g) for g in gaps], dtype=np.int64),
+        **_parts(rows),
         outputs=lambda idx: [rows[i] for i in idx],
     )
+
+
+def _parts(rows: Sequence[ArmResult]) -> dict[str, np.ndarray]:
+    parts, keys = default_parts(np.array([number(r.ttft_s) for r in rows], dtype=float))
+    for i, r in enumerate(rows):
+        row = part_row(r)
+        if row is not None:
+            parts[i], keys[i] = row
+    return {"parts": parts, "part_keys": keys}
 
 
 def select(cols: ResultColumns, keep: np.ndarray, arm: np.ndarray) -> ResultColumns:

@@ -11,6 +11,7 @@ from layergate.exporters.catalogue import RER
 from layergate.exporters.figures import (
     Figure,
     accuracy,
+    answer_parts,
     cache_hit,
     consistency,
     determinism_figures,
@@ -30,7 +31,7 @@ from layergate.exporters.records import ArmResult, MetricsScrape
 from layergate.exporters.references import Reference
 from layergate.exporters.traffic import Offsets
 
-_SUM_CALCULATORS = (rer, termination, consistency, latency)
+_SUM_CALCULATORS = (rer, termination, consistency, latency, answer_parts)
 
 
 def compute_figures(results: Iterable[ArmResult] | ResultColumns,

@@ -56,7 +56,7 @@ Cut = Callable[[str], Sequence]
 def compare(a: Answer, x: Answer, cut: Cut | None = None) -> tuple[bool, int]:
     """(the same output, common prefix length): in token ids when both carry them, else in
     whitespace words; with `cut`, always in the texts cut by it (a tokenizer)."""
-    sa, sx = compared_tokens(a, x) if cut is None else (cut(a.output_text), cut(x.output_text))
+    sa, sx = compared_tokens(a, x) if cut is None else (cut(a.answer), cut(x.answer))
     if same_output(a, x):
         return True, len(sa)
     n = min(len(sa), len(sx))
@@ -140,8 +140,8 @@ def _arm_columns(al: Aligned, arm: str, sample: np.ndarray, cut: Cut | None
         exact[i], prefix[i] = same_i, pre
         kl_sum[i], kl_pos[i] = request_kl(ra.top_logprobs, rx.top_logprobs, pre)
     rows = sample[valid[sample]]
-    hyps = [r.output_text for r in x.outputs(rows)]
-    refs = [r.output_text for r in a.outputs(rows)]
+    hyps = [r.answer for r in x.outputs(rows)]
+    refs = [r.answer for r in a.outputs(rows)]
     p = f"cons.{arm}."
     out = {p + "n": valid.astype(float), p + "exact": exact, p + "prefix": prefix,
            p + "kl_sum": kl_sum, p + "kl_pos": kl_pos}

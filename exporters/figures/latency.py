@@ -38,6 +38,11 @@ from layergate.exporters.figures.estimate import SumStat, estimate, scenarios, s
 from layergate.exporters.figures.stats import quantiles_ci, wilcoxon
 
 
+def reasoned(al: Aligned) -> bool:
+    """Whether any answer of the run reasoned before it answered."""
+    return any(bool((x.ok & (x.part("reasoning_chars") > 0)).any()) for x in al.arms.values())
+
+
 def measured_arms(al: Aligned) -> tuple[str, ...]:
     return tuple(a for a in al.arms if a != RECORDED)
 
@@ -94,6 +99,8 @@ def _quantile_figures(al: Aligned, arm: str, config: MetricsConfig) -> list[Figu
     itl_values, itl_bounds = _itl(al, x)
     series = {"ttft": np.where(x.ok, x.ttft, np.nan), "tpot": tpot(x), "itl": itl_values,
               "e2e": np.where(x.ok, x.e2e, np.nan)}
+    if reasoned(al):  # the first answer token differs from the first token only then
+        series["ttfat"] = np.where(x.ok, x.part("answer_ttft"), np.nan)
     out = []
     for label, stratum in scenarios(al.scenario_names):
         for kind, values in series.items():

@@ -8,6 +8,7 @@ from typing import Any
 
 from layergate.exporters.catalogue import RECORDED
 from layergate.exporters.records import ArmResult
+from layergate.exporters.tool_calls import from_message
 
 
 def recorded_result(request_id: str, scenario: str, response: Mapping[str, Any]) -> ArmResult:
@@ -27,8 +28,14 @@ def recorded_result(request_id: str, scenario: str, response: Mapping[str, Any])
                          "usage.completion_tokens")
     ext = response.get("layergate") or {}
     ids = ext.get("token_ids") if isinstance(ext, dict) else None
+    message = message if isinstance(message, dict) else {}
+    reasoning = message.get("reasoning") or message.get("reasoning_content")
     return ArmResult(request_id=request_id, arm=RECORDED, scenario=scenario, ok=True,
                      output_text=text, output_tokens=tokens,
+                     tool_calls=from_message(message.get("tool_calls")) or from_message(
+                         [{"function": message["function_call"]}]
+                         if isinstance(message.get("function_call"), dict) else None),
+                     reasoning_text=reasoning if isinstance(reasoning, str) else "",
                      finish_reason=choice.get("finish_reason"),
                      token_ids=tuple(ids) if isinstance(ids, list) else None)
 

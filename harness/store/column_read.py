@@ -14,7 +14,10 @@ from pathlib import Path
 import numpy as np
 
 from layergate.exporters.figures.columns import EXT_KEYS, ResultColumns, digest, number
+from layergate.exporters.records import answer_text
+from layergate.exporters.tool_calls import from_json
 from layergate.harness.store.outputs import empty, with_rowids
+from layergate.harness.store.parts_read import read_parts
 from layergate.harness.store.rows import present_columns
 from layergate.harness.store.sqlite import CHUNK, connect
 
@@ -59,7 +62,7 @@ def _selects(have: set[str], strict_json: bool) -> list[str]:
     if not strict_json:  # a NaN that json.dumps wrote: SQLite's parser refuses it
         ext = f"iif(json_valid(extension), {ext}, '[x]')"  # x: read by Python
     return ["rowid", "request_id", "arm", "scenario", " || ',' || ".join(numbers),
-            ext, col("token_ids"), "output_text", "itl_s"]
+            ext, col("token_ids"), "output_text", "itl_s", col("tool_calls"), col("refusal")]
 
 
 def _chunks(conn: sqlite3.Connection, where: str, strict_json: bool) -> Iterator[list[tuple]]:
@@ -110,12 +113,24 @@ def _extension(conn: sqlite3.Connection, found: tuple, rowids: tuple) -> np.ndar
     return out
 
 
-def _columns(parts: dict[str, list], path: Path) -> ResultColumns:
+def _answer(text: str | None, calls: str | None, refusal: str | None) -> str:
+    """ArmResult.answer of a row read from its columns."""
+    if not calls and not refusal:
+        return text or ""
+    return answer_text(text or "", from_json(json.loads(calls)) if calls else (), refusal)
+
+
+def _columns(conn: sqlite3.Connection, parts: dict[str, list], path: Path) -> ResultColumns:
     if not parts:
         return empty()
     arrays = {}
     for key in list(parts):  # one column at a time, its chunks freed: memory x1, not x2
         arrays[key] = np.concatenate(parts.pop(key))
+    order = np.argsort(arrays["rowid"], kind="stable")  # rowid order already: no copy then
+    found = read_parts(conn, arrays["rowid"][order], arrays["ttft"][order])
+    for key, value in found.items():
+        arrays[key] = np.empty_like(value)
+        arrays[key][order] = value
     return with_rowids(arrays, arrays.pop("rowid"), path)
 
 
@@ -129,7 +144,8 @@ def _read(conn: sqlite3.Connection, path: Path, where: str, strict_json: bool
             parts.setdefault(key, []).append(value)
 
     for rows in _chunks(conn, where, strict_json):
-        rowid, rid, arm, scen, packed, ext, ids, texts, itl = zip(*rows, strict=True)
+        rowid, rid, arm, scen, packed, ext, ids, texts, itl, calls, refusals = zip(
+            *rows, strict=True)
         nums = _floats(list(packed)).reshape(len(rows), 11)
         flags = nums[:, 5:10].astype(bool)
         gaps, lengths = _gaps(list(itl))
@@ -143,9 +159,10 @@ def _read(conn: sqlite3.Connection, path: Path, where: str, strict_json: bool
             ids_len=np.array([t.count(",") + 1 if t and t != "[]" else 0 for t in ids],
                              dtype=np.int64),
             ids_key=np.array([0 if t is None else digest(t) for t in ids], dtype=np.int64),
-            text_key=np.array([digest(t or "") for t in texts], dtype=np.int64),
+            text_key=np.array([digest(_answer(t, c, r)) for t, c, r
+                               in zip(texts, calls, refusals, strict=True)], dtype=np.int64),
             itl=gaps, itl_len=lengths)
-    return _columns(parts, path)
+    return _columns(conn, parts, path)
 
 
 def _lenient_ext(text: str | None) -> list[float]:

@@ -11,6 +11,9 @@ from pathlib import Path
 import numpy as np
 
 from layergate.exporters.figures.columns import Factorised, Output, ResultColumns
+from layergate.exporters.records import answer_text
+from layergate.exporters.tool_calls import from_json
+from layergate.harness.store.rows import present_columns
 from layergate.harness.store.sqlite import CHUNK, connect
 
 
@@ -96,11 +99,16 @@ def token_ids(path: Path, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def outputs(path: Path, rowids: np.ndarray) -> list[Output]:
     """The outputs of rows `rowids` (text, token ids, top logprobs), in that order."""
     wanted = [int(r) for r in rowids]
-    found = _by_rowid(path, wanted, "output_text, token_ids, top_logprobs")
+    with contextlib.closing(connect(path)) as conn:
+        have = present_columns(conn)
+    parts = ", ".join(c if c in have else "NULL" for c in ("tool_calls", "refusal"))
+    found = _by_rowid(path, wanted, f"output_text, token_ids, top_logprobs, {parts}")
     loads = _scan_json
     out = []
     for r in wanted:
-        text, ids_json, top = found[r]
+        text, ids_json, top, calls, refusal = found[r]
+        made = from_json(loads(calls)) if calls else ()
         out.append(Output(text or "", None if ids_json is None else loads(ids_json),
-                          loads(top) if top else None))
+                          loads(top) if top else None, answer_text(text or "", made, refusal),
+                          made))
     return out

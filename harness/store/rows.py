@@ -13,19 +13,28 @@ from dataclasses import fields
 from typing import Any, NamedTuple
 
 from layergate.exporters.records import ArmResult
-from layergate.harness.store.summary import INSERT_NAMES, NAMES_SCHEMA, gaps, names, summary
+from layergate.exporters.tool_calls import from_json, to_json
+from layergate.harness.store.summary import (
+    INSERT_NAMES,
+    NAMES_SCHEMA,
+    gaps,
+    names,
+    parts,
+    summary,
+)
 
 _JSON_FIELDS = {"itl_s", "token_ids", "logprobs", "top_logprobs", "extension",
-                "quirks", "reported"}
-_OBJECT_FIELDS = ("extension", "reported")  # JSON objects, {} when absent
+                "quirks", "reported", "tool_calls", "schema_valid"}
+_OBJECT_FIELDS = ("extension", "reported", "schema_valid")  # JSON objects, {} when absent
 _COLUMNS = [f.name for f in fields(ArmResult)]
 _TYPES = {"ok": "INTEGER NOT NULL", "http_status": "INTEGER", "ttft_s": "REAL", "e2e_s": "REAL",
           "output_tokens": "INTEGER", "prompt_tokens": "INTEGER", "max_tokens": "INTEGER",
-          "repeat": "INTEGER NOT NULL", "concurrency": "INTEGER NOT NULL", "send_lag_s": "REAL"}
+          "repeat": "INTEGER NOT NULL", "concurrency": "INTEGER NOT NULL", "send_lag_s": "REAL",
+          "reasoning_tokens": "INTEGER", "answer_ttft_s": "REAL"}
 # extra columns beyond ArmResult: when it was meant to be sent, written, and by which
 # process; the row's numbers and its gaps in binary, for bulk reads (summary.py)
 _EXTRA = {"intended_at": "REAL", "recorded_at": "REAL NOT NULL", "worker": "TEXT",
-          "summary": "BLOB", "itl_f64": "BLOB"}
+          "summary": "BLOB", "itl_f64": "BLOB", "parts": "BLOB"}
 _NAMES = [*_COLUMNS, *_EXTRA]
 _QUOTED = ", ".join(f'"{name}"' for name in _NAMES)
 # json.dumps(value, ensure_ascii=False) builds this encoder anew on every call
@@ -56,7 +65,8 @@ def add_missing_columns(conn: sqlite3.Connection) -> None:
     added empty, read back as the field's default."""
     have = present_columns(conn)
     added = [_column(name) for name in _COLUMNS if name not in have]
-    added += [f'"{name}" BLOB' for name in ("summary", "itl_f64") if name not in have]
+    added += [f'"{name}" BLOB' for name in ("summary", "itl_f64", "parts")
+              if name not in have]
     for column in added:
         with contextlib.suppress(sqlite3.OperationalError):  # another process added it
             conn.execute(f"ALTER TABLE results ADD COLUMN {column}")
@@ -78,14 +88,16 @@ def encode_row(result: ArmResult, intended_at: float | None, worker: str | None)
     """The row's values, computed before a transaction so the write lock is held briefly."""
     named = names(result)
     return Encoded([*_encode(result), intended_at, time.time(), worker or this_process(),
-                    summary(result, named), gaps(result)], named)
+                    summary(result, named), gaps(result), parts(result)], named)
 
 
 def _encode(result: ArmResult) -> list[Any]:
     row = []
     for name in _COLUMNS:
         value = getattr(result, name)
-        if name in _JSON_FIELDS:
+        if name == "tool_calls":
+            value = _TO_JSON(to_json(value)) if value else None
+        elif name in _JSON_FIELDS:
             value = None if value is None else _TO_JSON(value)
         elif name == "ok":
             value = int(value)
@@ -102,7 +114,8 @@ def decode(row: sqlite3.Row) -> ArmResult:
         value = row[name]
         if name in _JSON_FIELDS and value is not None:
             value = json.loads(value)
-            value = (value or {}) if name in _OBJECT_FIELDS else tuple(value)
+            value = ((value or {}) if name in _OBJECT_FIELDS else
+                     from_json(value) if name == "tool_calls" else tuple(value))
         elif name == "ok":
             value = bool(value)
         values[name] = value
@@ -110,6 +123,8 @@ def decode(row: sqlite3.Row) -> ArmResult:
     for name in _OBJECT_FIELDS:
         values[name] = values.get(name) or {}
     values["quirks"] = values.get("quirks") or ()
+    values["tool_calls"] = values.get("tool_calls") or ()
+    values["reasoning_text"] = values.get("reasoning_text") or ""
     return ArmResult(**values)
 
 

@@ -15,7 +15,14 @@ from array import array
 
 import numpy as np
 
-from layergate.exporters.figures.columns import EXT_KEYS, digest, number
+from layergate.exporters.figures.columns import (
+    EXT_KEYS,
+    PART_DIGESTS,
+    PART_KEYS,
+    digest,
+    number,
+    part_row,
+)
 from layergate.exporters.records import ArmResult
 
 LAYOUT = np.dtype([("ok", "<f8"), ("e2e", "<f8"), ("ttft", "<f8"), ("output_tokens", "<f8"),
@@ -58,7 +65,17 @@ def summary(r: ArmResult, named: list[tuple[int, str]]) -> bytes:
         bool(r.extension), bool(r.top_logprobs), r.token_ids is not None, number(r.send_lag_s),
         *(number(r.per_request(k)) for k in EXT_KEYS), len(r.token_ids or ()),
         0 if r.token_ids is None else digest(json.dumps(list(r.token_ids))),
-        digest(r.output_text), *(key for key, _ in named), r.repeat, r.concurrency)
+        digest(r.answer), *(key for key, _ in named), r.repeat, r.concurrency)
+
+
+# column `parts`: what the answer held besides its text (columns.PART_KEYS, PART_DIGESTS),
+# NULL for a plain answer, so a run of plain answers stores and reads nothing more
+PARTS = struct.Struct(f"<{len(PART_KEYS)}d{len(PART_DIGESTS)}q")
+
+
+def parts(r: ArmResult) -> bytes | None:
+    row = part_row(r)
+    return None if row is None else PARTS.pack(*row[0], *row[1])
 
 
 def gaps(r: ArmResult) -> bytes:
