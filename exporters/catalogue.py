@@ -161,10 +161,11 @@ TOOL_CALL_AGREEMENT = _figure("tool_call_agreement", "fraction", "higher", "shar
                               "equal as JSON", excess=True)
 TOOL_CALL_VALIDITY = _figure("tool_call_validity", "fraction", "higher", "share of the arm's "
                              "tool-calling answers whose every call names a declared function "
-                             "and whose arguments satisfy its parameters' JSON Schema")
+                             "and whose arguments satisfy its parameters' JSON Schema",
+                             excess=True)
 STRUCTURED_VALIDITY = _figure("structured_validity", "fraction", "higher", "share of the "
                               "arm's answers to requests with a JSON response_format whose "
-                              "content satisfies it")
+                              "content satisfies it", excess=True)
 STRUCTURED_AGREEMENT = _figure("structured_agreement", "fraction", "higher", "share of paired "
                                "requests with a JSON response_format whose content parses to "
                                "the same JSON value as the baseline's", excess=True)

@@ -44,15 +44,15 @@ from layergate.exporters.catalogue import (
     SEVERAL_CHOICES,
     SEVERAL_TOKENS_PER_CHUNK,
     TOKEN_IDS,
+    TOKENIZER,
     TOOL_ARGUMENTS_UNPARSED,
     TOOL_CALL_MALFORMED,
     TOOL_CALL_ORDER,
-    TOKENIZER,
     USAGE,
 )
 from layergate.exporters.errors import InfrastructureError
 from layergate.exporters.records import ArmResult
-from layergate.exporters.tool_calls import CallsBuilder, ToolCall, from_message
+from layergate.exporters.tool_calls import CallsBuilder, ToolCall
 from layergate.exporters.traffic import TrafficRecord
 
 DONE = "[DONE]"

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from layergate.exporters.records import ArmResult
+from layergate.exporters.tool_calls import ToolCall
 from layergate.exporters.traffic import TrafficRecord
 from layergate.harness.manifest import Manifest
 from layergate.harness.rundir import RunDir
@@ -25,7 +26,11 @@ FULL = ArmResult(
     finish_reason="stop", max_tokens=8, token_ids=(5, 6, 2), logprobs=(-0.1, -0.2, -0.3),
     top_logprobs=({"a": -0.1}, {"b": -0.2}, {"c": -0.3}),
     extension={"policy": "dynamic", "peak_memory_bytes": 123, "token_ids": [5, 6, 2]},
-    repeat=1, concurrency=4, tokens_from="usage", quirks=("no_done",))
+    repeat=1, concurrency=4, tokens_from="usage", quirks=("no_done",),
+    tool_calls=(ToolCall("get_weather", '{"city": "Paris"}', "call_0"),
+                ToolCall("lookup", "{broken", None, 1)),
+    reasoning_text="first, the city", reasoning_tokens=4, refusal="no", answer_ttft_s=0.2,
+    schema_valid={"tool_calls": False})
 
 
 def record(i: int) -> TrafficRecord:

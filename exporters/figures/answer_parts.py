@@ -171,7 +171,7 @@ def figures(table: SumTable, al: Aligned, config: MetricsConfig) -> list[Figure]
             need = _NEEDS[name]
             if need is not None and not has[need]:
                 continue
-            def detail(s: int | None, name: str = name) -> dict:
+            def detail(s: int | None, name: str = name, differing: dict = differing) -> dict:
                 if name == TOOL_CALL_AGREEMENT and s is None:
                     return {"differing": differing}
                 return {"unit": unit} if name == REASONING_LENGTH_RATIO else {}
