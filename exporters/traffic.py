@@ -92,7 +92,10 @@ def _check_body(endpoint: str, body: Any, where: tuple[Path, int]) -> None:
             if not isinstance(message, dict) or not isinstance(message.get("role"), str):
                 raise TrafficError(*where, f"body.messages[{i}]",
                                    "each message needs a string 'role'")
-            if "content" not in message:
+            # an assistant message that only calls tools may leave out its content
+            if "content" not in message and not (
+                    message["role"] == "assistant"
+                    and any(message.get(k) for k in ("tool_calls", "function_call"))):
                 raise TrafficError(*where, f"body.messages[{i}].content", "missing")
     else:
         prompt = body.get("prompt")

@@ -1,6 +1,10 @@
 """Turn a forwarded request + the upstream's answer into a traffic record and append it.
 
-Only the request *body* is written (never headers, so never Authorization). `offset_s` is
+Only the request *body* is written (never headers, so never Authorization), as the client
+sent it: `tools`, `tool_choice`, `response_format` and a history of tool calls and results
+(assistant messages whose content is null or left out) are kept, so a replay asks what the
+server was asked. The answer is recorded as the upstream sent it; a stream is rebuilt into
+the non-streamed response by `StreamAccumulator.to_response`, tool calls included. `offset_s` is
 relative to the first captured request of this session; the scenario is the prompt's
 length class (docs/FORMATS.md: short < 10, medium 10-50, long > 50 prompt tokens). The proxy has
 no tokenizer: for /v1/completions it takes the upstream's `usage.prompt_tokens`; for chat,

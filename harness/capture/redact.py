@@ -42,6 +42,11 @@ def redact(value: Any) -> Any:
     return value
 
 
-# structural fields whose values are never personal data and must stay intact
+# structural fields whose values are never personal data and must stay intact: ids (a tool
+# message's tool_call_id must still name its call), and what the application tells the server
+# to answer with (tool definitions, tool_choice, response_format: JSON schemas it wrote, which
+# the server needs verbatim to answer the same way)
 _KEEP = frozenset({"role", "model", "object", "finish_reason", "id", "token_ids",
-                   "layers_executed_per_token", "layer_mask", "policy_fingerprint"})
+                   "layers_executed_per_token", "layer_mask", "policy_fingerprint",
+                   "tool_call_id", "type", "tools", "functions", "tool_choice",
+                   "response_format", "parallel_tool_calls"})

@@ -43,6 +43,7 @@ def _option(name: str, *flags: str, **attrs: Any):
 @_option("choices_field", metavar="FIELD")
 @_option("answer_kind")
 @_option("answer_tokens", metavar="N")
+@_option("responses", metavar="FILE", type=click.Path(dir_okay=False, path_type=Path))
 @_option("report", type=click.Path(dir_okay=False, path_type=Path))
 @click.pass_context
 def command(ctx: click.Context, trace: Path, **_: Any) -> None:
@@ -53,14 +54,17 @@ def command(ctx: click.Context, trace: Path, **_: Any) -> None:
     tokens of --tokenizer, the same for the same --seed, on /v1/completions, with the
     recorded output length as max_tokens; mooncake requests that share leading hash ids
     share exactly those blocks of prompt tokens, so a prefix cache sees the trace's reuse.
-    sharegpt's human turns become chat requests with the conversation so far; openai-batch
-    bodies are sent as they are (neither has timestamps: replay them with --rate or
-    --users). Eval layouts (qa, multiple-choice, openai-evals) become chat requests that
-    carry a reference, the right answer the accuracy figures score against. A malformed
-    row stops the import with its file, line and field (--skip-bad counts it instead); a
-    file in another format than --format says which it looks like. The output appears
-    only once complete; the import report (counts of what was left out, clipped or capped,
-    and the requests capped) goes next to it.
+    sharegpt's human turns (and the turns after tool results) become chat requests with the
+    conversation so far, tool calls and results as OpenAI messages and the log's tools as
+    `tools`; openai-batch bodies are sent as they are, and with --responses (the batch's
+    output file) its answers are the recorded responses (neither format has timestamps:
+    replay them with --rate or --users). Eval layouts (qa, multiple-choice, openai-evals)
+    become chat requests that carry a reference, the right answer the accuracy figures
+    score against. A malformed row stops the import with its file, line and field
+    (--skip-bad counts it instead); a file in another format than --format says which it
+    looks like. The output appears only once complete; the import report (counts of what
+    was left out, clipped or capped, the requests capped, and what of tool calls could not
+    be kept) goes next to it.
     """
     from layergate.harness.traces import import_trace
 

@@ -82,6 +82,10 @@ class ImportConfig:
         "choices": ANSWER_KINDS})
     answer_tokens: int = field(default=64, metadata={
         "help": "Eval layouts: the max_tokens of each request.", "min": 1})
+    responses: Path | None = field(default=None, metadata={
+        "help": "openai-batch: the batch's output file (JSONL: custom_id, response.body); "
+                "each request's recorded response is the body of its line, tool calls "
+                "included."})
     report: Path | None = field(default=None, metadata={
         "help": "Where to write the import report (JSON). Default: next to --out, "
                 "NAME.import.json."})
@@ -107,6 +111,9 @@ class ImportConfig:
         if evals_given and not fmt.references:
             raise ImportConfigError(f"{evals_given[0]} is for the eval layouts (qa, "
                                     f"multiple-choice, openai-evals), not {self.format}")
+        if self.responses is not None and self.format != "openai-batch":
+            raise ImportConfigError(f"--responses is the output file of an OpenAI batch, "
+                                    f"for --format openai-batch, not {self.format}")
         if self.answer_kind not in ANSWER_KINDS:
             raise ImportConfigError(f"--answer-kind must be one of {', '.join(ANSWER_KINDS)}: "
                                     f"{self.answer_kind!r}")
@@ -135,7 +142,7 @@ class ImportConfig:
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
-        for key in ("source", "out", "report"):
+        for key in ("source", "out", "responses", "report"):
             out[key] = None if out[key] is None else str(out[key])
         return out
 

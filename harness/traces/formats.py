@@ -31,12 +31,17 @@ class EvalOptions:
 
 @dataclass(frozen=True)
 class ReadContext:
-    """What a reader needs besides the file: mooncake's block size, and a token counter
-    (the tokenizer's) for formats that carry text."""
+    """What a reader needs besides the file: mooncake's block size, a token counter (the
+    tokenizer's) for formats that carry text, the eval options, openai-batch's output file,
+    and where to note what the import report lists."""
 
     block_size: int
     count: Callable[[str], int]
     evals: EvalOptions = field(default_factory=EvalOptions)
+    # openai-batch: the batch's output file, whose response bodies are the recorded answers
+    responses: Path | None = None
+    # a remark for the import report about no one row: (a `report.Tally` list, an id)
+    note: Callable[[str, str], None] = lambda _list, _id: None
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import Any
 
 from layergate.exporters import tokenizer
 from layergate.exporters.traffic import (
+    CHAT,
     COMPLETIONS,
     TrafficRecord,
     body_prompt_text,
@@ -67,8 +68,9 @@ def import_trace(config: ImportConfig, note: Callable[[str], None] = lambda _: N
     tokens = _Tokens(config.tokenizer, note)
     synth = PromptSynth(tokens.get(), config.seed) if fmt.length_only else None
     tally = Tally()
-    rows = fmt.read(config.source, formats.ReadContext(config.block_size, tokens.count,
-                                                       config.eval_options))
+    rows = fmt.read(config.source, formats.ReadContext(
+        config.block_size, tokens.count, config.eval_options, config.responses,
+        lambda name, rid: getattr(tally, name).append(rid)))
     write_traffic_lines(config.out, _Lines(config, fmt, tokens, synth, tally).lines(rows))
     report = ImportReport(config.to_json(), tokens.path, tally,
                           synth.shared_leads if synth else 0)
@@ -182,7 +184,11 @@ class _Lines:
             if config.drop_long or not row.messages:  # a batch body is sent as it is
                 tally.leave_out(TOO_LONG)
                 return None
-            body["messages"] = clip_messages(row.messages, limit, self.tokens)
+            clipped = clip_messages(row.messages, limit, self.tokens)
+            if clipped is None:
+                tally.leave_out(TOO_LONG)
+                return None
+            body["messages"] = clipped
             tally.clipped.append(row.id)
         for key in ("max_tokens", "max_completion_tokens"):
             cap, asked = config.max_output_tokens, body.get(key)
@@ -191,22 +197,31 @@ class _Lines:
                 tally.capped.append(row.id)
         if isinstance(body.get("max_tokens"), int):
             tally.output_tokens += body["max_tokens"]
+        for name in row.notes:
+            getattr(tally, name).append(row.id)
         return dumps_record(TrafficRecord(row.id, offset, config.label, row.endpoint, body,
                                           row.response, row.reference))
 
 
 def clip_messages(messages: list[dict[str, Any]], limit: int, tokens: _Tokens
-                  ) -> list[dict[str, Any]]:
+                  ) -> list[dict[str, Any]] | None:
     """The conversation within `limit` tokens of content: its earliest turns dropped first
-    (it never starts with the assistant), then the last message cut to what is left."""
+    (it never starts with the assistant, nor with a tool result whose call was dropped),
+    then the last message cut to what is left (when its content is text). None when only a
+    tool result would be left: no request can hold it without its call."""
     def size(ms: list[dict[str, Any]]) -> int:
-        return sum(tokens.count(m["content"]) for m in ms)
+        return sum(tokens.count(body_prompt_text(CHAT, {"messages": [m]})) for m in ms)
 
     kept = list(messages)
-    while len(kept) > 1 and (size(kept) > limit or kept[0]["role"] == "assistant"):
+    while len(kept) > 1 and (size(kept) > limit or kept[0]["role"] in ("assistant", "tool")):
         kept.pop(0)
-    room = limit - size(kept[:-1])
-    encoding = tokenizer.load(tokens.get()).encode(kept[-1]["content"], add_special_tokens=False)
+    if kept[0]["role"] == "tool":
+        return None
+    last = kept[-1].get("content")
+    if not isinstance(last, str):
+        return kept
+    room = max(0, limit - size(kept[:-1]))
+    encoding = tokenizer.load(tokens.get()).encode(last, add_special_tokens=False)
     if len(encoding.ids) > room:
-        kept[-1] = {**kept[-1], "content": kept[-1]["content"][: encoding.offsets[room][0]]}
+        kept[-1] = {**kept[-1], "content": last[: encoding.offsets[room][0]]}
     return kept

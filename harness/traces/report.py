@@ -26,6 +26,17 @@ class Tally:
     clipped: list[str] = field(default_factory=list)  # ids whose prompt was clipped
     capped: list[str] = field(default_factory=list)  # ids whose max_tokens was capped
     raised: list[str] = field(default_factory=list)  # ids with 0 output, sent max_tokens 1
+    # tool calling (sharegpt): ids of requests whose conversation calls tools but whose log
+    # names no tools list, whose tools list did not parse (both sent without `tools`), and
+    # whose history or reply holds a <tool_call> block that did not parse (kept as text)
+    tools_missing: list[str] = field(default_factory=list)
+    tools_unparsed: list[str] = field(default_factory=list)
+    calls_unparsed: list[str] = field(default_factory=list)
+    # openai-batch --responses: ids with no line in the output file, ids whose line is a
+    # failed request (neither gets a recorded response), custom_ids of lines matching no request
+    no_response: list[str] = field(default_factory=list)
+    response_failed: list[str] = field(default_factory=list)
+    responses_unmatched: list[str] = field(default_factory=list)
     input_tokens: int = 0
     output_tokens: int = 0
     span_s: float = 0.0  # the written schedule: the last offset
@@ -65,7 +76,18 @@ class ImportReport:
         out += [f"{n} rows left out: {why.replace('_', ' ')}" for why, n in t.left_out.items()]
         for what, ids in (("prompts clipped to --max-input-tokens", t.clipped),
                           ("max_tokens capped at --max-output-tokens", t.capped),
-                          ("recorded outputs of 0 tokens sent as max_tokens 1", t.raised)):
+                          ("recorded outputs of 0 tokens sent as max_tokens 1", t.raised),
+                          ("requests call tools but the log names no tools list: sent "
+                           "without `tools`", t.tools_missing),
+                          ("requests whose log's tools list did not parse: sent without "
+                           "`tools`", t.tools_unparsed),
+                          ("requests hold a <tool_call> that did not parse: kept as text",
+                           t.calls_unparsed),
+                          ("requests have no line in --responses: no recorded response",
+                           t.no_response),
+                          ("requests failed in the batch: no recorded response",
+                           t.response_failed),
+                          ("lines of --responses match no request", t.responses_unmatched)):
             if ids:
                 out.append(f"{len(ids)} {what}")
         if self.shared_leads:

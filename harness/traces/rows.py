@@ -28,6 +28,9 @@ class RequestRow:
     # sharegpt: the conversation's messages, so a long one can drop its earliest turns
     messages: list[dict[str, Any]] = field(default_factory=list)
     reference: dict[str, Any] | None = None  # eval layouts: what a right answer is
+    # what the import report lists this request under when it is written (names of
+    # `report.Tally` lists of ids, e.g. "tools_missing")
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
