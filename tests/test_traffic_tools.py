@@ -3,11 +3,7 @@
 and the recorded answer with its calls; `import-trace` keeps them where the format carries
 them: OpenAI batch (the input bodies, and the output file's response bodies through
 `--responses`), and ShareGPT-style logs with tool turns (glaive's function_call /
-observation, hermes' <tool_call> / <tool_response> and <tools>, OpenAI `messages`).
-
-Assertions marked `# lead: to_response` need `StreamAccumulator.to_response` to carry a
-streamed answer's tool calls and reasoning (harness/openai_stream.py, the lead's part of
-the issue); everything else holds on its own."""
+observation, hermes' <tool_call> / <tool_response> and <tools>, OpenAI `messages`)."""
 
 from __future__ import annotations
 
@@ -26,7 +22,6 @@ from layergate.exporters import tokenizer
 from layergate.exporters.traffic import TrafficError, parse_record, read_traffic
 from layergate.harness.capture import CaptureConfig, CaptureProxy
 from layergate.harness.cli import main
-from layergate.harness.openai_stream import StreamAccumulator
 from layergate.harness.traces import ImportConfig, ImportConfigError, TraceError, import_trace
 
 TRACES = Path(__file__).resolve().parent / "fixtures" / "traces"
@@ -158,14 +153,12 @@ def test_capture_rebuilds_a_streamed_tool_call(tmp_path) -> None:
     assert choice["finish_reason"] == "tool_calls"
     assert record.response["usage"]["completion_tokens"] == 14
     message = choice["message"]
-    if not hasattr(StreamAccumulator, "tool_calls"):  # until the lead's reader is in
-        pytest.xfail("StreamAccumulator.to_response does not rebuild tool calls yet")
-    # lead: to_response (the streamed call, merged by index, and the reasoning)
+    # the streamed call, merged by index, and the reasoning (StreamAccumulator.to_response)
     assert [(c["id"], c["type"], c["function"]["name"], c["function"]["arguments"])
             for c in message["tool_calls"]] == [
         ("call_rome", "function", "get_weather", '{"city": "Rome"}')]
-    assert message["content"] is None  # lead: to_response (only calls: content null)
-    assert message["reasoning"] == "Rome next."  # lead: to_response
+    assert message["content"] is None  # only calls: content null
+    assert message["reasoning"] == "Rome next."
 
 
 def test_redaction_keeps_call_ids_and_what_the_server_is_told(tmp_path) -> None:
