@@ -142,8 +142,9 @@ def _changes(ra: GateResult, rb: GateResult) -> list[Change]:
 
 
 def _outputs_changed(a: list[ArmResult], b: list[ArmResult]) -> tuple[float | None, int]:
-    texts = {r.request_id: r.output_text for r in a if r.arm == CANDIDATE and r.ok}
-    pairs = [(texts[r.request_id], r.output_text) for r in b
+    # the answers (text with its tool calls), not the text alone: a changed call is a change
+    texts = {r.request_id: r.answer for r in a if r.arm == CANDIDATE and r.ok}
+    pairs = [(texts[r.request_id], r.answer) for r in b
              if r.arm == CANDIDATE and r.ok and r.request_id in texts]
     if not pairs:
         return None, 0
