@@ -237,3 +237,13 @@ def test_differing_keys_names_the_argument() -> None:
         "f.x", "f.z"]
     assert differing_keys(a, (ToolCall("g", "{}"),)) == ["f"]
     assert differing_keys(a, ()) == ["f"]
+
+
+def test_a_result_with_parts_crosses_from_worker_to_master_unchanged() -> None:
+    import msgpack
+
+    from layergate.harness.replay.channel import result_from_json, result_to_json
+
+    r = _run(candidate_city="Lyon")[2]
+    wire = msgpack.unpackb(msgpack.packb(result_to_json(r)))  # as Locust's channel packs it
+    assert result_from_json(wire) == r

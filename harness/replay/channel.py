@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from layergate.exporters import tool_calls
 from layergate.exporters.records import ArmResult
 
 HELLO = "layergate_hello"
@@ -41,7 +42,10 @@ _FIELDS = tuple(f.name for f in dataclasses.fields(ArmResult))
 def result_to_json(result: ArmResult) -> dict[str, Any]:
     # shallow: the message is packed at once, and asdict's deep copy cost the worker more
     # than parsing the stream did (profiled)
-    return {name: getattr(result, name) for name in _FIELDS}
+    out = {name: getattr(result, name) for name in _FIELDS}
+    if result.tool_calls:  # msgpack packs no dataclass
+        out["tool_calls"] = tool_calls.to_json(result.tool_calls)
+    return out
 
 
 def result_from_json(obj: dict[str, Any]) -> ArmResult:
@@ -49,6 +53,7 @@ def result_from_json(obj: dict[str, Any]) -> ArmResult:
     for name in _TUPLES:  # msgpack turns tuples into lists
         if values.get(name) is not None:
             values[name] = tuple(values[name])
+    values["tool_calls"] = tool_calls.from_json(values.get("tool_calls") or ())
     return ArmResult(**values)
 
 
