@@ -93,7 +93,7 @@ class Ask:
     def prompt(self, template: str) -> str:
         return template.format(question=question_of(self.record),
                                reference=reference_text(self.record.reference or {}),
-                               output=self.result.output_text)
+                               output=self.result.answer)
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ def to_judge(records: Iterable[TrafficRecord], results: Iterable[ArmResult],
     wanted = {r.id: r for r in records if r.reference and r.reference.get("kind") == KIND}
     return [Ask(wanted[res.request_id], res) for res in results
             if res.ok and res.request_id in wanted
-            and (res.request_id, res.arm, prompt_sha, digest(res.output_text)) not in done]
+            and (res.request_id, res.arm, prompt_sha, digest(res.answer)) not in done]
 
 
 @dataclass(frozen=True)
@@ -187,7 +187,7 @@ def judge_run(run_path: Path, records: Sequence[TrafficRecord], results: Iterabl
         def one(ask: Ask) -> Judgement:
             answer = judge.ask(client, ask.prompt(judge.template))
             return Judgement(ask.result.request_id, ask.result.arm, parse_verdict(answer),
-                             answer, judge.model, prompt_sha, digest(ask.result.output_text))
+                             answer, judge.model, prompt_sha, digest(ask.result.answer))
 
         futures = [pool.submit(one, ask) for ask in asks]
         failed: JudgeError | None = None

@@ -130,7 +130,7 @@ def judge(al: Aligned, references: Mapping[str, Reference] | None,
         texts[arm] = {}
         rows = np.flatnonzero(x.ok & has)
         for i, output in zip(rows, x.outputs(rows), strict=True):
-            rid, text = al.request_ids[i], output.output_text or ""
+            rid, text = al.request_ids[i], output.answer or ""
             reference = references[rid]
             if reference.kind == JUDGE:
                 sha = digest(text)
