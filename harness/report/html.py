@@ -1,5 +1,6 @@
 """`--html`: one self-contained page (CSS inline, plots as base64 PNG data URIs, no
-scripts, nothing fetched) with the verdict, the tables, the plots and the worst diffs."""
+scripts, nothing fetched) with the verdict, the tables, the plots and the worst diffs
+(with each pair's tool calls compared call by call, and its reasoning folded away)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,26 @@ import json
 from html import escape
 from pathlib import Path
 
-from layergate.exporters.catalogue import CANDIDATE, RIGHT_TO_WRONG, WRONG_TO_RIGHT
+from layergate.exporters.catalogue import (
+    CANDIDATE,
+    RIGHT_TO_WRONG,
+    TOOL_CALL_AGREEMENT,
+    WRONG_TO_RIGHT,
+)
 from layergate.exporters.figures import OVERALL
 from layergate.exporters.figures.answers import answer_summary, describe
 from layergate.harness.gate.checks import INFO, Check
 from layergate.harness.gate.result import GateResult
 from layergate.harness.report import html_plots, wording
-from layergate.harness.report.pairs import Pair, pair_arms, word_diff, worst
+from layergate.harness.report.pairs import (
+    CallDiff,
+    Pair,
+    call_diff,
+    pair_arms,
+    reasoning_length,
+    word_diff,
+    worst,
+)
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0;
@@ -48,6 +62,10 @@ ins{background:#d4f7d4;text-decoration:none;color:#0b5d0b}
 .small{font-size:12px;color:#666}
 td.nw{white-space:nowrap}
 details{margin-top:12px} summary{cursor:pointer;color:#3b6fb6;font-weight:600}
+.calls{margin-top:12px} .calls table{font-size:12px}
+.calls code{font:12px/1.5 ui-monospace,Menlo,monospace;white-space:pre-wrap;
+ word-break:break-word} td.old code{background:#fdd} td.new code{background:#d4f7d4}
+tr.same td{color:#777}
 """
 
 PLOTS = (
@@ -210,11 +228,31 @@ def _table(checks: list[Check]) -> str:
     return f"<table>{head}{''.join(rows)}</table>"
 
 
+# of the worst pairs shown, how many are kept for pairs whose tool calls differ
+CALL_PAIRS = 2
+# characters of each side's reasoning shown in a diff card
+REASONING_SHOWN = 4000
+
+
 def _diffs(result: GateResult) -> str:
-    pairs = worst(pair_arms(result.results, CANDIDATE))
+    pairs = worst(pair_arms(result.results, CANDIDATE), calls=CALL_PAIRS)
     if not pairs:
         return "<div class=card>No candidate output differs from the baseline.</div>"
-    return "".join(_diff_card(p) for p in pairs)
+    return _differing(result) + "".join(_diff_card(p) for p in pairs)
+
+
+def _differing(result: GateResult) -> str:
+    """Which tool-call arguments differed over the whole run (tool_call_agreement's
+    detail["differing"]), most often first; "" when none did or no call was made."""
+    fig = next((f for f in result.figures if f.name == TOOL_CALL_AGREEMENT
+                and f.arm == CANDIDATE and f.scenario == OVERALL), None)
+    counts = fig.detail.get("differing") if fig is not None else None
+    if not counts:
+        return ""
+    named = ", ".join(f"<code>{escape(str(k))}</code> {int(n):,}×" for k, n in counts.items())
+    return (f"<p class=meta>Tool calls that differed from the baseline's over the run, by "
+            f"<code>function.argument</code> (a function alone: a call one side lacks): "
+            f"{named}.</p>")
 
 
 FLIPS = ((RIGHT_TO_WRONG, "Right on the baseline, wrong on the candidate"),
@@ -241,8 +279,11 @@ def _accuracy_flips(result: GateResult) -> str:
 
 
 def _diff_card(pair: Pair) -> str:
+    """The two answers side by side (text, refusal and tool calls, as "the same output"
+    compares them), then the calls compared call by call and the reasoning, where there
+    are any."""
     left, right = [], []
-    for op, a, b in word_diff(pair.reference.output_text, pair.other.output_text):
+    for op, a, b in word_diff(pair.reference.answer, pair.other.answer):
         if op == "equal":
             left.append(escape(a))
             right.append(escape(b))
@@ -258,4 +299,67 @@ def _diff_card(pair: Pair) -> str:
             f"{escape(str(pair.other.finish_reason))}<div class=diff>"
             f"<div><div class=small>baseline</div><pre>{''.join(left)}</pre></div>"
             f"<div><div class=small>candidate</div><pre>{''.join(right)}</pre></div>"
-            f"</div></div>")
+            f"</div>{_calls_card(pair)}{_reasoning(pair)}</div>")
+
+
+def _calls_card(pair: Pair) -> str:
+    """The pair's tool calls compared call by call: the function, each argument whose value
+    differs (as JSON, baseline → candidate), calls one side lacks, arguments that do not
+    parse (as sent); "" when neither answer called a tool."""
+    if not pair.has_calls:
+        return ""
+    a, b = pair.reference.tool_calls, pair.other.tool_calls
+    diffs = call_diff(a, b)
+    differ = len({d.index for d in diffs if d.kind != "same"})
+    head = (f"Tool calls: {len(a)} on the baseline, {len(b)} on the candidate; "
+            + (f"{differ} differ" if differ else "the same calls"))
+    rows = "".join(_call_row(d) for d in diffs)
+    return (f"<div class=calls><b>{escape(head)}</b><table><tr><th>call</th>"
+            f"<th>function</th><th>argument</th><th>baseline</th><th>candidate</th></tr>"
+            f"{rows}</table></div>")
+
+
+_WHOLE = {"missing": "the call (none on the candidate)",
+          "extra": "the call (none on the baseline)",
+          "renamed": "the call (another function)", "arguments": "the arguments",
+          "unparsed": "the arguments (do not parse)"}
+
+
+def _value(text: str | None, raw: bool = False) -> str:
+    if text is None:
+        return "<span class=small>(absent)</span>"
+    mark = "<span class='s s-fail'>not JSON</span> " if raw else ""
+    return f"{mark}<code>{escape(text)}</code>"
+
+
+def _call_row(d: CallDiff) -> str:
+    name = escape(str(d.name))
+    if d.kind == "same":
+        return (f"<tr class=same><td>{d.index}</td><td><code>{name}</code></td>"
+                f"<td colspan=3>same arguments</td></tr>")
+    if d.kind == "renamed":
+        name += f" → {escape(str(d.other_name))}"
+    what = f"<code>{escape(d.key)}</code>" if d.kind == "argument" and d.key is not None \
+        else escape(_WHOLE[d.kind])
+    return (f"<tr class=call-{d.kind}><td>{d.index}</td><td><code>{name}</code></td>"
+            f"<td>{what}</td><td class=old>{_value(d.before, d.raw[0])}</td>"
+            f"<td class=new>{_value(d.after, d.raw[1])}</td></tr>")
+
+
+def _reasoning(pair: Pair) -> str:
+    """Both sides' reasoning, folded away, with their lengths; "" when neither reasoned."""
+    if not pair.reasoned:
+        return ""
+    sides = []
+    for r in (pair.reference, pair.other):
+        text = r.reasoning_text
+        cut = (f"\n… ({len(text) - REASONING_SHOWN:,} more characters)"
+               if len(text) > REASONING_SHOWN else "")
+        sides.append(escape(text[:REASONING_SHOWN] + cut) if text else
+                     "<span class=small>(no reasoning)</span>")
+    lengths = " · ".join(f"{label} {reasoning_length(r)}" for label, r in
+                         (("baseline", pair.reference), ("candidate", pair.other)))
+    return (f"<details class=reasoning><summary>Reasoning: {escape(lengths)}</summary>"
+            f"<div class=diff><div><div class=small>baseline</div><pre>{sides[0]}</pre>"
+            f"</div><div><div class=small>candidate</div><pre>{sides[1]}</pre></div></div>"
+            f"</details>")
