@@ -31,7 +31,7 @@ from worlds import WORLDS  # noqa: E402
 DOC = ROOT / "docs" / "VALIDITY.md"
 GATE_TABLE = "| per-request noise σ"
 OFF_TABLE = "| world (true process spread, per-request noise)"
-SEQ_TABLE = "| world, sequential A/A streams of 400"
+SEQ_TABLE = "| world, sequential A/A streams of 400 requests"
 # the gate table's columns: TPOT noise sigma (None: the committed run's own) and runs
 GATE_COLUMNS = ((None, 2000), (0.097, 1000), (0.24, 1000))
 # gate table rows: (row label's start, [(experiment, method, key) per number in the cell])

@@ -36,7 +36,7 @@ def tolerance(doc_percent: float, doc_n: int, n: int) -> tuple[int, int]:
 
 def test_the_tolerance_can_fail() -> None:
     lo, hi = tolerance(4.0, 2000, 300)
-    assert 0 < lo < 12 < hi < 40  # a calibrated 4 % passes, a 15 % would not
+    assert lo <= 12 <= hi < 45  # a calibrated 4 % passes, a 15 % (45 of 300) would not
 
 
 @pytest.mark.parametrize("world", ["prior", "tau-2x"])
@@ -58,5 +58,5 @@ def test_sequential_aa_exclusions_per_world_match_the_doc(world: str) -> None:
     counts = seq.aa_exclusions(WORLDS[world], 25, seed=11)
     for column, key in enumerate(validity.SEQ_KEYS):
         doc = validity.doc_number(table, label, column, 0)
-        lo, hi = tolerance(doc, 300, 25)
+        lo, hi = tolerance(doc, 60, 25)
         assert lo <= counts.get(key, 0) <= hi, (world, key, counts.get(key, 0), doc, (lo, hi))
