@@ -29,16 +29,20 @@ from layergate.exporters.catalogue import (
     USAGE,
 )
 from layergate.exporters.spec_counters import spec_counters
-from layergate.exporters.traffic import TrafficRecord, write_traffic
+from layergate.exporters.traffic import TrafficRecord, read_traffic, write_traffic
 from layergate.harness.processes import ManagedProcess, layergate_command
 from layergate.harness.replay.breaker import DEFAULT_LIMIT
 from layergate.harness.rundir import load_run
+from layergate.harness.scenarios import SCENARIOS_DIR
 from tests.support.foreign_arms import POLICY, figures, gate, greedy_traffic, replay
+from tests.support.plant_proxy import PLANTED, PlantProxy
 from tests.support.processes import died
 from tests.support.replay_rig import rows, wait_for
 from tests.support.vllm import (
     BLOCK,
     MODEL_NAME,
+    REASONING,
+    TOOLS,
     kill_engine_core,
     prefix_trace,
     reset_prefix_cache,
@@ -59,10 +63,14 @@ def model() -> Path:
 
 @pytest.fixture(scope="module")
 def servers(model: Path) -> Iterator[dict[str, ManagedProcess]]:
-    """Plain vLLM and n-gram vLLM, started at once (each start is mostly waiting)."""
+    """Plain vLLM and n-gram vLLM, started at once (each start is mostly waiting). The plain
+    one parses tool calls (its pythonic parser), the n-gram one reasoning (its granite
+    parser): one server with both streams no call (docs/SERVERS.md), and a request without
+    tools or markers is answered as without them."""
+    options = {"plain": TOOLS, "ngram": REASONING}
     with ThreadPoolExecutor(2) as pool:
-        starting = {kind: pool.submit(start_vllm, model, kind == "ngram")
-                    for kind in ("plain", "ngram")}
+        starting = {kind: pool.submit(start_vllm, model, kind == "ngram", extra=extra)
+                    for kind, extra in options.items()}
     up = {kind: f.result() for kind, f in starting.items() if f.exception() is None}
     try:
         for f in starting.values():
@@ -241,6 +249,113 @@ def test_cache_hit_delta_from_vllm_counters_on_an_imported_mooncake_trace(
     assert chd["ci_low"] <= chd["value"] <= chd["ci_high"]
     print(f"cache-hit delta {chd['value']} [{chd['ci_low']}, {chd['ci_high']}], "
           f"hit rates {rates}, from the answers {chd['detail']['from_answers']}")
+
+
+# policies the bundled tool traffic's few requests can decide: the answer parts, required
+# (every run here has them), against the noise floor
+TOOLS_POLICY = """\
+name: tool-calls
+require_complete: true
+min_samples: 4
+max_error_rate: {default: 0.0}
+metrics:
+  tool_call_agreement: {direction: ">=", threshold: -0.25, subtract_noise_floor: true}
+  tool_call_validity: {direction: ">=", threshold: -0.25, subtract_noise_floor: true}
+  structured_validity: {direction: ">=", threshold: -0.25, subtract_noise_floor: true,
+                        min_samples: 3}
+  answer_match: {direction: ">=", threshold: -0.25, subtract_noise_floor: true}
+"""
+REASONING_POLICY = """\
+name: reasoning
+require_complete: true
+min_samples: 4
+max_error_rate: {default: 0.0}
+metrics:
+  reasoning_kept: {direction: ">=", threshold: -0.25, subtract_noise_floor: true}
+  answer_match: {direction: ">=", threshold: -0.25, subtract_noise_floor: true}
+"""
+
+
+def tool_traffic(path: Path, scenarios: tuple[str, ...], tools: bool = True) -> Path:
+    """The bundled tool traffic's records of `scenarios`, all sent at once (`tools`:
+    False drops the requests' `tools`, for a server started without a tool parser, which
+    refuses them)."""
+    records = [r for r in read_traffic(SCENARIOS_DIR / "traffic" / "tools.jsonl").records
+               if r.scenario in scenarios]
+    return write_traffic(path, [TrafficRecord(
+        r.id, 0.0, r.scenario, r.endpoint,
+        {k: v for k, v in r.body.items() if tools or k != "tools"}) for r in records])
+
+
+def planted_run(tmp_path: Path, server: ManagedProcess, traffic: Path, plant: str) -> Path:
+    """One replay, three candidates against the same baseline and noise floor (all
+    `server`): `same` (the server itself, an A/A), and `planted` (the server behind a
+    PlantProxy that makes `plant`)."""
+    with PlantProxy(server.url, plant) as proxy:
+        run = replay(tmp_path / "run", traffic, {BASELINE: server.url, BASELINE2: server.url},
+                     [server], "--candidate", f"same={server.url}",
+                     "--candidate", f"planted={proxy.url}", "--users", "4",
+                     *named(BASELINE, BASELINE2, CANDIDATE))
+        assert proxy.planted > 0, "the proxy changed nothing"
+    return run
+
+
+def candidate_verdicts(report: dict) -> dict[str, str]:
+    return {name: c["verdict"] for name, c in report["candidates"].items()}
+
+
+def rule_rows(report: dict) -> dict[str, dict[str, tuple]]:
+    """Each candidate's gated rules as (value, noise floor, status), for the log."""
+    return {name: {rule: (m["value"], m["noise_floor"], m["status"])
+                   for rule, m in c["metrics"].items() if "." not in rule}
+            for name, c in report["candidates"].items()}
+
+
+def test_vllm_s_real_tool_calls_judged_an_aa_passes_a_changed_argument_fails(
+        fresh, tmp_path) -> None:
+    """vLLM's own pythonic parser answers the bundled tool traffic with real `tool_calls`
+    (and its structured outputs the JSON requests). vLLM as a candidate of itself passes;
+    vLLM behind a proxy that changes every call's arguments fails tool_call_agreement,
+    and the HTML report's card shows the changed argument."""
+    plain = fresh["plain"]
+    run = planted_run(tmp_path, plain, tool_traffic(tmp_path / "tools.jsonl",
+                                                    ("tools", "structured")),
+                      "changed_arguments")
+    loaded = load_run(run)
+    assert all(r.ok for r in loaded.results), [r.error for r in loaded.results if not r.ok]
+    base = [r for r in loaded.results if r.arm == BASELINE]
+    calls = [r for r in base if r.tool_calls]
+    assert len(calls) >= 10 and all(r.finish_reason == "tool_calls" for r in calls), base
+    assert sum("structured" in r.schema_valid for r in base) == 3
+    code, report, html = gate(run, tmp_path, TOOLS_POLICY)
+    print(rule_rows(report))
+    assert candidate_verdicts(report) == {"same": "pass", "planted": "fail"}, report
+    planted = report["candidates"]["planted"]["metrics"]
+    assert planted["tool_call_agreement"]["status"] == "fail"
+    assert planted["tool_call_agreement"]["value"] == 0.0
+    assert code == 0  # `--require any`, the default: the A/A candidate passes
+    assert PLANTED in html  # the diff card shows the changed argument
+
+
+def test_vllm_s_real_reasoning_judged_an_aa_passes_a_dropped_reasoning_fails(
+        fresh, tmp_path) -> None:
+    """vLLM's granite parser streams the bundled traffic's reasoning as `delta.reasoning`
+    before the answer: TTFT is its first token, the answer's first token later. vLLM as a
+    candidate of itself passes; behind a proxy that drops the reasoning it fails
+    reasoning_kept."""
+    server = fresh["ngram"]  # the one started with the reasoning parser
+    run = planted_run(tmp_path, server, tool_traffic(tmp_path / "reasoning.jsonl",
+                                                     ("reasoning",), tools=False),
+                      "dropped_reasoning")
+    loaded = load_run(run)
+    assert all(r.ok for r in loaded.results), [r.error for r in loaded.results if not r.ok]
+    thought = [r for r in loaded.results if r.arm == BASELINE and r.reasoning_text]
+    assert len(thought) == 4 and all(r.answer_ttft_s > r.ttft_s for r in thought), thought
+    code, report, _ = gate(run, tmp_path, REASONING_POLICY)
+    print(rule_rows(report))
+    assert candidate_verdicts(report) == {"same": "pass", "planted": "fail"}, report
+    assert report["candidates"]["planted"]["metrics"]["reasoning_kept"]["status"] == "fail"
+    assert code == 0  # `--require any`, the default: the A/A candidate passes
 
 
 def test_a_vllm_arm_whose_engine_dies_mid_run_is_named(fresh, tmp_path) -> None:
