@@ -10,6 +10,7 @@ from html import escape
 from pathlib import Path
 
 from layergate.exporters.catalogue import (
+    BASELINE,
     CANDIDATE,
     RIGHT_TO_WRONG,
     TOOL_CALL_AGREEMENT,
@@ -358,7 +359,7 @@ def _reasoning(pair: Pair) -> str:
         sides.append(escape(text[:REASONING_SHOWN] + cut) if text else
                      "<span class=small>(no reasoning)</span>")
     lengths = " · ".join(f"{label} {reasoning_length(r)}" for label, r in
-                         (("baseline", pair.reference), ("candidate", pair.other)))
+                         ((BASELINE, pair.reference), (CANDIDATE, pair.other)))
     return (f"<details class=reasoning><summary>Reasoning: {escape(lengths)}</summary>"
             f"<div class=diff><div><div class=small>baseline</div><pre>{sides[0]}</pre>"
             f"</div><div><div class=small>candidate</div><pre>{sides[1]}</pre></div></div>"
