@@ -127,6 +127,8 @@ class CallsBuilder:
 
     def feed(self, deltas: Any, malformed: str, out_of_order: str) -> bool:
         """Merge one chunk's `delta.tool_calls`; whether it carried any generated text."""
+        if isinstance(deltas, dict):  # one call as an object, not a list (older TGI)
+            deltas = [deltas]
         if not isinstance(deltas, list):
             self._say(malformed)
             return False

@@ -133,7 +133,7 @@ def test_a_non_streamed_answer_reads_as_the_same_stream() -> None:
 def test_malformed_parts_are_recorded_as_what_they_are_and_the_answer_kept() -> None:
     r = _result([_chunk(_call(1, '{"city": "Lyon"}', "get_weather")),  # 1 before 0
                  _chunk(_call(0, '{"city": "Par', "get_weather")),  # never closes
-                 _chunk({"tool_calls": {"index": 0}}),  # not a list
+                 _chunk({"tool_calls": "get_weather"}),  # not a list
                  _chunk({"tool_calls": [{"function": {"arguments": "x"}}]}),  # no index
                  _chunk({}, "tool_calls")])
     assert r.ok and [c.index for c in r.tool_calls] == [0, 1]
