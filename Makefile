@@ -24,7 +24,8 @@ PYTEST_ARGS ?= --durations=25
 # their install time; Python compiles (and caches) what is imported, when it is imported
 PIP_INSTALL := $(BIN)/pip install -q --no-compile
 
-.PHONY: install demo test test-fast lint dist demo-packages system-packages clean peers vllm
+.PHONY: install demo test test-fast lint dist demo-packages system-packages clean peers vllm \
+	validity
 
 # everything the suite runs: `make test` installs it; `make demo` only what the demo runs
 install: $(TEST_STAMP) $(LLAMACPP_STAMP) vllm system-packages
@@ -100,6 +101,11 @@ demo: $(STAMP) demo-packages
 # peer installed on first use into a venv of its own under ~/.cache/layergate/peers)
 peers: $(TEST_STAMP)
 	$(BIN)/python benchmarks/peers/side_by_side.py
+
+# docs/VALIDITY.md's simulated figures regenerated from the repository alone (seeded; about
+# 30 CPU minutes), each printed beside the doc's number; real-engine figures listed as one-offs
+validity: $(TEST_STAMP)
+	PYTHONPATH=. $(BIN)/python benchmarks/validity.py
 
 # two workers (one file each at a time: module fixtures stay shared), then the solo files
 # alone (tests/conftest.py SOLO); both parts run, and either failing fails the target

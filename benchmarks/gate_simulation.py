@@ -24,13 +24,16 @@ Prints per experiment and method: how often each figure's 95 % CI excludes "no
 difference" (A/A: calibrated is <= 5 %), and per policy the share of runs whose RER and
 latency checks pass / fail, each with its exact Clopper-Pearson 95 % interval.
 
+    .venv/bin/python benchmarks/gate_simulation.py --runs 2000 --tau 0.02   # committed inputs
+    .venv/bin/python benchmarks/gate_simulation.py --sigma 0.097 --world tau-2x
     .venv/bin/python benchmarks/gate_simulation.py --from-run runs/gate-validity-X/aa-00
-    .venv/bin/python benchmarks/gate_simulation.py --runs 2000 --tau 0.02
+    .venv/bin/python benchmarks/gate_simulation.py --record-inputs runs/gate-validity-X/aa-00
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from dataclasses import replace
@@ -52,6 +55,9 @@ from layergate.exporters.figures.config import MetricsConfig  # noqa: E402
 from layergate.exporters.records import ArmResult  # noqa: E402
 from layergate.harness.gate.checks import judge  # noqa: E402
 from layergate.harness.gate.policy import default_policy_dir, load_policy  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from worlds import WORLDS, World  # noqa: E402
 
 EXPERIMENTS = {"aa": 1.0, "faster": 0.85, "slow": 1.20}
 FIGURES = {"rer": 0.0, "rer_decode": 0.0, "latency_ratio": 1.0, "ttft_latency_ratio": 1.0,
@@ -106,18 +112,41 @@ def measured_inputs(run_dir: Path) -> dict:
     }
 
 
-def built_in_inputs() -> dict:
-    """Stand-ins when no run is given: 48 requests of 8-32 tokens, 60 ms per token."""
-    rng = np.random.default_rng(0)
-    return {"source": "built-in", "requests": 48, "early": 16,
-            "tokens": rng.integers(8, 33, 48), "ttft": rng.uniform(0.2, 0.8, 16),
-            "tpot": rng.uniform(0.05, 0.07, 16), "sigma_tpot": 0.05, "sigma_ttft": 0.10}
+INPUTS = ROOT / "benchmarks" / "data" / "aa_costs.json"
+
+
+def committed_inputs(path: Path = INPUTS) -> dict:
+    """The per-request costs and noise of a real A/A run, committed (its `recorded` key
+    says when and by which command): what the simulation draws from by default."""
+    raw = json.loads(path.read_text())
+    return {"source": f"{path.relative_to(ROOT)} ({raw['recorded']['date']})",
+            "requests": raw["requests"], "early": raw["early"],
+            "tokens": np.array(raw["tokens"]), "ttft": np.array(raw["ttft"]),
+            "tpot": np.array(raw["tpot"]), "sigma_tpot": raw["sigma_tpot"],
+            "sigma_ttft": raw["sigma_ttft"]}
+
+
+def write_inputs(run_dir: Path, command: str, path: Path = INPUTS) -> None:
+    """Commit a run's inputs: what `measured_inputs` reads, rounded, with how it was made."""
+    got = measured_inputs(run_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({
+        "recorded": {"date": time.strftime("%Y-%m-%d"), "command": command,
+                     "run": got["source"]},
+        "requests": got["requests"], "early": got["early"],
+        "tokens": [int(x) for x in got["tokens"]],
+        "ttft": [round(float(x), 5) for x in got["ttft"]],
+        "tpot": [round(float(x), 6) for x in got["tpot"]],
+        "sigma_tpot": round(got["sigma_tpot"], 4), "sigma_ttft": round(got["sigma_ttft"], 4),
+    }, indent=1) + "\n")
 
 
 # --- one simulated run ---------------------------------------------------------------------
 
-def simulate(inputs: dict, n: int, tau: float, ratio: float, rng: np.random.Generator
-             ) -> list[ArmResult]:
+def simulate(inputs: dict, n: int, tau: float, ratio: float, rng: np.random.Generator,
+             world: World = WORLDS["prior"]) -> list[ArmResult]:
+    """One run: each arm its own process draw u ~ N(0, tau^2), each request its own noise
+    in `world`'s shape."""
     tokens = rng.choice(inputs["tokens"], n)
     ttft0 = rng.choice(inputs["ttft"], n)
     tpot0 = rng.choice(inputs["tpot"], n)
@@ -125,8 +154,8 @@ def simulate(inputs: dict, n: int, tau: float, ratio: float, rng: np.random.Gene
     for arm in ("baseline", "baseline2", "candidate"):
         u = rng.normal(0, tau)
         scale = ratio if arm == "candidate" else 1.0
-        ttft = ttft0 * scale * np.exp(u + rng.normal(0, inputs["sigma_ttft"], n))
-        tpot = tpot0 * scale * np.exp(u + rng.normal(0, inputs["sigma_tpot"], n))
+        ttft = ttft0 * scale * np.exp(u + world.noise(rng, inputs["sigma_ttft"], n))
+        tpot = tpot0 * scale * np.exp(u + world.noise(rng, inputs["sigma_tpot"], n))
         e2e = ttft + tpot * (tokens - 1)
         rows += [ArmResult(f"q{i:04d}", arm, "mix", True, ttft_s=float(ttft[i]),
                            e2e_s=float(e2e[i]), output_tokens=int(tokens[i]))
@@ -135,7 +164,8 @@ def simulate(inputs: dict, n: int, tau: float, ratio: float, rng: np.random.Gene
 
 
 def timing_figures(rows: list[ArmResult], config: MetricsConfig) -> dict:
-    """The run's RER and latency figures through the gate's own calculators."""
+    """The run's RER and latency figures as a run computes them: its calculators' columns,
+    the resampled sums and the figures (the timing part of `compute_figures`)."""
     al = align(rows)
     columns = rer.columns(al, config) | latency.columns(al, config)
     table = resample_sums(columns, al.strata, len(al.scenario_names), config.n_resamples,
@@ -143,6 +173,23 @@ def timing_figures(rows: list[ArmResult], config: MetricsConfig) -> dict:
     figs = rer.figures(table, al, config) + latency.figures(table, al, config)
     return {f.name: f for f in figs if f.arm == "candidate" and f.scenario == OVERALL
             and f.name in FIGURES}
+
+
+def aa_exclusions(inputs: dict, world: World, runs: int, requests: int = 48,
+                  resamples: int = 1000, seed: int = 0, prior: float = 0.02
+                  ) -> dict[str, int]:
+    """A/A runs in `world` judged as shipped (the process term at `prior`): per timing
+    figure, how many runs' 95 % interval excluded no change (its coverage: 1 - k/runs)."""
+    rng = np.random.default_rng([seed, 0xAA, int(world.tau_scale * 100), len(world.tails)])
+    counts = dict.fromkeys(FIGURES, 0)
+    for k in range(runs):
+        rows = simulate(inputs, requests, world.tau, 1.0, rng, world)
+        figs = timing_figures(rows, MetricsConfig(n_resamples=resamples, seed=k,
+                                                  process_spread=prior))
+        for name, none in FIGURES.items():
+            f = figs[name]
+            counts[name] += int(f.ci_low > none or f.ci_high < none)
+    return counts
 
 
 def rules(policy_name: str, method: str) -> dict:
@@ -156,12 +203,60 @@ def rules(policy_name: str, method: str) -> dict:
     return out
 
 
+def run_experiment(inputs: dict, name: str, runs: int, requests: int = 48, tau: float = 0.02,
+                   prior: float | None = None, resamples: int = 1000, seed: int = 0,
+                   world: World = WORLDS["prior"], progress: bool = False
+                   ) -> dict[str, dict[str, int]]:
+    """Runs of experiment `name`: per method, the count of runs per key ("ci excludes no
+    change: FIGURE", "POLICY: RULE STATUS")."""
+    judged = {(p, m): rules(p, m) for p in POLICIES for m in METHODS}
+    priors = {p: load_policy(default_policy_dir() / f"{p}.yaml").process_spread
+              for p in POLICIES}
+    ratio = EXPERIMENTS[name]
+    rng = np.random.default_rng([seed, list(EXPERIMENTS).index(name)])
+    counts: dict[str, dict[str, int]] = {m: {} for m in METHODS}
+    t0 = time.monotonic()
+    for k in range(runs):
+        rows = simulate(inputs, requests, tau, ratio, rng, world)
+        cache: dict[float, dict] = {}  # figures per process_spread: computed once
+        for method in METHODS:
+            for policy in POLICIES:
+                spread = 0.0 if method == "per-request" else (
+                    prior if prior is not None else priors[policy])
+                if spread not in cache:
+                    cache[spread] = timing_figures(rows, MetricsConfig(
+                        n_resamples=resamples, seed=k, process_spread=spread))
+                figs = cache[spread]
+                c = counts[method]
+                if policy == POLICIES[0]:  # calibration: does the CI exclude no change?
+                    for fig_name, none in FIGURES.items():
+                        f = figs[fig_name]
+                        key = f"ci excludes no change: {fig_name}"
+                        c[key] = c.get(key, 0) + int(f.ci_low > none or f.ci_high < none)
+                for rule_name, rule in judged[(policy, method)].items():
+                    status = judge(rule, figs[rule_name], OVERALL, True).status
+                    key = f"{policy}: {rule_name} {status}"
+                    c[key] = c.get(key, 0) + 1
+        if progress and (k + 1) % max(1, runs // 4) == 0:
+            print(f"  {name}: {k + 1}/{runs} runs, {time.monotonic() - t0:.0f}s", flush=True)
+    return counts
+
+
 # --- the experiment ------------------------------------------------------------------------
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--from-run", type=Path, help="a stored run (A/A) to take the "
-                        "per-request distributions and sigma from")
+                        "per-request distributions and sigma from (default: the committed "
+                        "benchmarks/data/aa_costs.json)")
+    parser.add_argument("--record-inputs", metavar="RUN", type=Path,
+                        help="write RUN's inputs to benchmarks/data/aa_costs.json and stop")
+    parser.add_argument("--sigma", type=float, default=None,
+                        help="set the per-request TPOT noise sigma (TTFT's kept in the "
+                             "inputs' proportion): the doc's columns")
+    parser.add_argument("--world", choices=WORLDS, default="prior",
+                        help="off the model: tau-2x, tau-0.5x (the true process spread over "
+                             "--tau), heavy-tails (t3 per-request noise)")
     parser.add_argument("--runs", type=int, default=2000, help="simulated runs per experiment")
     parser.add_argument("--requests", type=int, default=48, help="requests per run (the demo's)")
     parser.add_argument("--tau", type=float, default=0.02,
@@ -175,9 +270,17 @@ def main() -> None:
     parser.add_argument("--experiments", default=",".join(EXPERIMENTS))
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    inputs = measured_inputs(args.from_run) if args.from_run else built_in_inputs()
+    if args.record_inputs:
+        write_inputs(args.record_inputs, " ".join(sys.argv))
+        return
+    inputs = measured_inputs(args.from_run) if args.from_run else committed_inputs()
+    if args.sigma is not None:
+        inputs["sigma_ttft"] *= args.sigma / inputs["sigma_tpot"]
+        inputs["sigma_tpot"] = args.sigma
     for key in ("sigma_tpot", "sigma_ttft"):
         inputs[key] *= args.sigma_scale
+    world = WORLDS[args.world]
+    args.tau *= world.tau_scale
     print(f"inputs: {inputs['source']}: {inputs['requests']} requests (costs from the first "
           f"{inputs['early']}), tokens median {np.median(inputs['tokens']):.0f}, unloaded TTFT "
           f"median {np.median(inputs['ttft']) * 1000:.0f} ms, TPOT median "
@@ -185,40 +288,11 @@ def main() -> None:
           f"TPOT {inputs['sigma_tpot']:.3f}, TTFT {inputs['sigma_ttft']:.3f}; between-process "
           f"tau {args.tau}; {args.requests} requests x {args.runs} runs per experiment, "
           f"{args.resamples} resamples", flush=True)
-    judged = {(p, m): rules(p, m) for p in POLICIES for m in METHODS}
-    priors = {p: load_policy(default_policy_dir() / f"{p}.yaml").process_spread
-              for p in POLICIES}
     t0 = time.monotonic()
     for name in [e.strip() for e in args.experiments.split(",") if e.strip()]:
-        ratio = EXPERIMENTS[name]
-        rng = np.random.default_rng([args.seed, list(EXPERIMENTS).index(name)])
-        # counts[method][key] over runs
-        counts: dict[str, dict[str, int]] = {m: {} for m in METHODS}
-        for k in range(args.runs):
-            rows = simulate(inputs, args.requests, args.tau, ratio, rng)
-            cache: dict[float, dict] = {}  # figures per process_spread: computed once
-            for method in METHODS:
-                for policy in POLICIES:
-                    spread = 0.0 if method == "per-request" else (
-                        args.prior if args.prior is not None else priors[policy])
-                    if spread not in cache:
-                        cache[spread] = timing_figures(rows, MetricsConfig(
-                            n_resamples=args.resamples, seed=k, process_spread=spread))
-                    figs = cache[spread]
-                    c = counts[method]
-                    if policy == POLICIES[0]:  # calibration: does the CI exclude no change?
-                        for fig_name, none in FIGURES.items():
-                            f = figs[fig_name]
-                            key = f"ci excludes no change: {fig_name}"
-                            c[key] = c.get(key, 0) + int(f.ci_low > none or f.ci_high < none)
-                    for rule_name, rule in judged[(policy, method)].items():
-                        status = judge(rule, figs[rule_name], OVERALL, True).status
-                        key = f"{policy}: {rule_name} {status}"
-                        c[key] = c.get(key, 0) + 1
-            if (k + 1) % max(1, args.runs // 4) == 0:
-                print(f"  {name}: {k + 1}/{args.runs} runs, {time.monotonic() - t0:.0f}s",
-                      flush=True)
-        print(f"\nexperiment {name} (candidate's true time ratio {ratio}):")
+        counts = run_experiment(inputs, name, args.runs, args.requests, args.tau, args.prior,
+                                args.resamples, args.seed, world, progress=True)
+        print(f"\nexperiment {name} (candidate's true time ratio {EXPERIMENTS[name]}):")
         keys = sorted({key for c in counts.values() for key in c})
         for key in keys:
             row = "  ".join(f"{m}: {share(counts[m].get(key, 0), args.runs)}" for m in METHODS)

@@ -5,10 +5,14 @@ comparison, the real fixed gate on the first 48 requests), under the shipped pol
 Each simulated run is a shadow replay of `--budget` requests to baseline (A), baseline2
 (A') and candidate (B), as `ArmResult` rows in send order: outputs of 8 to 32 tokens (a
 32-token cap, as the demo's), per-token latency log-normal per request, A' and B paired
-with A by a per-request log-ratio noise (sd 0.08) and a per-run offset of B (sd 0.015, one
-process running a percent faster for a whole run, as measured on real engines). Both
+with A by a per-request log-ratio noise (sd 0.08), and every arm (A, A' and B) its own
+process: a log speed offset for the whole run of SD tau, the prior 0.02 (one process running
+a percent faster than another, as measured on real engines), or off the model with
+`--world` (benchmarks/worlds.py: tau twice or half the prior, t3 per-request noise). Both
 gates judge with the policies' process_spread (0.02), so their timing intervals carry the
-between-process term. The
+between-process term. `--coverage` counts, over A/A streams of the whole budget, how often
+each timing rule's anytime interval (intersected over every look, so at the end is ever)
+excluded the truth (0 for RER and a latency excess over the floor). The
 scenarios, their parameters from docs/VALIDITY.md (the real runs):
 
   aa        B = A' = full depth: 2 % of requests diverge (stray batch numerics), half of
@@ -41,15 +45,21 @@ from scipy.stats import beta
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from layergate.exporters.catalogue import OVERALL  # noqa: E402
 from layergate.exporters.figures.compute import compute_figures  # noqa: E402
 from layergate.exporters.figures.config import MetricsConfig  # noqa: E402
 from layergate.exporters.records import ArmResult  # noqa: E402
 from layergate.harness.gate import load_policy  # noqa: E402
 from layergate.harness.gate.policy import default_policy_dir  # noqa: E402
-from layergate.harness.gate.sequential import decide  # noqa: E402
+from layergate.harness.gate.sequential import _context, _prefix, _tracks, decide  # noqa: E402
 from layergate.harness.gate.verdict import apply_policy  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from worlds import WORLDS, World  # noqa: E402
+
 FIXED_N = 48
+TIMING = {"rer": 0.0, "rer_decode": 0.0, "latency_ratio": 0.0, "ttft_latency_ratio": 0.0,
+          "tpot_latency_ratio": 0.0}  # A/A truth: no saving, no excess over the floor
 CAP = 32
 ARMS = {"baseline": "sim://a", "baseline2": "sim://a2", "candidate": "sim://b"}
 
@@ -61,7 +71,7 @@ class Scenario:
     wrong_end: float = 0.5  # of those, the share ending elsewhere (premature)
     floor_diverge: float = 0.02  # the same for A'
     ta: float | None = None  # termination accuracy exactly, instead (outputs diverge there)
-    offset_sd: float = 0.015  # per-run latency offset of B (0: the run's truth is `ratio`)
+    processes: bool = True  # each arm its own process offset (False: the truth is `ratio`)
     policies: tuple[str, ...] = ("no-regression",)
     expect: str = "pass"  # under the first policy
 
@@ -72,7 +82,7 @@ SCENARIOS = {
                        policies=("no-regression", "default")),
     "slow": Scenario(ratio=1.20, expect="fail"),
     "faster": Scenario(ratio=0.85, policies=("no-regression", "default")),
-    "at-1.10": Scenario(ratio=1.10, offset_sd=0.0),
+    "at-1.10": Scenario(ratio=1.10, processes=False),
     "ta-0.925": Scenario(ta=0.925),
 }
 
@@ -100,28 +110,53 @@ def _answer(rng: np.random.Generator, ids: list[int], diverge: bool, wrong_end: 
     return out, "length" if len(out) == CAP else "stop"
 
 
-def simulate(sc: Scenario, n: int, rng: np.random.Generator) -> list[ArmResult]:
+def simulate(sc: Scenario, n: int, rng: np.random.Generator, world: World = WORLDS["prior"]
+             ) -> list[ArmResult]:
     rows: list[ArmResult] = []
-    offset = rng.normal(0, sc.offset_sd) if sc.offset_sd else 0.0
+    tau = world.tau if sc.processes else 0.0
+    u_a, u_a2, u_b = rng.normal(0, tau, 3) if tau else (0.0, 0.0, 0.0)
+    noise = world.noise(rng, 0.08, (n, 2))
     for i in range(n):
         rid = f"r{i:05d}"
         length = int(rng.integers(8, CAP + 1))
         ids = [int(t) for t in rng.integers(0, 999, length)]
         finish = "length" if length == CAP else "stop"
         t = float(rng.lognormal(np.log(0.05), 0.3))
-        rows.append(_row(rid, "baseline", ids, t, finish))
+        rows.append(_row(rid, "baseline", ids, t * float(np.exp(u_a)), finish))
         f_div = rng.random() < sc.floor_diverge
         a2, fin2 = _answer(rng, ids, f_div, f_div and rng.random() < 0.5)
-        rows.append(_row(rid, "baseline2", a2, t * float(np.exp(rng.normal(0, 0.08))), fin2))
+        rows.append(_row(rid, "baseline2", a2, t * float(np.exp(u_a2 + noise[i, 0])), fin2))
         if sc.ta is not None:
             wrong = rng.random() > sc.ta
             b, fin = _answer(rng, ids, wrong, wrong)
         else:
             div = rng.random() < sc.diverge
             b, fin = _answer(rng, ids, div, div and rng.random() < sc.wrong_end)
-        per = t * sc.ratio * float(np.exp(offset + rng.normal(0, 0.08)))
+        per = t * sc.ratio * float(np.exp(u_b + noise[i, 1]))
         rows.append(_row(rid, "candidate", b, per, fin))
     return rows
+
+
+def aa_exclusions(world: World, runs: int, budget: int = 400, seed: int = 0,
+                  policies: tuple[str, ...] = ("no-regression", "tight")) -> dict[str, int]:
+    """A/A streams of `budget` requests in `world`: per policy and timing rule (no-regression
+    gates the latency excess, tight RER), how many streams' anytime interval ever excluded
+    the truth (the sequential gate's own tracks)."""
+    loaded = [load_policy(default_policy_dir() / f"{p}.yaml") for p in policies]
+    rng = np.random.default_rng([seed, 0xAA, int(world.tau_scale * 100), len(world.tails)])
+    counts: dict[str, int] = {}
+    for _ in range(runs):
+        rows = simulate(SCENARIOS["aa"], budget, rng, world)
+        prefix = _prefix(rows, budget)
+        for policy in loaded:
+            ctx = _context(prefix, policy, MetricsConfig.confidence)
+            for tr in _tracks(policy, ctx):
+                if tr.rule.name not in TIMING or tr.low is None or tr.scenario != OVERALL:
+                    continue
+                truth, key = TIMING[tr.rule.name], f"{policy.name}: {tr.rule.name}"
+                counts[key] = counts.get(key, 0) + int(
+                    bool(tr.low[-1] > truth or tr.high[-1] < truth))
+    return counts
 
 
 def fixed_verdict(rows: list[ArmResult], policy) -> str:
@@ -178,7 +213,16 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=400)
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--world", choices=WORLDS, default="prior")
+    parser.add_argument("--coverage", action="store_true",
+                        help="only the A/A interval exclusions (--aa-runs streams) per world")
     args = parser.parse_args()
+    world = WORLDS[args.world]
+    if args.coverage:
+        counts = aa_exclusions(world, args.aa_runs, args.budget, args.seed)
+        for name, k in counts.items():
+            print(f"{world.name}: {name} interval excludes the truth: {rate(k, args.aa_runs)}")
+        return
     policies = {name: load_policy(default_policy_dir() / f"{name}.yaml")
                 for name in ("no-regression", "default")}
     print(f"budget {args.budget} requests; fixed gate at {FIXED_N}; "
@@ -192,7 +236,7 @@ def main() -> None:
             verdicts, ns, fixed, peeking = [], [], [], 0
             prng = np.random.default_rng([args.seed, list(SCENARIOS).index(name), 7])
             for k in range(runs):
-                rows = simulate(sc, args.budget, prng)
+                rows = simulate(sc, args.budget, prng, world)
                 d = decide(rows, policy, args.budget)
                 if name in ("at-1.10", "ta-0.925"):
                     peeking += peeking_fails(rows, name)

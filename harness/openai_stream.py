@@ -106,10 +106,10 @@ def reasoning_count(acc: StreamAccumulator, tokenizer_path: str | None) -> int |
     reasoning text; 0 when it sent no reasoning; None when nothing counts it (its text is
     kept all the same, and the figures compare characters then)."""
     counted = acc.reasoning_tokens
-    if counted is not None:
-        return counted
     if not acc.reasoning:
-        return 0 if acc.events else None
+        return counted if counted is not None else 0 if acc.events else None
+    if counted:  # vLLM's granite parser reports 0 beside the reasoning it streamed
+        return counted
     return tokenizer.count(tokenizer_path, acc.reasoning_text) if tokenizer_path else None
 
 
@@ -297,9 +297,11 @@ class StreamAccumulator:
             if isinstance(piece, str) and piece:
                 into.append(piece)
                 answer = True
-        if "tool_calls" in delta and get("tool_calls") is not None:
+        if get("tool_calls") is not None:
             answer |= self.calls.feed(get("tool_calls"), TOOL_CALL_MALFORMED, TOOL_CALL_ORDER)
-        if get("function_call") is not None:
+        elif get("function_call") is not None:
+            # the legacy field alone; llama-cpp-python copies each tool-call delta into it
+            # as well, and reading both would double the arguments
             answer |= self.calls.feed_function_call(get("function_call"), TOOL_CALL_MALFORMED)
         thought = False
         for key in ("reasoning", "reasoning_content"):

@@ -13,6 +13,7 @@ DTYPES = ("fp32", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
 PADDINGS = ("bucketed", "max")
 PREFIX_CACHE_MODES = ("on", "off")
+REASONING_PARSERS = ("granite",)  # reference_engine/server/reasoning.py
 DEFAULT_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048)
 
 
@@ -66,12 +67,22 @@ class EngineConfig:
         "min": 2})
     buckets: tuple[int, ...] = field(default=DEFAULT_BUCKETS, metadata={
         "help": "prompt-length bucket boundaries for bucketed padding"})
+    reasoning_parser: str | None = field(default=None, metadata={
+        "help": "Split every chat answer into reasoning and content by these markers, as "
+                "vLLM's flag of the name: `granite` reads \"Here's my thought process:\" ... "
+                "\"Here's my response:\" (or \"Here is\"); the reasoning is sent as "
+                "`message.reasoning` / `delta.reasoning`. Without it a request turns the split "
+                "on with chat_template_kwargs {\"thinking\": true}. Tool calls (pythonic, "
+                "`[f(x=1)]`) are parsed whenever a request has `tools`.",
+        "choices": REASONING_PARSERS})
 
     def __post_init__(self) -> None:
         _one_of("dtype", self.dtype, DTYPES)
         _one_of("device", self.device, DEVICES)
         _one_of("padding", self.padding, PADDINGS)
         _one_of("prefix_cache", self.prefix_cache, PREFIX_CACHE_MODES)
+        if self.reasoning_parser is not None:
+            _one_of("reasoning_parser", self.reasoning_parser, REASONING_PARSERS)
         for name in ("max_batch_size", "max_queue", "prefix_cache_block"):
             if getattr(self, name) < 1:
                 raise ValueError(f"EngineConfig.{name} must be >= 1, got {getattr(self, name)}")

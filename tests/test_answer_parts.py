@@ -25,7 +25,12 @@ from layergate.exporters.tool_calls import ToolCall, differing_keys
 from layergate.exporters.traffic import TrafficRecord
 from layergate.harness.gate import apply_policy
 from layergate.harness.gate.policy import load_policy
-from layergate.harness.openai_stream import ResultBuilder, StreamAccumulator
+from layergate.harness.openai_stream import (
+    ResultBuilder,
+    StreamAccumulator,
+    StreamError,
+    reasoning_count,
+)
 from layergate.harness.store import ResultStore
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
@@ -247,3 +252,76 @@ def test_a_result_with_parts_crosses_from_worker_to_master_unchanged() -> None:
     r = _run(candidate_city="Lyon")[2]
     wire = msgpack.unpackb(msgpack.packb(result_to_json(r)))  # as Locust's channel packs it
     assert result_from_json(wire) == r
+
+
+STREAMS = Path(__file__).parent / "fixtures" / "streams"
+PARIS = '{"city":"Paris","unit":"celsius"}'
+BOTH = [("get_weather", PARIS), ("get_time", '{"city":"Paris"}')]
+
+
+def _read_fixture(name: str) -> StreamAccumulator:
+    acc = StreamAccumulator()
+    path = STREAMS / name
+    if name.endswith(".json"):
+        acc.feed_response(json.loads(path.read_text(encoding="utf-8")), 0.1)
+    else:
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+            acc.feed_line(line, 0.01 * i)
+    return acc
+
+
+# what each server really sent (tests/fixtures/streams/README.md: the requests and
+# commands): (finish_reason, calls as (name, canonical arguments), reasoning begins,
+# content begins, quirks)
+RECORDED = {
+    "vllm_0.32_tool_calls.txt": ("tool_calls", BOTH, "", "", []),
+    "vllm_0.32_tool_calls_response.json": ("tool_calls", BOTH, "", "", []),
+    # both parsers on one vLLM: streamed, the call is never parsed (docs/SERVERS.md)
+    "vllm_0.32_tool_calls_both_parsers.txt": ("stop", [], "", "[get_weather(", []),
+    "vllm_0.32_tool_calls_both_parsers_response.json": ("tool_calls", BOTH, "", "", []),
+    "vllm_0.32_tool_choice_named.txt": ("stop", [("get_weather", PARIS)], "", "", []),
+    "vllm_0.32_tool_choice_named_response.json": ("stop", [("get_weather", PARIS)], "", "",
+                                                  []),
+    # cut by max_tokens: the second call's arguments never close, kept as sent
+    "vllm_0.32_tool_choice_required_length.txt": (
+        "length", [("get_time", '{"city":"Paris"}'), ("get_time", None)], "", "",
+        [TOOL_ARGUMENTS_UNPARSED]),
+    "vllm_0.32_reasoning.txt": ("stop", [], " France is", " Paris", []),
+    "vllm_0.32_reasoning_response.json": ("stop", [], " France is", " Paris", []),
+    "vllm_0.32_reasoning_logprobs.txt": ("stop", [], " France is", " Paris", []),
+    "vllm_0.32_reasoning_late_marker.txt": ("length", [], "", "The largest planet", []),
+    "vllm_0.32_json_schema.txt": ("stop", [], "", "{", []),
+    # llama-cpp-python repeats the id and name on every chunk and copies each delta into
+    # the legacy function_call: read once, not twice
+    "llamacpp_python_tool_choice_named.txt": ("tool_calls", [("get_weather", PARIS)], "", "",
+                                              []),
+    "llamacpp_python_tool_choice_named_response.json": (
+        "tool_calls", [("get_weather", PARIS)], "", "", []),
+    "llamacpp_python_tools.txt": ("stop", [], "", "[get_weather(", []),
+    "sglang_0.5.23_reasoning_tool_calls.txt": (
+        "tool_calls", [("get_weather", PARIS)], "\nThe user wants", "", []),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RECORDED))
+def test_each_server_s_recorded_answer_reads_as_it_was_sent(name: str) -> None:
+    finish, calls, reasoning, content, problems = RECORDED[name]
+    acc = _read_fixture(name)
+    assert acc.finish_reason == finish
+    assert [(c.name, c.canonical()) for c in acc.tool_calls] == calls
+    assert acc.reasoning_text.startswith(reasoning) and bool(acc.reasoning) == bool(reasoning)
+    assert acc.output_text.startswith(content)
+    assert acc.calls.problems == problems
+
+
+def test_a_server_s_error_event_mid_stream_fails_the_answer() -> None:
+    with pytest.raises(StreamError, match="Invalid type: objekt"):
+        _read_fixture("vllm_0.32_schema_error.txt")
+
+
+def test_vllm_s_zero_reasoning_tokens_beside_its_reasoning_is_no_count() -> None:
+    """vLLM's granite parser streams reasoning and reports reasoning_tokens 0: the count
+    is then the tokenizer's, or none (the figures compare characters), never 0."""
+    acc = _read_fixture("vllm_0.32_reasoning.txt")
+    assert acc.reasoning_tokens == 0 and acc.reasoning
+    assert reasoning_count(acc, None) is None

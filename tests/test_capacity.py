@@ -324,8 +324,11 @@ def test_the_sweep_prints_each_arm_s_capacity_and_the_ratios(tmp_path: Path) -> 
     assert text[0].startswith(f"complete: {out} (SLO ttft:1s, attainment >= 0.95; 5 steps")
     assert [line.split(":")[0] for line in text[1:4]] == [
         f"capacity {arm}" for arm in (BASELINE, BASELINE2, CANDIDATE)]
-    assert any(line.startswith(f"capacity ratio {CANDIDATE} / baseline: 1.99") and
-               "noise floor" in line for line in text)
+    at = next(i for i, line in enumerate(text)
+              if line.startswith(f"capacity ratio {CANDIDATE} / baseline: 1.99"))
+    assert "noise floor" in text[at]
+    # one sweep's interval is said to be its sampling noise, with the command that covers
+    assert "sampling noise" in text[at + 1] and "--replicates 8 --restart CMD" in text[at + 1]
 
 
 def test_an_unbounded_interval_end_prints_as_infinity(tmp_path: Path) -> None:

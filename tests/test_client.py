@@ -213,7 +213,14 @@ def test_a_real_server_through_each_transport(send_all) -> None:
     expected_ok = {"vllm_chat.txt", "vllm_chat_speculative.txt", "tgi_chat.txt",
                    "sglang_chat.txt", "llamacpp_chat.txt", "llamacpp_python_chat.txt",
                    "layergate_chat.txt", "layergate_completions.txt",
-                   "vllm_0.32_chat_reported.txt", "sglang_0.5.23_chat_reported.txt"}
+                   "vllm_0.32_chat_reported.txt", "sglang_0.5.23_chat_reported.txt",
+                   # tool calls, reasoning and structured outputs, as real servers sent them
+                   "vllm_0.32_tool_calls.txt", "vllm_0.32_tool_calls_both_parsers.txt",
+                   "vllm_0.32_tool_choice_named.txt", "vllm_0.32_tool_choice_required_length.txt",
+                   "vllm_0.32_reasoning.txt", "vllm_0.32_reasoning_logprobs.txt",
+                   "vllm_0.32_reasoning_late_marker.txt", "vllm_0.32_json_schema.txt",
+                   "llamacpp_python_tools.txt", "llamacpp_python_tool_choice_named.txt",
+                   "sglang_0.5.23_reasoning_tool_calls.txt"}
     for name in FIXTURE_CASES:
         assert results[name]["ok"] == (name in expected_ok), (name, results[name]["error"])
     assert results["tgi_chat.txt"]["output_text"] == "OK!"
@@ -221,6 +228,9 @@ def test_a_real_server_through_each_transport(send_all) -> None:
     assert results["vllm_0.32_chat_reported.txt"]["reported"]["draft_steps"] == 5
     assert results["sglang_0.5.23_chat_reported.txt"]["reported"]["draft_steps"] == 4
     assert results["vllm_error.txt"]["error"] == "error in stream: Internal server error"
+    # a bad response_format schema, streamed: HTTP 200 and an error event (vLLM 0.32)
+    assert results["vllm_0.32_schema_error.txt"]["error"] == (
+        "error in stream: Grammar error: Invalid type: objekt")
     assert results["http 400"]["error"] == "HTTP 400: status 400 as asked"
     # refused what layergate adds (stream_options), answered without it: handled, recorded
     assert results["strict"]["ok"] and results["strict"]["quirks"] == ["added_fields_rejected"]

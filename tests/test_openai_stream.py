@@ -20,10 +20,12 @@ from layergate.exporters.catalogue import (
     QUIRKS,
     SEVERAL_CHOICES,
     SEVERAL_TOKENS_PER_CHUNK,
+    SPEC_ACCEPT_LENGTH,
     TOKEN_SOURCES,
     TOKENIZER,
     USAGE,
 )
+from layergate.exporters.figures import speculative
 from layergate.exporters.traffic import TrafficRecord
 from layergate.harness.openai_stream import (
     BodyShape,
@@ -112,6 +114,13 @@ def test_several_tokens_in_one_chunk_take_the_count_from_usage() -> None:
     assert len(result.itl_s) == 2 and SEVERAL_TOKENS_PER_CHUNK in result.quirks
 
 
+def spec_accept_length_of(result) -> float:
+    """`spec_accept_length` as the figures compute it from one answer's reported counts."""
+    stat = speculative.stats("candidate")[SPEC_ACCEPT_LENGTH]
+    accepted, drafts = (result.per_request(k) for k in ("draft_tokens_accepted", "draft_steps"))
+    return float(stat.fn(accepted, drafts))
+
+
 def test_per_request_numbers_outside_the_extension_are_read_under_its_names() -> None:
     """vLLM 0.32 (recorded from `vllm serve --enable-prompt-tokens-details
     --speculative-config '{"method": "ngram", ...}' --per-request-spec-decode-metrics
@@ -122,8 +131,8 @@ def test_per_request_numbers_outside_the_extension_are_read_under_its_names() ->
     assert result.reported == {"prefix_cache_hit_tokens": 128,
                                "prefix_cache_query_tokens": 247, "draft_tokens_proposed": 15,
                                "draft_tokens_accepted": 9, "draft_steps": 5}
-    # vLLM's own figure for this answer is the one ours computes from the counts
-    assert 1 + 9 / 5 == pytest.approx(2.8)
+    # vLLM's own figure for this answer (2.8) is the one the figures compute from its counts
+    assert spec_accept_length_of(result) == pytest.approx(2.8)
     assert result.per_request("draft_steps") == 5
     # the engine's extension, where it has a number, is read first
     ours = dataclasses.replace(result, extension={"draft_steps": 4})
@@ -138,8 +147,8 @@ def test_sglang_s_per_request_numbers_are_read_under_the_extension_s_names() -> 
     assert result.reported == {"prefix_cache_hit_tokens": 32,
                                "prefix_cache_query_tokens": 40, "draft_tokens_proposed": 12,
                                "draft_tokens_accepted": 5, "draft_steps": 4}
-    # SGLang's own accept length (completion tokens / verify calls) is ours here
-    assert 1 + 5 / 4 == pytest.approx(9 / 4)
+    # SGLang's own accept length (completion tokens / verify calls: 9 / 4) is ours here
+    assert spec_accept_length_of(result) == pytest.approx(9 / 4)
     assert reported_numbers(None, None, {"spec_tokens_details": [{"spec_verify_ct": 4}]}) == {}
 
 

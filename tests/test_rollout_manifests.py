@@ -20,10 +20,12 @@ from layergate.harness.watch.flagger import HOOKS, Payload
 from layergate.harness.watch.metric_map import load_engine_metrics
 from layergate.harness.watch.policy import load_watch_policy
 from layergate.harness.watch.stages import StageMachine, StagePlan
+from tests.support.crd_schema import argo_subtree, at, flagger_canary_schema, problems
 
 DIR = Path(__file__).resolve().parents[1] / "dashboards" / "rollout"
-# Flagger's webhook types (CRD enum of spec.analysis.webhooks[].type) the example uses
-FLAGGER_TYPES = set(HOOKS)
+# Flagger's webhook types: the enum of spec.analysis.webhooks[].type in its Canary CRD,
+# vendored at a named commit (tests/fixtures/upstream/fetch_crds.py)
+FLAGGER_TYPES = set(at(flagger_canary_schema(), "spec.analysis.webhooks.type")["enum"]) - {""}
 
 
 def _docs(name: str) -> dict[str, dict]:
@@ -92,7 +94,8 @@ def test_flagger_webhooks_are_answered_by_the_watch() -> None:
     policy = load_watch_policy()
     board = Board(lambda: StageMachine(policy, plan, load_engine_metrics("layergate").roles))
     hooks = analysis["webhooks"]
-    assert {h["type"] for h in hooks} == FLAGGER_TYPES
+    assert {h["type"] for h in hooks} == set(HOOKS)  # the watch answers what it asks for
+    assert set(HOOKS) <= FLAGGER_TYPES  # and every hook the watch serves is Flagger's
     for hook in hooks:
         assert hook["url"].endswith(f"/flagger/{hook['type']}")
         assert _port(hook["url"]) == _watch_args()["serve_port"]
@@ -118,3 +121,29 @@ def test_flagger_confirm_hooks_are_muted_and_every_hook_retries() -> None:
         assert isinstance(hook["retries"], int) and hook["retries"] >= 3, hook["name"]
         # CanaryWebhook.muteAlert is a boolean; a "wait" from a confirm hook is no alert
         assert hook.get("muteAlert", False) is hook["type"].startswith("confirm-")
+
+
+def test_flagger_canary_conforms_to_the_upstream_crd() -> None:
+    canary = _docs("flagger.yaml")["Canary"]
+    assert canary["apiVersion"] == "flagger.app/v1beta1"
+    assert problems(canary["spec"], at(flagger_canary_schema(), "spec"), "spec") == []
+
+
+def test_argo_manifests_conform_to_the_upstream_crds() -> None:
+    docs = _docs("argo-rollouts.yaml")
+    steps = docs["Rollout"]["spec"]["strategy"]["canary"]["steps"]
+    schema = argo_subtree("argo-rollout", "spec.strategy.canary.steps")
+    assert problems(steps, schema, "steps") == []
+    template = docs["AnalysisTemplate"]["spec"]
+    for key in ("args", "metrics"):
+        schema = argo_subtree("argo-analysis-template", f"spec.{key}")
+        assert problems(template[key], schema, key) == []
+
+
+def test_the_schema_check_can_fail() -> None:
+    schema = argo_subtree("argo-rollout", "spec.strategy.canary.steps")
+    assert problems([{"setWieght": 5}], schema, "steps") == ["steps[0].setWieght: no such "
+                                                              "field upstream"]
+    assert problems([{"setWeight": "5"}], schema, "steps")  # an int32 upstream
+    assert problems({"type": "pre-rollot"}, at(flagger_canary_schema(),
+                                                "spec.analysis.webhooks"), "hook")

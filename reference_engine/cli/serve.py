@@ -78,6 +78,7 @@ def _engine_option(name: str, *flags: str, **attrs: Any):
 @_engine_option("max_batch_size")
 @_engine_option("max_queue")
 @_engine_option("max_model_len")
+@_engine_option("reasoning_parser")
 @click.option("--log-level", type=click.Choice(("debug", "info", "warning", "error")),
               default="info", show_default=True)
 @click.pass_context
@@ -87,6 +88,9 @@ def command(ctx: click.Context, **options: Any) -> None:
     Routes: POST /v1/chat/completions and /v1/completions (streaming or not), GET /v1/models,
     /health (200 once the model is loaded) and /metrics (Prometheus). Each response carries
     a `layergate` object with what the engine did (layers executed, drafts, cache hits).
+    Chat requests with `tools` get the model's pythonic calls (`[f(x=1)]`) as `tool_calls`;
+    --reasoning-parser granite (or a request's chat_template_kwargs {"thinking": true})
+    sends the text between granite's markers as `reasoning`.
     SIGTERM stops accepting, finishes in-flight requests, then exits 0.
     Needs the `engine` extra: pip install 'layergate[engine]'.
     """
@@ -117,7 +121,8 @@ def command(ctx: click.Context, **options: Any) -> None:
              engine.num_layers, config.dtype, numerics.get("threads", config.threads),
              config.seed, numerics.get("device", config.device), config.skip_policy,
              config.dry_run, config.batch_invariant, config.padding, config.prefix_cache)
-    app = create_app(engine, registry, ServerSettings(api_key=options["api_key"]),
+    app = create_app(engine, registry, ServerSettings(api_key=options["api_key"],
+                                                      reasoning_parser=config.reasoning_parser),
                      tracer_provider=tracer_provider_from_env(SERVICE_NAME))
     host, port = options["host"], options["port"]
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port,

@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse, Response
 from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from layergate.reference_engine.server.answer import AnswerOptions
 from layergate.reference_engine.server.auth import BearerAuth
 from layergate.reference_engine.server.content_type import JSONBodies
 from layergate.reference_engine.server.errors import APIError, install_error_handlers
@@ -32,10 +33,26 @@ class ServerSettings:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     retry_after_s: int = 1  # sent with 429: a CPU engine frees a slot within seconds
     drain_on_shutdown: bool = True
+    # split reasoning off every chat answer by these markers (`serve --reasoning-parser`)
+    reasoning_parser: str | None = None
+
+
+def chat_answer(body: ChatCompletionRequest, ids: list[int],
+                reasoning_parser: str | None) -> AnswerOptions:
+    """Tool calls are parsed when the request has tools (and tool_choice is not "none");
+    reasoning is split off under the server's reasoning parser, or when the request asks
+    with `chat_template_kwargs.thinking: true` (granite's switch), by granite's markers."""
+    tools = bool(body.tools) and body.tool_choice != "none"
+    if (body.chat_template_kwargs or {}).get("thinking") is True:
+        reasoning_parser = reasoning_parser or "granite"
+    return AnswerOptions(tools=tools, reasoning=reasoning_parser,
+                         call_id_seed=",".join(map(str, ids)).encode())
 
 
 CHAT = Endpoint("chat", ChatShaper,
-                lambda body, engine: chat_prompt_ids(engine.tokenizer, body.messages))
+                lambda body, engine: chat_prompt_ids(engine.tokenizer, body.messages,
+                                                     body.tools, body.chat_template_kwargs),
+                chat_answer)
 COMPLETION = Endpoint("text_completion", CompletionShaper,
                       lambda body, engine: completion_prompt_ids(
                           engine.tokenizer, body.prompt, len(engine.tokenizer)))
@@ -68,7 +85,7 @@ def create_app(engine: ServedEngine, registry: CollectorRegistry,
                   summary="OpenAI-compatible server for layer-skipping experiments")
     install_error_handlers(app)
     generation = Generation(engine, RequestTracer(tracer_provider, engine.model_name),
-                            settings.retry_after_s)
+                            settings.retry_after_s, settings.reasoning_parser)
     created = int(time.time())
 
     def model_card() -> dict[str, Any]:

@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from layergate.reference_engine.api import FinishEvent, GenerationRequest, TokenEvent
 from layergate.reference_engine.scheduler import EngineStopped, QueueFull
+from layergate.reference_engine.server.answer import AnswerOptions
 from layergate.reference_engine.server.errors import APIError, error_body
 from layergate.reference_engine.server.events import EventStream
 from layergate.reference_engine.server.protocol import ServedEngine
@@ -37,6 +38,8 @@ class Endpoint:
     operation: str  # GenAI operation name
     shaper: type[Shaper]
     tokenize: Callable[[Any, ServedEngine], list[int]]  # (body, engine) -> prompt ids
+    # (body, prompt ids, the server's reasoning parser) -> what the answer is parsed into
+    answer: Callable[[Any, list[int], str | None], AnswerOptions] | None = None
 
 
 def _sse(payload: dict[str, Any]) -> bytes:
@@ -44,10 +47,12 @@ def _sse(payload: dict[str, Any]) -> bytes:
 
 
 class Generation:
-    def __init__(self, engine: ServedEngine, tracer: RequestTracer, retry_after_s: int) -> None:
+    def __init__(self, engine: ServedEngine, tracer: RequestTracer, retry_after_s: int,
+                 reasoning_parser: str | None = None) -> None:
         self.engine = engine
         self.tracer = tracer
         self.retry_after_s = retry_after_s
+        self.reasoning_parser = reasoning_parser
 
     def _decode(self, token_id: int) -> str:
         return self.engine.tokenizer.decode([token_id])
@@ -71,7 +76,11 @@ class Generation:
         except Exception as exc:
             trace.fail(f"internal error: {type(exc).__name__}", 500)
             raise
-        shaper = endpoint.shaper(meta, self._decode, params.logprobs)
+        if endpoint.answer is None:
+            shaper = endpoint.shaper(meta, self._decode, params.logprobs)
+        else:
+            shaper = endpoint.shaper(meta, self._decode, params.logprobs,
+                                     endpoint.answer(body, ids, self.reasoning_parser))
         if body.stream:
             return StreamingResponse(self._sse(stream, shaper, trace, meta.id),
                                      media_type="text/event-stream", headers=SSE_HEADERS)
@@ -129,14 +138,16 @@ class Generation:
                 yield _sse(first)
             async for event in stream:
                 if isinstance(event, TokenEvent):
-                    yield _sse(shaper.chunk(event))
+                    for chunk in shaper.chunks(event):
+                        yield _sse(chunk)
                     continue
                 trace.finish(event)
                 if event.finish_reason == "error":
                     yield _sse(error_body(500, f"the engine failed on this request: "
                                                f"{event.error}", code="engine_error"))
                 else:
-                    yield _sse(shaper.final_chunk(event))
+                    for chunk in shaper.final_chunks(event):
+                        yield _sse(chunk)
             yield b"data: [DONE]\n\n"
         finally:
             if not stream.finished:  # cancelled by a disconnect (or a crash) mid-stream

@@ -48,6 +48,25 @@ def check_supported(req: SamplingFields) -> None:
     if isinstance(req, ChatCompletionRequest) and req.top_logprobs and not req.logprobs:
         raise APIError(400, "top_logprobs needs logprobs=true", param="top_logprobs",
                        code="invalid_value")
+    if isinstance(req, ChatCompletionRequest):
+        check_tool_choice(req)
+
+
+def check_tool_choice(req: ChatCompletionRequest) -> None:
+    """`auto` (the default with tools) and `none` are honoured: calls are parsed from what
+    the model writes, or not. Forcing a call needs constrained decoding, which this engine
+    does not have, so `required` and a named function are refused."""
+    choice = req.tool_choice
+    if choice is None or choice == "none":
+        return
+    if not req.tools:
+        raise APIError(400, "tool_choice needs `tools`", param="tool_choice",
+                       code="invalid_value")
+    if choice != "auto":
+        shown = choice if isinstance(choice, str) else f"function {choice.function.name}"
+        raise APIError(400, f"tool_choice {shown} is not supported (only auto and none): the "
+                            "engine parses calls from the model's text and cannot force one",
+                       param="tool_choice", code="unsupported_value")
 
 
 def _max_tokens(req: SamplingFields, prompt_tokens: int, context: int) -> int:

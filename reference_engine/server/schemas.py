@@ -7,9 +7,9 @@ the model (context length, the served name) live in `sampling.py` and `prompts.p
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 MAX_STOP_SEQUENCES = 4
 MAX_TOP_LOGPROBS = 20
@@ -26,15 +26,86 @@ class TextPart(_Body):
     text: str
 
 
+FUNCTION_NAME = r"^[a-zA-Z0-9_-]{1,64}$"  # OpenAI's rule for a function's name
+
+
+class FunctionCall(_Body):
+    name: Annotated[str, Field(min_length=1)]
+    arguments: str  # JSON text, as the model wrote it
+
+
+class MessageToolCall(_Body):
+    """A call an earlier assistant turn made (`messages[i].tool_calls[j]`)."""
+
+    id: Annotated[str, Field(min_length=1)]
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 class ChatMessage(_Body):
-    role: Literal["system", "developer", "user", "assistant"]
-    content: str | Annotated[list[TextPart], Field(min_length=1)]
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    # null only for an assistant turn that made tool calls
+    content: str | Annotated[list[TextPart], Field(min_length=1)] | None
     name: str | None = None
+    tool_calls: Annotated[list[MessageToolCall], Field(min_length=1)] | None = None
+    tool_call_id: Annotated[str, Field(min_length=1)] | None = None
+
+    @model_validator(mode="after")
+    def _roles(self) -> ChatMessage:
+        if self.tool_calls is not None and self.role != "assistant":
+            raise ValueError("only an assistant message has `tool_calls`")
+        if self.content is None and self.tool_calls is None:
+            raise ValueError("`content` may be null only in an assistant message with "
+                             "`tool_calls`")
+        if self.role == "tool" and self.tool_call_id is None:
+            raise ValueError("a `tool` message needs the `tool_call_id` it answers")
+        return self
 
     def text(self) -> str:
+        if self.content is None:
+            return ""
         if isinstance(self.content, str):
             return self.content
         return "".join(part.text for part in self.content)
+
+
+class FunctionDefinition(_Body):
+    name: Annotated[str, Field(pattern=FUNCTION_NAME)]
+    description: str | None = None
+    parameters: dict[str, Any] | None = None  # a JSON Schema object
+    strict: bool | None = None
+
+
+class Tool(_Body):
+    type: Literal["function"]
+    function: FunctionDefinition
+
+
+class NamedFunction(_Body):
+    name: Annotated[str, Field(pattern=FUNCTION_NAME)]
+
+
+class NamedToolChoice(_Body):
+    type: Literal["function"]
+    function: NamedFunction
+
+
+class JSONSchemaFormat(_Body):
+    name: Annotated[str, Field(pattern=FUNCTION_NAME)]
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(_Body):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JSONSchemaFormat | None = None
+
+    @model_validator(mode="after")
+    def _schema_given(self) -> ResponseFormat:
+        if self.type == "json_schema" and self.json_schema is None:
+            raise ValueError("`json_schema` is required when the type is json_schema")
+        return self
 
 
 class StreamOptions(_Body):
@@ -72,6 +143,13 @@ class ChatCompletionRequest(SamplingFields):
     max_completion_tokens: Annotated[int, Field(ge=1)] | None = None
     logprobs: bool | None = False
     top_logprobs: Annotated[int, Field(ge=0, le=MAX_TOP_LOGPROBS)] | None = None
+    tools: list[Tool] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    # accepted, not enforced: the engine has no constrained decoding (docs/FORMATS.md)
+    response_format: ResponseFormat | None = None
+    # variables for the chat template; `thinking` (bool) switches the reasoning split
+    chat_template_kwargs: dict[str, Any] | None = None
 
 
 class CompletionRequest(SamplingFields):

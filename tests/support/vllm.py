@@ -12,6 +12,7 @@ import random
 import signal
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -28,6 +29,19 @@ MODEL_NAME = "SmolLM2-135M-Instruct"  # what the server calls its model (--serve
 NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3,
          "prompt_lookup_min": 1}
 BLOCK = 128  # vLLM's KV block on CPU (platforms/cpu.py): only whole blocks are cached
+# `extra` option sets (docs/SERVERS.md, "Tool calls and reasoning"), each starting on
+# SmolLM2's tokenizer, alone or together. TOOLS: an answer that is a Python list of calls,
+# `[get_weather(city="Paris")]`, comes back as `tool_calls` (finish_reason "tool_calls"), and
+# `tool_choice` "required" or named is held to the tools' schemas; a vLLM without TOOLS
+# answers any request carrying `tools` (unless tool_choice is "none") with HTTP 400.
+# REASONING: the text between "Here's my thought process:" and "Here's my response:" comes
+# back as `reasoning` (vLLM >= 0.10's name), the rest as content; with it, `response_format`
+# is not enforced, and a stream is never handed to the tool parser (granite reports no end of
+# reasoning by token ids), so with both sets a streamed call arrives as content. Parsers that
+# look for special tokens refuse the tokenizer (`--reasoning-parser deepseek_r1`: "could not
+# locate think start/end tokens") or never match (`--tool-call-parser hermes`: plain content).
+TOOLS = ("--enable-auto-tool-choice", "--tool-call-parser", "pythonic")
+REASONING = ("--reasoning-parser", "granite")
 
 
 def venv() -> Path:
@@ -39,18 +53,20 @@ def venv() -> Path:
     return path
 
 
-def command(model: Path, port: int, speculative: bool = False) -> list[str]:
+def command(model: Path, port: int, speculative: bool = False,
+            extra: Sequence[str] = ()) -> list[str]:
     """`vllm serve` as docs/SERVERS.md shows it. `-O0`: no torch.compile of the model, which
     took 45 of a start's 72 s here and changes no token of a greedy answer. The per-request
     numbers layergate reads (docs/SERVERS.md): the prompt's cached tokens in every usage,
-    and with speculation each answer's drafts and acceptances."""
+    and with speculation each answer's drafts and acceptances. `extra`: more server options,
+    appended as given (TOOLS, REASONING, or both)."""
     cmd = [str(venv() / "bin" / "vllm"), "serve", str(model), "--served-model-name",
            MODEL_NAME, "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
            "--max-model-len", "1024", "-O0", "--enable-prompt-tokens-details"]
     if speculative:
         cmd += ["--speculative-config", json.dumps(NGRAM),
                 "--per-request-spec-decode-metrics", "summary"]
-    return cmd
+    return cmd + list(extra)
 
 
 def environment() -> dict[str, str]:
@@ -61,16 +77,19 @@ def environment() -> dict[str, str]:
             "VLLM_CPU_OMP_THREADS_BIND": "nobind", "VLLM_SERVER_DEV_MODE": "1"}
 
 
-def start_vllm(model: Path, speculative: bool = False, timeout: float = 600) -> ManagedProcess:
+def start_vllm(model: Path, speculative: bool = False, timeout: float = 600,
+               extra: Sequence[str] = ()) -> ManagedProcess:
     """A vLLM server on a free port, returned once `/health` answers and one chat completion
     generates; fails (never skips) when vLLM is not installed, does not come up or dies,
     with its exit code and log. The working directory is a fresh one: vLLM starts `python
-    -m vllm...` children, which a `vllm/` folder there would shadow."""
+    -m vllm...` children, which a `vllm/` folder there would shadow. `extra`: more server
+    options (command's), e.g. TOOLS + REASONING."""
     port = free_port()
     work = Path(tempfile.mkdtemp(prefix="vllm-"))
     url = f"http://127.0.0.1:{port}"
-    name = f"vllm-{'ngram' if speculative else 'plain'}"
-    server = started(spawn(name, command(model, port, speculative), work / f"{name}.log",
+    name = f"vllm-{'ngram' if speculative else 'plain'}" + "".join(
+        f"-{value}" for value in extra if value.isidentifier())  # e.g. vllm-plain-pythonic
+    server = started(spawn(name, command(model, port, speculative, extra), work / f"{name}.log",
                            env=environment(), cwd=work, url=url), f"{url}/health", timeout)
     try:
         answer = httpx.post(f"{url}/v1/chat/completions", timeout=120, json={

@@ -1,31 +1,54 @@
-"""A stand-in for a vLLM server's /metrics: the families, names and labels vLLM documents
-(docs.vllm.ai "Production Metrics" and design/metrics), fed by simulated requests.
+"""A stand-in for a vLLM server's /metrics, fed by simulated requests whose latencies and
+errors a test can change while it runs (a canary turning bad), which the real server
+(run by the suite in tests/test_vllm_arms.py) cannot be made to do on cue.
 
-vLLM cannot run here (no GPU), so this serves only its metric surface: histograms
-`vllm:e2e_request_latency_seconds`, `vllm:time_to_first_token_seconds`,
+Its families, their help texts and the histograms' buckets are read from a /metrics page
+recorded from a real vLLM 0.32 (tests/fixtures/metrics/vllm_spec_after.prom, whose header
+says how): histograms `vllm:e2e_request_latency_seconds`, `vllm:time_to_first_token_seconds`,
 `vllm:request_time_per_output_token_seconds` and counters `vllm:request_success`
 (label finished_reason), `vllm:prefix_cache_queries`, `vllm:prefix_cache_hits`, all with
 labels model_name and engine, plus the API server's `http_requests_total` (handler, method,
-status "2xx"/"5xx", from prometheus-fastapi-instrumentator). A background thread "serves"
-`rate` requests a second with log-normal latencies; `slowdown` and `error_share` can be
-changed while it runs (a canary turning bad).
+status "2xx"/"5xx", from prometheus-fastapi-instrumentator, which that recording did not
+expose). A background thread "serves" `rate` requests a second with log-normal latencies;
+`slowdown` and `error_share` can be changed while it runs.
 """
 
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.metrics_core import Metric
+from prometheus_client.parser import text_string_to_metric_families
 
 from layergate.harness.processes import free_port
 
-# vLLM's own bucket boundaries (vllm/v1/metrics/loggers.py)
-E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
-               60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
-                5.0, 7.5, 10.0)
-TPOT_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
+RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "metrics" / "vllm_spec_after.prom"
+
+
+def recorded_families(path: Path = RECORDED) -> dict[str, Metric]:
+    """The recorded page's metric families by name (counters without their `_total`)."""
+    return {f.name: f for f in text_string_to_metric_families(path.read_text())}
+
+
+def recorded_buckets(name: str, path: Path = RECORDED) -> tuple[float, ...]:
+    """A recorded histogram's finite upper bounds, in order."""
+    bounds = {float(s.labels["le"]) for s in recorded_families(path)[name].samples
+              if s.name.endswith("_bucket")}
+    return tuple(sorted(b for b in bounds if b != float("inf")))
+
+
+def _help(name: str) -> str:
+    return recorded_families()[name].documentation
+
+
+E2E, TTFT = "vllm:e2e_request_latency_seconds", "vllm:time_to_first_token_seconds"
+TPOT = "vllm:request_time_per_output_token_seconds"
+SUCCESS, QUERIES, HITS = "vllm:request_success", "vllm:prefix_cache_queries", \
+    "vllm:prefix_cache_hits"
+E2E_BUCKETS, TTFT_BUCKETS, TPOT_BUCKETS = (recorded_buckets(n) for n in (E2E, TTFT, TPOT))
 LABELS = ("model_name", "engine")
 
 
@@ -36,21 +59,13 @@ class FakeVllm:
         self.rng = np.random.default_rng(seed)
         self.registry = CollectorRegistry()
         r = self.registry
-        self.e2e = Histogram("vllm:e2e_request_latency_seconds",
-                             "Histogram of e2e request latency in seconds.", LABELS,
-                             buckets=E2E_BUCKETS, registry=r)
-        self.ttft = Histogram("vllm:time_to_first_token_seconds",
-                              "Histogram of time to first token in seconds.", LABELS,
-                              buckets=TTFT_BUCKETS, registry=r)
-        self.tpot = Histogram("vllm:request_time_per_output_token_seconds",
-                              "Histogram of time_per_output_token_seconds per request.", LABELS,
-                              buckets=TPOT_BUCKETS, registry=r)
-        self.success = Counter("vllm:request_success", "Count of successfully processed "
-                               "requests.", (*LABELS, "finished_reason"), registry=r)
-        self.queries = Counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of "
-                               "number of queried tokens.", LABELS, registry=r)
-        self.hits = Counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number "
-                            "of cached tokens.", LABELS, registry=r)
+        self.e2e = Histogram(E2E, _help(E2E), LABELS, buckets=E2E_BUCKETS, registry=r)
+        self.ttft = Histogram(TTFT, _help(TTFT), LABELS, buckets=TTFT_BUCKETS, registry=r)
+        self.tpot = Histogram(TPOT, _help(TPOT), LABELS, buckets=TPOT_BUCKETS, registry=r)
+        self.success = Counter(SUCCESS, _help(SUCCESS), (*LABELS, "finished_reason"),
+                               registry=r)
+        self.queries = Counter(QUERIES, _help(QUERIES), LABELS, registry=r)
+        self.hits = Counter(HITS, _help(HITS), LABELS, registry=r)
         self.http = Counter("http_requests_total", "Total number of requests by method, "
                             "status and handler.", ("handler", "method", "status"), registry=r)
         self.port = free_port()
