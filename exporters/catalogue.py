@@ -181,6 +181,47 @@ REASONING_LENGTH_RATIO = _figure("reasoning_length_ratio", "ratio", "lower", "th
 ANSWER_PART_FIGURES = (TOOL_CALL_AGREEMENT, TOOL_CALL_VALIDITY, STRUCTURED_VALIDITY,
                        STRUCTURED_AGREEMENT, ANSWER_MATCH, REASONING_KEPT,
                        REASONING_LENGTH_RATIO)
+# a conversation turn by turn (exporters/figures/turns.py): the per-turn ones are figures
+# of one name per turn, `NAME[k]` (k = 1, 2, ...: `per_turn(NAME, k)`), the catalogue's entry
+# being NAME's
+AGREEMENT_AT_TURN = _figure("agreement_at_turn", "fraction", "higher", "share of the "
+                            "conversations that reached turn k whose answers were the "
+                            "baseline's at every turn up to k (a survival curve; a "
+                            "conversation an arm's error cut is left out from the cut on)",
+                            excess=True)
+CONVERSATION_DIVERGENCE_TURN = _figure(
+    "conversation_divergence_turn", "turns", "higher", "mean turn at which the arm's "
+    "conversation first differed from the baseline's (one identical throughout counts its "
+    "turns + 1; one cut before it differed is left out)", excess=True)
+TTFT_AT_TURN = _figure("ttft_at_turn", "s", "lower", "mean time to first token of the arm's "
+                       "answers at turn k of a conversation")
+PROMPT_TOKENS_AT_TURN = _figure("prompt_tokens_at_turn", "tokens", "lower", "mean prompt "
+                                "tokens the arm reported at turn k of a conversation (its "
+                                "history grows with its own answers in own mode)")
+ACCURACY_AT_TURN = _figure("accuracy_at_turn", "fraction", "higher", "share right among the "
+                           "arm's answers at turn k of a conversation with a reference")
+PER_TURN = (AGREEMENT_AT_TURN, TTFT_AT_TURN, PROMPT_TOKENS_AT_TURN, ACCURACY_AT_TURN)
+TURN_FIGURES = (*PER_TURN, CONVERSATION_DIVERGENCE_TURN)
+
+
+def per_turn(name: str, turn: int) -> str:
+    """The name of a per-turn figure at `turn` (1-based): `agreement_at_turn[5]`."""
+    return f"{name}[{turn}]"
+
+
+def split_turn(name: str) -> tuple[str, int | None]:
+    """(catalogued name, turn) of a figure name; turn None when it is not a per-turn one.
+    A ValueError for `NAME[k]` whose NAME is no per-turn figure or k no turn."""
+    base, bracket, rest = name.partition("[")
+    if not bracket:
+        return name, None
+    if base not in PER_TURN or not rest.endswith("]") or not rest[:-1].isdigit() \
+            or int(rest[:-1]) < 1:
+        raise ValueError(f"{name!r}: only {', '.join(PER_TURN)} take a turn, as "
+                         f"NAME[k] with k = 1, 2, ...")
+    return base, int(rest[:-1])
+
+
 LATENCY_RATIO = _figure("latency_ratio", "ratio", "lower", "geometric mean of paired "
                         "(E2E/tokens) ratios against the baseline", excess=True,
                         timing="ratio")
@@ -278,13 +319,15 @@ CAPACITY_REALISATION = _figure("capacity_realisation", "ratio", "higher", "(capa
 def judged_on_latency(name: str) -> bool:
     """A figure of time, so not comparable between arms that queued: the timing figures,
     every latency percentile and jitter, goodput."""
-    spec = FIGURES[name]
+    spec = figure_spec(name)
     return bool(spec.timing) or (spec.unit == "s" and not spec.live) or name == GOODPUT
 
 
 def figure_spec(name: str) -> FigureSpec:
     """The catalogue entry of `name`; a ValueError suggests a close name."""
     spec = FIGURES.get(name)
+    if spec is None and "[" in str(name):
+        return FIGURES[split_turn(name)[0]]
     if spec is None:
         raise ValueError(f"unknown figure {name!r}{did_you_mean(name, FIGURES)}")
     return spec

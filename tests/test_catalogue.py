@@ -20,6 +20,7 @@ from layergate.exporters.catalogue import (
     figure_spec,
     gateable_figures,
     same_output,
+    split_turn,
     stage_for,
 )
 from layergate.exporters.figures import OVERALL, Figure, capacity
@@ -86,14 +87,17 @@ def _every_figure() -> list[Figure]:
     # ... and a judge's verdicts on the last: the judge's own noise between the baselines
     references["r8"] = parse_reference({"kind": "judge", "answers": ["1 2 3 4"]})
     verdicts = {("r8", arm, digest("1 2 3 4")): True for arm in ARMS}
+    # two conversations of several turns: the figures turn by turn
+    positions = {"r0": ("a", 1), "r2": ("a", 2), "r4": ("a", 3), "r1": ("b", 1), "r3": ("b", 2)}
     return compute_figures(results, scrapes, determinism=repeats, config=CFG, offsets=offsets,
-                           max_in_flight=4, references=references, verdicts=verdicts)
+                           max_in_flight=4, references=references, verdicts=verdicts,
+                           positions=positions)
 
 
 def test_the_calculators_emit_exactly_the_catalogued_figures() -> None:
     figures = _every_figure()
     # a live figure a replay also gives (from the arms' own counts) is emitted too
-    assert {f.name for f in figures} == {name for name, f in FIGURES.items()
+    assert {split_turn(f.name)[0] for f in figures} == {name for name, f in FIGURES.items()
                                          if (not f.live or f.gateable) and not f.sweep}
     assert all(f.value is not None for f in figures if f.scenario == OVERALL
                and f.arm == "candidate"), [f for f in figures if f.value is None]
@@ -101,7 +105,7 @@ def test_the_calculators_emit_exactly_the_catalogued_figures() -> None:
 
 def test_the_noise_floor_excess_is_where_the_catalogue_says() -> None:
     figures = [f for f in _every_figure() if f.arm == "candidate" and f.scenario == OVERALL]
-    carries = {f.name for f in figures if "excess" in f.detail}
+    carries = {split_turn(f.name)[0] for f in figures if "excess" in f.detail}
     assert carries == {name for name, spec in FIGURES.items() if spec.excess and not spec.sweep}
 
 

@@ -21,6 +21,7 @@ from layergate.exporters.figures import (
     saturation,
     speculative,
     termination,
+    turns,
 )
 from layergate.exporters.figures.aligned import align
 from layergate.exporters.figures.bootstrap import compact, resample_sums
@@ -42,7 +43,8 @@ def compute_figures(results: Iterable[ArmResult] | ResultColumns,
                     max_in_flight: int | None = None,
                     clusters: Mapping[str, str] | None = None,
                     references: Mapping[str, Reference] | None = None,
-                    verdicts: accuracy.Verdicts | None = None) -> list[Figure]:
+                    verdicts: accuracy.Verdicts | None = None,
+                    positions: Mapping[str, tuple[str, int]] | None = None) -> list[Figure]:
     """Figures of a shadow replay (`repeat` 0 rows; arm `recorded` = the traffic's recorded
     responses, judged against by `termination_accuracy_recorded` only) and of its repeat
     suite (`determinism`: the rows of the run's determinism sub-run, or, when None, the rows
@@ -54,7 +56,8 @@ def compute_figures(results: Iterable[ArmResult] | ResultColumns,
     resamples a multi-turn conversation as one unit. `references` (request id -> its
     reference, exporters/figures/accuracy.read_references): the accuracy figures, on the
     same resamples; none without them. `verdicts` (accuracy.read_verdicts): a judge's, for
-    the references of kind `judge`."""
+    the references of kind `judge`. `positions` (request id -> (conversation, turn),
+    conversations.turn_positions): the figures turn by turn (exporters/figures/turns.py)."""
     config = config if config is not None else MetricsConfig()
     if not isinstance(results, ResultColumns):
         results = list(results)
@@ -86,6 +89,8 @@ def compute_figures(results: Iterable[ArmResult] | ResultColumns,
     sent = None if offsets is None else offsets.at(al.request_ids) \
         if isinstance(offsets, Offsets) else np.array(
             [offsets.get(rid, np.nan) for rid in al.request_ids], dtype=float)
+    figures += turns.figures(al, positions, config, judged.right if judged else None,
+                             judged.scored if judged else None)
     figures += saturation.figures(saturation.detect(al, sent, max_in_flight))
     figures += rrr.figures([f for f in figures if f.name == RER], config)
     figures += determinism_figures.figures(determinism or (), config)

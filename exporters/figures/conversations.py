@@ -52,6 +52,45 @@ def conversations(path: str | Path) -> dict[str, str]:
     return {rid: key for rid, key in first.items() if key in later and len(turns[key]) > 1}
 
 
+def turn_positions(path: str | Path) -> dict[str, tuple[str, int]]:
+    """Request id -> (conversation key, turn: 1, 2, ...) for the turns of multi-turn
+    conversations in the traffic file at `path`, as `conversations` groups them; a
+    conversation with two requests at one position (a repeated turn) is left out, since its
+    turns have no one order. Empty when the file has none."""
+    keys = conversations(path)
+    if not keys:
+        return {}
+    lengths: dict[str, int] = {}
+    with Path(path).open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                obj = json.loads(line)
+                if str(obj["id"]) in keys:
+                    lengths[str(obj["id"])] = len(obj["body"]["messages"])
+    return ordered_turns({rid: (key, lengths[rid]) for rid, key in keys.items()})
+
+
+def ordered_turns(positions: dict[str, tuple[str, int]]) -> dict[str, tuple[str, int]]:
+    """Request id -> (conversation, 1-based turn) from id -> (conversation, its messages'
+    count); conversations with a repeated position are left out."""
+    by_key: dict[str, list[tuple[int, str]]] = {}
+    for rid, (key, length) in positions.items():
+        by_key.setdefault(key, []).append((length, rid))
+    out: dict[str, tuple[str, int]] = {}
+    for key, turns in by_key.items():
+        if len({length for length, _ in turns}) != len(turns):
+            continue
+        for turn, (_, rid) in enumerate(sorted(turns), start=1):
+            out[rid] = (key, turn)
+    return out
+
+
+def opening(messages: list[Any]) -> tuple[str | None, bool]:
+    """(a key of the conversation's first non-system message, whether an assistant reply
+    precedes this request's turn)."""
+    return _opening(messages)
+
+
 def _opening(messages: list[Any]) -> tuple[str | None, bool]:
     """(a key of the conversation's first non-system message, whether an assistant reply
     precedes this request's turn)."""

@@ -115,6 +115,9 @@ def arms_and_models(params: dict[str, Any]) -> tuple[dict[str, str], dict[str, s
 @_replay_option("until_decided", metavar="POLICY",
                 type=click.Path(dir_okay=False, path_type=Path))
 @_replay_option("budget", metavar="N")
+@_replay_option("conversation_mode")
+@_replay_option("tool_simulator", metavar="CMD|URL")
+@_replay_option("own_reasoning")
 @click.pass_context
 def command(ctx: click.Context, **params: Any) -> None:
     """Send every traffic record to every arm at the same intended time, streaming, through

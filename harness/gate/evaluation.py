@@ -10,7 +10,7 @@ from layergate.exporters.figures.accuracy import read_references, read_verdicts
 from layergate.exporters.figures.columns import ResultColumns
 from layergate.exporters.figures.compute import compute_figures
 from layergate.exporters.figures.config import MetricsConfig
-from layergate.exporters.figures.conversations import conversations
+from layergate.exporters.figures.conversations import conversations, turn_positions
 from layergate.harness.gate.policy import Policy, load_policy
 from layergate.harness.gate.result import GateResult
 from layergate.harness.gate.verdict import apply_policy
@@ -65,13 +65,15 @@ def run_figures(run: Run, config: MetricsConfig) -> list:
     # a multi-turn conversation is the bootstrap's unit (its turns move together)
     try:
         clusters = conversations(traffic) if traffic.is_file() else None
+        positions = turn_positions(traffic) if clusters else None
         # the accuracy figures hold each arm's output to the reference its record carries
         references = read_references(traffic) if traffic.is_file() else None
         figures = compute_figures(_taken(run), run.scrapes, determinism=determinism,
                                   config=config, offsets=offsets,
                                   max_in_flight=run.manifest.in_flight_limit,
                                   clusters=clusters, references=references,
-                                  verdicts=read_verdicts(run.path) if references else None)
+                                  verdicts=read_verdicts(run.path) if references else None,
+                                  positions=positions)
     except ValueError as exc:  # two rows for one (request, arm), a malformed response...
         raise RunDirError(f"{run.path}: cannot compute figures from its results: {exc}") from exc
     return figures

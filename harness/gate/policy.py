@@ -22,6 +22,7 @@ from layergate.exporters.catalogue import (
     STAGE_BOUNDS,
     did_you_mean,
     figure_spec,
+    split_turn,
 )
 from layergate.exporters.figures.config import MetricsConfig
 from layergate.harness.policy_file import (
@@ -209,7 +210,11 @@ def _lag_bound(raw: Any, where: Where) -> float | None:
 
 def _rule(name: Any, spec: Any, where: Where, key: str, min_samples: int,
           target: float) -> MetricRule:
-    if name not in FIGURES:
+    try:
+        base = split_turn(str(name))[0]
+    except ValueError as exc:
+        raise where.error(key, str(exc)) from exc
+    if base not in FIGURES:
         raise where.error(key, f"unknown figure {name!r}{did_you_mean(name, FIGURES)}")
     figure = figure_spec(name)
     if not figure.gateable:

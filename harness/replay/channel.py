@@ -10,6 +10,9 @@
                                                        results}], intended_at on the
                                                        master's clock
     master -> worker  layergate_ack      {kept, dropped}  seqs written / dropped as late
+    worker -> master  layergate_turn     {seq, turn, result}  own mode: one arm's turn of a
+                                                       conversation, written at once
+                                                       (TurnDone.to_json(), result or null)
 
 Only plain JSON-able values travel (Locust packs them with msgpack). The worker corrects
 its clock by the offset it measures at the welcome: every time on the wire is the
@@ -31,6 +34,7 @@ WANT = "layergate_want"
 WORK = "layergate_work"
 RESULTS = "layergate_results"
 ACK = "layergate_ack"
+TURN = "layergate_turn"
 
 DEFAULT_MASTER_PORT = 5557  # Locust's own
 _TUPLES = ("itl_s", "token_ids", "logprobs", "top_logprobs", "quirks")

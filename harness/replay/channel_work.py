@@ -11,6 +11,7 @@ that it was written.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import os
 import sys
@@ -24,7 +25,7 @@ from gevent.event import Event
 from layergate.exporters.records import ArmResult
 from layergate.harness.replay import auth, channel
 from layergate.harness.replay.work import WorkerPlan
-from layergate.harness.store import WorkItem
+from layergate.harness.store import TurnDone, WorkItem
 
 FLUSH_S = 0.1
 STATS_S = 0.3  # the longest kept results wait before Locust's stats go to the master
@@ -106,6 +107,13 @@ class ChannelWork:
         if len(self.outbox) >= BATCH:
             self._flush()
 
+    def complete_turn(self, item: WorkItem, turn: TurnDone) -> None:
+        # at once: a conversation's turns are what a resume goes on from
+        data = turn.to_json()
+        data["intended_at"] = None if turn.intended_at is None else turn.intended_at + self.offset
+        data["result"] = channel.result_to_json(turn.result) if turn.result else None
+        self.runner.send_message(channel.TURN, {"seq": item.seq, "turn": data})
+
     # the channel
     def _prefetch(self) -> int:
         """Records to keep at hand: closed loop, one per user (each sends at once when
@@ -156,8 +164,7 @@ class ChannelWork:
         for obj in msg.data["items"]:
             item = WorkItem.from_json(obj)
             # the master's clock to this worker's
-            self.buffer.append(WorkItem(item.seq, item.record, item.arms,
-                                        item.due_at - self.offset, item.attempt))
+            self.buffer.append(dataclasses.replace(item, due_at=item.due_at - self.offset))
         self.asked = False
         self.dry = not msg.data["items"]
         self.arrived.set()

@@ -18,6 +18,7 @@ from layergate.exporters.catalogue import (
 )
 from layergate.exporters.errors import UsageError
 from layergate.harness.replay.channel import parse_address
+from layergate.harness.replay.own import CONVERSATION_MODES, OWN, REASONING_BACK, RECORDED
 
 
 class ConfigError(UsageError, ValueError):
@@ -141,6 +142,25 @@ class ReplayConfig:
                 "verdict is decided (the others go on), and the run once every candidate's "
                 "is (or at --budget: inconclusive). `layergate gate --sequential` on the "
                 "run gives the verdicts."})
+    conversation_mode: str = field(default=RECORDED, metadata={
+        "help": "How a conversation's later turns are sent. `recorded`: every arm gets the "
+                "recorded history (each turn judged on its own). `own`: each arm's turn n+1 is "
+                "built from its own answers to turns 1..n (content and tool calls), sent once "
+                "its turn n has finished; tool results are fed back where the arm's calls equal "
+                "the recorded ones, else the arm's conversation ends there as diverged (or "
+                "--tool-simulator answers). A resume keeps the run's mode.",
+        "choices": CONVERSATION_MODES})
+    tool_simulator: str | None = field(default=None, metadata={
+        "help": "Own mode: answer tool calls that differ from the recorded ones with this "
+                "command (run with the call as JSON on stdin; its stdout is the result) or "
+                "http(s) URL (POSTed the call as JSON; its body, or a JSON object's `content`, "
+                "is the result), instead of ending the conversation. Every answer is stored "
+                "in the run (results.sqlite, table tool_answers)."})
+    own_reasoning: str = field(default="omit", metadata={
+        "help": "Own mode: how an arm's reasoning goes back in its history: `omit` (OpenAI's "
+                "and DeepSeek's rule for chat history), or in the message field "
+                "`reasoning_content` or `reasoning` (for servers whose template wants it).",
+        "choices": REASONING_BACK})
     budget: int | None = field(default=None, metadata={
         "help": "With --until-decided: send at most N requests before the verdict is "
                 "inconclusive. Default: every record (--requests, the traffic).", "min": 1})
@@ -168,6 +188,12 @@ class ReplayConfig:
             if not url.startswith(("http://", "https://")):
                 option = f"--{arm}" if arm in REFERENCE_ARMS else f"--{CANDIDATE} {arm}="
                 raise ConfigError(f"{option} must be an http(s) URL: {url!r}")
+        if self.tool_simulator is not None and self.conversation_mode != OWN:
+            raise ConfigError("--tool-simulator answers tool calls in --conversation-mode own "
+                              "only")
+        if self.conversation_mode == OWN and self.until_decided is not None:
+            raise ConfigError("--until-decided judges requests one by one: it cannot stop "
+                              "--conversation-mode own, whose unit is a conversation")
         if self.rate is not None and self.users is not None:
             raise ConfigError("--rate (open loop) and --users (closed loop) exclude each other")
         if self.workers < 1:

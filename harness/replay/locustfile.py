@@ -16,6 +16,7 @@ which Locust sums on the master (web UI, CSV).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from dataclasses import dataclass
@@ -29,16 +30,17 @@ from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 from layergate.exporters.records import ArmResult
 from layergate.exporters.traffic import TrafficRecord
 from layergate.harness.replay.auth import TOKEN_ENV
-from layergate.harness.replay.channel import HELLO, RESULTS, WANT
+from layergate.harness.replay.channel import HELLO, RESULTS, TURN, WANT
 from layergate.harness.replay.channel_work import ChannelWork, worker_clock
 from layergate.harness.replay.client import Target, send
 from layergate.harness.replay.gevent_transport import GeventTransport
 from layergate.harness.replay.master import WorkMaster
+from layergate.harness.replay.own import Ended, NeedsTools, ask_simulator, own_messages
 from layergate.harness.replay.tracing import arm_span, replay_tracer
 from layergate.harness.replay.work import StoreWork, WorkerPlan, WorkSource
 from layergate.harness.replay.workers import NAME_ENV, PROCESSES_ENV
 from layergate.harness.rundir import RunDir
-from layergate.harness.store import WorkItem, this_process
+from layergate.harness.store import TurnDone, WorkItem, this_process
 
 IDLE_S = 0.2  # how often a user with nothing to do looks for work again
 CHECK_WORKERS_S = 1.0  # how often the master looks for workers Locust lost
@@ -89,7 +91,7 @@ def _on_init(environment: Any, **_: Any) -> None:
             disconnect=lambda cid: _disconnect(runner, cid),
             token=os.environ.get(TOKEN_ENV) or None)
         for kind, handler in ((HELLO, master.hello), (WANT, master.want),
-                              (RESULTS, master.results)):
+                              (RESULTS, master.results), (TURN, master.turn)):
             runner.register_message(kind, _from_worker(handler))
         gevent.spawn(_watch_workers, master)
         if plan.worker_wait_s > 0:
@@ -177,6 +179,9 @@ class ShadowUser(User):
         if item is None:
             gevent.sleep(IDLE_S)  # the parent stops Locust once every item is done
             return
+        if item.turns:
+            self._converse(item)
+            return
         record = item.record
         # due times are on this process's clock (a worker has converted the master's)
         intended_wall = worker_clock() if proc.plan.closed_loop else item.due_at
@@ -199,6 +204,70 @@ class ShadowUser(User):
             gevent.spawn(self._complete, item, arms, jobs, intended_wall, True)
             raise
         self._complete(item, arms, jobs, intended_wall)
+
+    def _converse(self, item: WorkItem) -> None:
+        """Own mode: every arm goes through the conversation on its own history, each turn
+        sent when it is due and the arm's previous turn has finished (closed loop: at once
+        after it); the row is done once every arm has stopped."""
+        start = worker_clock()
+        jobs = [gevent.spawn(self._arm_turns, item, arm, start) for arm in item.arms]
+        try:
+            gevent.joinall(jobs)
+        except GreenletExit:  # stopped mid-conversation: what was written stays; resume goes on
+            proc = self.proc
+            gevent.spawn(lambda: (gevent.joinall(jobs),
+                                  proc.work.complete(item, [], start, lambda: None)))
+            raise
+        self.proc.work.complete(item, [], start, lambda: None)
+
+    def _arm_turns(self, item: WorkItem, arm: str, start: float) -> None:
+        proc, turns = self.proc, item.turns
+        state = item.states[arm]
+        answers, tools = list(state.answers), dict(state.tools)
+        free = start  # when the arm's previous turn finished (this process's clock)
+        for i in range(state.start, len(turns)):
+            record = turns[i]
+            messages = own_messages(turns, i, answers, tools, proc.plan.reasoning_back,
+                                    simulate=proc.plan.tool_simulator is not None)
+            if isinstance(messages, NeedsTools):
+                asked = self._simulate(item, arm, messages)
+                if isinstance(asked, str):
+                    messages = Ended(messages.turn, asked)
+                else:
+                    tools[messages.turn] = asked
+                    messages = own_messages(turns, i, answers, tools, proc.plan.reasoning_back)
+            if isinstance(messages, Ended):
+                proc.work.complete_turn(item, TurnDone(turns[messages.turn].id, arm,
+                                                       ended=messages.reason))
+                return
+            due = free if proc.plan.closed_loop else max(
+                free, item.due_at + record.offset_s - turns[0].offset_s)
+            if due > worker_clock():
+                gevent.sleep(due - worker_clock())
+            sent = dataclasses.replace(record, body={**record.body, "messages": messages})
+            intended = time.perf_counter() - (worker_clock() - due)
+            result = self._send(sent, arm, intended)
+            free = worker_clock()
+            proc.work.complete_turn(item, TurnDone(record.id, arm, result, due))
+            self._report(result)
+            if not result.ok:  # the conversation is cut here: the error row says so
+                return
+            answers.append(result)
+
+    def _simulate(self, item: WorkItem, arm: str, needs: NeedsTools) -> tuple[str, ...] | str:
+        """The simulator's answers to an arm's own calls (stored with the turn), or why the
+        conversation ends (the simulator failed)."""
+        simulator = self.proc.plan.tool_simulator
+        assert simulator is not None
+        rid = item.turns[needs.turn].id
+        try:
+            answers = tuple(ask_simulator(simulator, call, item.turns[0].id, needs.turn)
+                            for call in needs.calls)
+        except RuntimeError as exc:
+            return str(exc)
+        self.proc.work.complete_turn(item, TurnDone(rid, arm, tool_answers=(
+            [c.to_wire() for c in needs.calls], list(answers))))
+        return answers
 
     def _complete(self, item: WorkItem, arms: tuple[str, ...], jobs: list[Any],
                   intended_wall: float, wait: bool = False) -> None:

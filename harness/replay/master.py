@@ -31,7 +31,7 @@ from typing import Any
 from layergate.harness.replay import auth, channel
 from layergate.harness.replay.work import WorkerPlan
 from layergate.harness.rundir import RunDir
-from layergate.harness.store import Completion, ResultStore, WorkItem
+from layergate.harness.store import Completion, ResultStore, TurnDone, WorkItem
 
 MAX_BATCH = 500  # records per `work` message, whatever a worker asks for
 # open loop: hand out records due within this many seconds only, so the schedule is shared
@@ -168,6 +168,18 @@ class WorkMaster:
         self.send(channel.ACK, {"kept": ok, "dropped": late}, client_id)
         if late:
             self._save()
+
+    def turn(self, client_id: str, data: dict[str, Any]) -> None:
+        """Own mode: one arm's turn of a conversation, written while the worker holds it."""
+        name = self.by_client.get(client_id)
+        if self._worker(client_id) is None or name is None:
+            return
+        t = data["turn"]
+        result = channel.result_from_json(t["result"]) if t.get("result") else None
+        answers = t.get("tool_answers")
+        self.store.queue.complete_turn(int(data["seq"]), name, TurnDone(
+            str(t["request_id"]), str(t["arm"]), result, t.get("intended_at"), t.get("ended"),
+            (answers[0], answers[1]) if answers else None))
 
     def check_workers(self) -> None:
         """Put back the unfinished records of every worker Locust no longer sees."""

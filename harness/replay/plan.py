@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from layergate.exporters.traffic import TrafficRecord, read_traffic
 from layergate.harness import scenarios
+from layergate.harness.replay import own
 from layergate.harness.replay.config import ConfigError, ReplayConfig
 from layergate.harness.store import QueueEntry
 
@@ -55,5 +56,41 @@ def pending_items(records: list[TrafficRecord], arms: Iterable[str],
         missing = tuple(arm for arm in arms if (record.id, arm) not in done)
         if missing:
             items.append(QueueEntry(record, missing, record.offset_s))
+    start = items[0].offset_s if items else 0.0
+    return [dataclasses.replace(e, offset_s=(e.offset_s - start) / speed) for e in items]
+
+
+def arm_left(turns: tuple[TrafficRecord, ...], arm: str, ok: set[tuple[str, str]],
+             rows: set[tuple[str, str]], ends: Collection[tuple[str, str]],
+             retry_errors: bool = True) -> int | None:
+    """Own mode: the turn an arm's conversation goes on from, None when nothing is left.
+    A turn with an ok answer goes on (unless the conversation ended after it); an error row
+    (in `rows`, not in `ok`) cut the conversation there: with `retry_errors` (a resume) the
+    turn is sent again, else the cut is its end; a turn with no row is next."""
+    for i, record in enumerate(turns):
+        key = (record.id, arm)
+        if key in ok:
+            if key in ends:
+                return None
+            continue
+        return i if retry_errors or key not in rows else None
+    return None
+
+
+def pending_conversations(records: list[TrafficRecord], arms: Iterable[str],
+                          ok: set[tuple[str, str]], rows: set[tuple[str, str]],
+                          ends: Collection[tuple[str, str]], timeout: float,
+                          speed: float = 1.0, retry_errors: bool = True) -> list[QueueEntry]:
+    """Own mode: each conversation with the arms that still have turns to send, in the
+    order of its first turn, offsets shifted to start at 0 and divided by `speed`; its
+    lease runs on for the span of its turns and a timeout per turn."""
+    arms = tuple(arms)
+    items = []
+    for turns in own.conversations(records):
+        missing = tuple(arm for arm in arms
+                        if arm_left(turns, arm, ok, rows, ends, retry_errors) is not None)
+        if missing:
+            span = (turns[-1].offset_s - turns[0].offset_s) / speed + timeout * len(turns)
+            items.append(QueueEntry(turns[0], missing, turns[0].offset_s, turns, span))
     start = items[0].offset_s if items else 0.0
     return [dataclasses.replace(e, offset_s=(e.offset_s - start) / speed) for e in items]

@@ -60,7 +60,8 @@ from layergate.harness.replay.channel import parse_address
 from layergate.harness.replay.config import ConfigError, ReplayConfig
 from layergate.harness.replay.errors import ArmDown, WorkersShort
 from layergate.harness.replay.live import ReplayMetrics
-from layergate.harness.replay.plan import load_records, pending_items
+from layergate.harness.replay.own import OWN, RECORDED
+from layergate.harness.replay.plan import load_records, pending_conversations, pending_items
 from layergate.harness.replay.preflight import check_arms
 from layergate.harness.replay.scrape import scrape_arms
 from layergate.harness.replay.work import WorkerPlan
@@ -116,7 +117,8 @@ def _start_locust(config: ReplayConfig, run: RunDir, host: str, port: int,
                       run_dir=str(run.path), top_logprobs=config.logprobs,
                       tokenizers=tokenizer.for_arms(config.arms, config.models, config.tokenizer),
                       max_clock_skew_s=config.max_clock_skew, expect_workers=config.workers,
-                      worker_wait_s=float(config.worker_wait))
+                      worker_wait_s=float(config.worker_wait),
+                      tool_simulator=config.tool_simulator, reasoning_back=config.own_reasoning)
     env = {k: v for k, v in os.environ.items() if k != auth.TOKEN_ENV}
     return _spawn("locust-master", _locust_cmd(config, run, host, port),
                   {**env, **plan.to_env(), **token}, run)
@@ -381,7 +383,8 @@ def _replay_run(config: ReplayConfig, prepared: _Prepared, ledger: _Ledger,
                          (should_stop, _ArmStopper(ledger, store.queue, config.arms)),
                          console, ledger.notes)
         ledger.notes.extend(scrape_arms(config.arms, run, "after"))
-        status = _final_status(config, prepared.records, ledger.stopped, store, sent.outcome)
+        status = _final_status(config, prepared.records, ledger.stopped, store, sent.outcome,
+                               prepared.previous)
     finally:
         if total and not sent.workers:  # interrupted mid-send: what the master wrote so far
             with contextlib.suppress(RunDirError):
@@ -400,20 +403,52 @@ def _fill_queue(config: ReplayConfig, prepared: _Prepared, ledger: _Ledger,
     """Queue what is left to send and scrape the arms that need a `before`; returns the
     records queued."""
     # a resume keeps the run's schedule (its traffic.jsonl); --speed still applies
-    total = store.queue.fill(pending_items(prepared.records, _sending(config, ledger.stopped),
-                                           store.pairs(ok_only=True),
-                                           config.speed if prepared.resuming else 1.0))
+    speed = config.speed if prepared.resuming else 1.0
+    arms = _sending(config, ledger.stopped)
+    if conversation_mode(config, prepared.previous) == OWN:
+        entries = pending_conversations(prepared.records, arms, store.pairs(ok_only=True),
+                                        store.pairs(),
+                                        store.queue.conversation_ends(), config.timeout, speed)
+    else:
+        entries = pending_items(prepared.records, arms, store.pairs(ok_only=True), speed)
+    total = store.queue.fill(entries)
     previous = prepared.previous.arms if prepared.previous else {}
     ledger.notes.extend(scrape_arms(_needs_before(config, previous, prepared.run),
                                     prepared.run, "before"))
     return total
 
 
+def _own_settings(config: ReplayConfig, previous: Manifest | None) -> ReplayConfig:
+    """A resume sends the run's conversations as the run began them: its mode, and its
+    simulator and reasoning unless this invocation gives its own."""
+    if previous is None:
+        return config
+    given = previous.config
+    return dataclasses.replace(
+        config, conversation_mode=conversation_mode(config, previous),
+        tool_simulator=config.tool_simulator or given.get("tool_simulator"),
+        own_reasoning=given.get("own_reasoning") or config.own_reasoning)
+
+
+def conversation_mode(config: ReplayConfig, previous: Manifest | None) -> str:
+    """The run's conversation mode: a resume keeps the one the run started with."""
+    if previous is not None:
+        return str(previous.config.get("conversation_mode") or RECORDED)
+    return config.conversation_mode
+
+
 def _final_status(config: ReplayConfig, records: list[TrafficRecord], stopped: dict[str, dict],
-                  store: ResultStore, outcome: _Outcome) -> RunStatus:
+                  store: ResultStore, outcome: _Outcome,
+                  previous: Manifest | None = None) -> RunStatus:
     """`complete` when every record the arms still sent to has a row (or a stop hook ended
     the run and what was handed out is done), else `interrupted`."""
-    missing = pending_items(records, _sending(config, stopped), store.pairs())
+    if conversation_mode(config, previous) == OWN:  # a cut (an error row) ends it too
+        missing = pending_conversations(records, _sending(config, stopped),
+                                        store.pairs(ok_only=True), store.pairs(),
+                                        store.queue.conversation_ends(), config.timeout,
+                                        retry_errors=False)
+    else:
+        missing = pending_items(records, _sending(config, stopped), store.pairs())
     complete = outcome.finished and outcome.broken is None and (
         not missing or outcome.stop_reason is not None)
     return COMPLETE if complete else INTERRUPTED
@@ -448,7 +483,7 @@ def _send(config: ReplayConfig, prepared: _Prepared, store: ResultStore, tail: S
     if run.workers_path.exists():
         run.workers_path.unlink()  # this invocation's workers only
     with tempfile.TemporaryDirectory(prefix="layergate-workers-") as home:
-        proc = _start_locust(config, run, host, port, token)
+        proc = _start_locust(_own_settings(config, prepared.previous), run, host, port, token)
         locals_ = _start_local_workers(config, run, host, port, Path(home), token)
         if config.web_port:
             console.print(f"Locust web UI: http://{config.bind_host}:{config.web_port}")

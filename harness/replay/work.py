@@ -18,7 +18,7 @@ from typing import Protocol
 from layergate.exporters.records import ArmResult
 from layergate.harness.replay.client import Target
 from layergate.harness.rundir import RunDir
-from layergate.harness.store import ResultStore, WorkItem
+from layergate.harness.store import ResultStore, TurnDone, WorkItem
 
 PLAN_ENV = "LAYERGATE_REPLAY_PLAN"
 # a lease runs this long past the request's own deadline (due + timeout): time to write the
@@ -39,6 +39,11 @@ class WorkerPlan:
     max_clock_skew_s: float = 30.0  # the master refuses a worker whose clock is further off
     expect_workers: int = 1  # accepted workers the master waits for before the start
     worker_wait_s: float = 0.0  # how long it waits for them (0: for ever)
+    # own conversation mode (harness/replay/own.py): the simulator of tools whose calls
+    # differ from the recorded ones (None: such a conversation ends), and how an arm's
+    # reasoning goes back in its history
+    tool_simulator: str | None = None
+    reasoning_back: str = "omit"
 
     @property
     def targets(self) -> dict[str, Target]:
@@ -69,6 +74,9 @@ class WorkSource(Protocol):
     def give_back(self, item: WorkItem) -> None:
         """An item claimed but not sent (Locust stopped its user): another may send it."""
 
+    def complete_turn(self, item: WorkItem, turn: TurnDone) -> None:
+        """Own mode: one arm's turn of the conversation `item`, written as it comes."""
+
 
 class StoreWork:
     """Work from the run directory's own queue, one connection per process."""
@@ -88,3 +96,6 @@ class StoreWork:
 
     def give_back(self, item: WorkItem) -> None:
         self.store.queue.release(self.owner, item.seq)
+
+    def complete_turn(self, item: WorkItem, turn: TurnDone) -> None:
+        self.store.queue.complete_turn(item.seq, self.owner, turn)

@@ -13,32 +13,50 @@ the next claim sends them again, due at once, and counts the re-send. `stop` clo
 queue early: claims then get nothing, and what is already leased can still complete;
 `drop_arm` closes it to one arm only: the rows not handed out lose that arm (one left with
 no arm is done), the leased ones are sent as they were claimed.
+
+In `own` conversation mode a row is a whole conversation (`turns`: its records in order),
+so one worker holds it and sends each arm its turns in turn. Each turn's result is written
+as it comes (`complete_turn`, only while the row is leased to the writer), with the turn at
+which an arm's conversation ended (`conversation_ends`: its next turn could not be built) and
+the tool simulator's answers (`tool_answers`). A claim hands each arm its state from them
+(`ArmState`): the answers so far and the turn to go on from, so a conversation a crash or a
+lost worker broke off goes on at its next turn.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from layergate.exporters.records import ArmResult
+from layergate.exporters.tool_calls import from_json, to_json
 from layergate.exporters.traffic import TrafficRecord, parse_record
-from layergate.harness.store.rows import encode_row, insert_rows
+from layergate.harness.store.rows import decode, encode_row, insert_rows
 from layergate.harness.store.sqlite import write_transaction
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS work_queue (seq INTEGER PRIMARY KEY, request_id TEXT NOT NULL,"
     " record TEXT NOT NULL, arms TEXT NOT NULL, offset_s REAL NOT NULL, owner TEXT,"
-    " lease_until REAL, claims INTEGER NOT NULL DEFAULT 0, done INTEGER NOT NULL DEFAULT 0)",
+    " lease_until REAL, claims INTEGER NOT NULL DEFAULT 0, done INTEGER NOT NULL DEFAULT 0,"
+    " turns TEXT, span_s REAL NOT NULL DEFAULT 0)",
     "CREATE TABLE IF NOT EXISTS queue_meta (key TEXT PRIMARY KEY, value REAL NOT NULL)",
     # the free rows, so a claim finds the next one without scanning the done ones
     "CREATE INDEX IF NOT EXISTS work_queue_free ON work_queue (seq) "
     "WHERE done = 0 AND owner IS NULL",
+    # own mode: the turn after which an arm's conversation ended, and why
+    "CREATE TABLE IF NOT EXISTS conversation_ends (request_id TEXT NOT NULL, arm TEXT NOT NULL,"
+    " reason TEXT NOT NULL, PRIMARY KEY (request_id, arm))",
+    # own mode: a tool simulator's answers to an arm's calls of one turn (JSON list, in order)
+    "CREATE TABLE IF NOT EXISTS tool_answers (request_id TEXT NOT NULL, arm TEXT NOT NULL,"
+    " calls TEXT NOT NULL, answers TEXT NOT NULL, PRIMARY KEY (request_id, arm))",
 )
+_ADDED = ("turns TEXT", "span_s REAL NOT NULL DEFAULT 0")  # columns of queues before own mode
 _EARLIER = ("replay_queue", "replay_meta")  # the queue before leases; dropped by `fill`
 
 
@@ -49,6 +67,55 @@ class QueueEntry:
     record: TrafficRecord
     arms: tuple[str, ...]
     offset_s: float
+    # own mode: the conversation's turns (`record` the first) and how much longer than one
+    # request its lease must run
+    turns: tuple[TrafficRecord, ...] = ()
+    span_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ArmState:
+    """Where one arm stands in a conversation: its answers to the turns before `start`
+    (what its history is built from), the simulator's answers to its calls by turn, and
+    `start`, the turn to send next (len(turns): nothing left)."""
+
+    answers: tuple[ArmResult, ...]
+    tools: dict[int, tuple[str, ...]]
+    start: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"answers": [{"text": a.output_text, "calls": to_json(a.tool_calls),
+                             "reasoning": a.reasoning_text, "refusal": a.refusal,
+                             "request_id": a.request_id} for a in self.answers],
+                "tools": {str(k): list(v) for k, v in self.tools.items()},
+                "start": self.start}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any], arm: str) -> ArmState:
+        answers = tuple(ArmResult(a["request_id"], arm, "", ok=True, output_text=a["text"],
+                                  tool_calls=from_json(a["calls"]),
+                                  reasoning_text=a["reasoning"], refusal=a["refusal"])
+                        for a in obj["answers"])
+        return cls(answers, {int(k): tuple(v) for k, v in obj["tools"].items()},
+                   int(obj["start"]))
+
+
+@dataclass(frozen=True)
+class TurnDone:
+    """Own mode, one arm at one turn (`request_id`): its `result`, or that its conversation
+    `ended` after this turn (the reason), or the simulator's answers to its calls
+    (`tool_answers`: the calls as JSON, the answers)."""
+
+    request_id: str
+    arm: str
+    result: ArmResult | None = None
+    intended_at: float | None = None
+    ended: str | None = None
+    tool_answers: tuple[list[Any], list[str]] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"request_id": self.request_id, "arm": self.arm, "intended_at": self.intended_at,
+                "ended": self.ended, "tool_answers": self.tool_answers}
 
 
 @dataclass(frozen=True)
@@ -61,16 +128,27 @@ class WorkItem:
     arms: tuple[str, ...]
     due_at: float
     attempt: int  # 1, or more when an earlier lease ran out
+    # own mode: the conversation's turns and each arm's state in it (empty otherwise)
+    turns: tuple[TrafficRecord, ...] = ()
+    states: dict[str, ArmState] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON, e.g. for a message to a worker that has no run directory."""
-        return {"seq": self.seq, "record": self.record.to_json(), "arms": list(self.arms),
-                "due_at": self.due_at, "attempt": self.attempt}
+        out = {"seq": self.seq, "record": self.record.to_json(), "arms": list(self.arms),
+               "due_at": self.due_at, "attempt": self.attempt}
+        if self.turns:
+            out["turns"] = [t.to_json() for t in self.turns]
+            out["states"] = {arm: s.to_json() for arm, s in self.states.items()}
+        return out
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> WorkItem:
         record = parse_record(obj["record"], Path("work item"), obj["seq"])
-        return cls(obj["seq"], record, tuple(obj["arms"]), obj["due_at"], obj["attempt"])
+        turns = tuple(parse_record(t, Path("work item"), obj["seq"])
+                      for t in obj.get("turns") or ())
+        states = {arm: ArmState.from_json(s, arm) for arm, s in (obj.get("states") or {}).items()}
+        return cls(obj["seq"], record, tuple(obj["arms"]), obj["due_at"], obj["attempt"],
+                   turns, states)
 
 
 @dataclass(frozen=True)
@@ -99,18 +177,25 @@ class WorkQueue:
     def create_schema(conn: sqlite3.Connection) -> None:
         for statement in SCHEMA:
             conn.execute(statement)
+        have = {row[1] for row in conn.execute("PRAGMA table_info(work_queue)")}
+        for column in _ADDED:
+            if column.split()[0] not in have:
+                with contextlib.suppress(sqlite3.OperationalError):  # added meanwhile
+                    conn.execute(f"ALTER TABLE work_queue ADD COLUMN {column}")
 
     def fill(self, entries: Iterable[QueueEntry]) -> int:
         """Replace the queue with `entries`, in send order; returns how many."""
         rows = [(e.record.id, json.dumps(e.record.to_json(), ensure_ascii=False),
-                 json.dumps(list(e.arms)), e.offset_s) for e in entries]
+                 json.dumps(list(e.arms)), e.offset_s,
+                 json.dumps([t.to_json() for t in e.turns], ensure_ascii=False)
+                 if e.turns else None, e.span_s) for e in entries]
         with write_transaction(self.conn) as conn:
             for table in _EARLIER:
                 conn.execute(f"DROP TABLE IF EXISTS {table}")
             conn.execute("DELETE FROM work_queue")
             conn.execute("DELETE FROM queue_meta")
-            conn.executemany("INSERT INTO work_queue (request_id, record, arms, offset_s) "
-                             "VALUES (?, ?, ?, ?)", rows)
+            conn.executemany("INSERT INTO work_queue (request_id, record, arms, offset_s, "
+                             "turns, span_s) VALUES (?, ?, ?, ?, ?, ?)", rows)
         return len(rows)
 
     def claim(self, owner: str, lease_s: float, limit: int = 1,
@@ -129,16 +214,82 @@ class WorkQueue:
             rows = conn.execute(
                 "UPDATE work_queue SET owner = :owner, claims = claims + 1, lease_until = "
                 "MAX(:now, CASE WHEN claims = 0 THEN :t0 + offset_s ELSE :now END) + :lease "
+                "+ span_s "
                 "WHERE seq IN (SELECT seq FROM work_queue WHERE done = 0 AND owner IS NULL "
                 "AND (claims > 0 OR :t0 + offset_s <= :horizon) "
-                "ORDER BY seq LIMIT :limit) RETURNING seq, record, arms, offset_s, claims",
+                "ORDER BY seq LIMIT :limit) RETURNING seq, record, arms, offset_s, claims, turns",
                 {"owner": owner, "now": now, "t0": t0, "lease": lease_s,
                  "limit": limit, "horizon": horizon}).fetchall()
-        return [WorkItem(row["seq"],
-                         parse_record(json.loads(row["record"]), Path("work_queue"), row["seq"]),
-                         tuple(json.loads(row["arms"])),
-                         t0 + row["offset_s"] if row["claims"] == 1 else now, row["claims"])
-                for row in sorted(rows, key=lambda r: r["seq"])]
+        items = []
+        for row in sorted(rows, key=lambda r: r["seq"]):
+            arms = tuple(json.loads(row["arms"]))
+            turns = tuple(parse_record(t, Path("work_queue"), row["seq"])
+                          for t in json.loads(row["turns"] or "[]"))
+            items.append(WorkItem(
+                row["seq"], parse_record(json.loads(row["record"]), Path("work_queue"),
+                                         row["seq"]),
+                arms, t0 + row["offset_s"] if row["claims"] == 1 else now, row["claims"],
+                turns, self.states(turns, arms) if turns else {}))
+        return items
+
+    def states(self, turns: Sequence[TrafficRecord], arms: Iterable[str]) -> dict[str, ArmState]:
+        """Each arm's state in the conversation of `turns`, from what the store holds: its
+        ok answers in order up to the first turn without one (sent next) or to the turn
+        after which its conversation ended (nothing left)."""
+        ids = [t.id for t in turns]
+        marks = ",".join("?" * len(ids))
+        rows = {(r["request_id"], r["arm"]): r for r in self.conn.execute(
+            f"SELECT * FROM results WHERE request_id IN ({marks}) AND repeat = 0", ids)}
+        ends = {(r[0], r[1]) for r in self.conn.execute(
+            f"SELECT request_id, arm FROM conversation_ends WHERE request_id IN ({marks})", ids)}
+        tools = {(r[0], r[1]): tuple(json.loads(r[2])) for r in self.conn.execute(
+            f"SELECT request_id, arm, answers FROM tool_answers WHERE request_id IN ({marks})",
+            ids)}
+        out = {}
+        for arm in arms:
+            answers: list[ArmResult] = []
+            start = len(ids)
+            for i, rid in enumerate(ids):
+                row = rows.get((rid, arm))
+                if row is None or not row["ok"]:
+                    start = i
+                    break
+                answers.append(decode(row))
+                if (rid, arm) in ends:
+                    break
+            out[arm] = ArmState(tuple(answers), {i: tools[(rid, arm)] for i, rid in enumerate(ids)
+                                                 if (rid, arm) in tools}, start)
+        return out
+
+    def complete_turn(self, seq: int, owner: str, turn: TurnDone) -> bool:
+        """Own mode: write what `turn` says of one arm in conversation `seq`, only while
+        the row is leased to `owner`: False (nothing written) for a late writer whose lease
+        was taken back."""
+        row = encode_row(turn.result, turn.intended_at, owner) if turn.result else None
+        with write_transaction(self.conn) as conn:
+            held = conn.execute("SELECT 1 FROM work_queue WHERE seq = ? AND owner = ? AND "
+                                "done = 0", (seq, owner)).fetchone()
+            if not held:
+                return False
+            if row is not None:
+                insert_rows(conn, [row])
+            if turn.ended is not None:
+                conn.execute("INSERT OR REPLACE INTO conversation_ends VALUES (?, ?, ?)",
+                             (turn.request_id, turn.arm, turn.ended))
+            if turn.tool_answers is not None:
+                calls, answers = turn.tool_answers
+                conn.execute("INSERT OR REPLACE INTO tool_answers VALUES (?, ?, ?, ?)",
+                             (turn.request_id, turn.arm, json.dumps(calls),
+                              json.dumps(answers)))
+        return True
+
+    def conversation_ends(self) -> dict[tuple[str, str], str]:
+        """(request id, arm) -> why the arm's conversation ended after that turn."""
+        try:
+            rows = self.conn.execute("SELECT request_id, arm, reason FROM conversation_ends")
+        except sqlite3.OperationalError:  # a store from before own mode, opened to read
+            return {}
+        return {(r[0], r[1]): r[2] for r in rows}
 
     def complete(self, item: WorkItem, results: Sequence[ArmResult], owner: str,
                  intended_at: float | None = None) -> bool:
