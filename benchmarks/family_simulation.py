@@ -32,7 +32,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.gate_simulation import built_in_inputs, share  # noqa: E402
+from benchmarks.gate_simulation import committed_inputs, share  # noqa: E402
 from layergate.exporters.catalogue import HOLM, PASS, REQUIRE_ANY  # noqa: E402
 from layergate.exporters.figures import OVERALL, rer  # noqa: E402
 from layergate.exporters.figures.aligned import align  # noqa: E402
@@ -115,7 +115,7 @@ def main() -> None:
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    inputs = built_in_inputs()
+    inputs = committed_inputs()
     config = MetricsConfig(n_resamples=args.resamples, process_spread=args.tau)
     print(f"{args.families} families of {len(NAMES)} candidates, {args.requests} requests, "
           f"tau {args.tau}, rule rer >= {THRESHOLD}, Holm at alpha 0.05")

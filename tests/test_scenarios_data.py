@@ -266,7 +266,8 @@ def test_mix_files(mix, traffic):
     pool: Counter[str] = Counter()
     for source in spec["sources"]:
         assert (SCENARIOS / source).is_file(), f"{mix}: source {source} missing"
-        pool.update(r["scenario"] for r in traffic.get(Path(source).name) or _read(Path(source).name))
+        name = Path(source).name
+        pool.update(r["scenario"] for r in traffic.get(name) or _read(name))
     assert set(pool) <= set(classes)
     need = _class_counts(weights, list(classes), spec["requests"])
     assert all(pool[c] >= n for c, n in need.items()), f"{mix}: needs {need}, has {dict(pool)}"

@@ -39,7 +39,7 @@ class ParsedCall:
     arguments: str  # JSON text of an object
 
 
-class NotACall(ValueError):
+class _NotACall(ValueError):
     """The text is not a list of calls with literal arguments."""
 
 
@@ -55,7 +55,7 @@ def parse_calls(text: str) -> list[ParsedCall] | None:
         parsed = getattr(module.body[0], "value", None) if module.body else None
         if not isinstance(parsed, ast.List) or not all(isinstance(e, ast.Call)
                                                        for e in parsed.elts):
-            raise NotACall("the output must be a list of function calls")
+            raise _NotACall("the output must be a list of function calls")
         return [_call(e) for e in parsed.elts]  # type: ignore[arg-type]
     except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
         return None
@@ -73,7 +73,7 @@ def _call(node: ast.Call) -> ParsedCall:
     arguments: dict[str, Any] = {}
     for keyword in node.keywords:
         if keyword.arg is None:  # f(**{...}): vLLM would name it "null"; not a call here
-            raise NotACall("arguments must be given by name")
+            raise _NotACall("arguments must be given by name")
         arguments[keyword.arg] = _value(keyword.value)
     # not JSON (vLLM would send it anyway): an infinite number (1e999), a lone surrogate
     # ("\ud800") that no UTF-8 answer can carry
@@ -89,7 +89,7 @@ def _name(node: ast.expr) -> str:
         parts.append(node.attr)
         node = node.value
     if not isinstance(node, ast.Name):
-        raise NotACall("a tool's name must be a plain or dotted name")
+        raise _NotACall("a tool's name must be a plain or dotted name")
     return ".".join([node.id, *reversed(parts)])
 
 
@@ -103,10 +103,10 @@ def _value(node: ast.expr) -> Any:
     if isinstance(node, ast.Constant):
         if node.value is None or isinstance(node.value, str | int | float):
             return node.value
-        raise NotACall("arguments must be JSON values")
+        raise _NotACall("arguments must be JSON values")
     if isinstance(node, ast.Dict):
         if not all(isinstance(k, ast.Constant) for k in node.keys):
-            raise NotACall("dict arguments must have literal keys")
+            raise _NotACall("dict arguments must have literal keys")
         return {k.value: _value(v)  # type: ignore[union-attr]
                 for k, v in zip(node.keys, node.values, strict=True)}
     if isinstance(node, ast.List | ast.Tuple | ast.Set):
@@ -119,7 +119,7 @@ def _value(node: ast.expr) -> Any:
         operand = _value(node.operand)
         if isinstance(operand, int | float) and not isinstance(operand, bool):
             return -operand if isinstance(node.op, ast.USub) else operand
-    raise NotACall("tool call arguments must be literals")
+    raise _NotACall("tool call arguments must be literals")
 
 
 def argument_fragments(arguments: str) -> list[str]:
