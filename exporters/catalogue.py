@@ -492,6 +492,17 @@ VERDICT_STATES = {
 # the gate's run-wide check of the replay's schedule fidelity (exporters/figures/schedule_lag.py):
 # not a figure of an arm but of the load tool, bounded by the policy's max_send_lag_p99_s
 SCHEDULE_LAG = "schedule_lag"
+# the gate's checks of a run of imported load-tool results (harness/gate/imported.py): a
+# setting the arms differ in (imported with --allow), and how the arms were paired: by
+# prompt, or not at all (each arm's figures resampled on its own)
+IMPORT_COMPARABLE, IMPORT_PAIRING = "import_comparable", "import_pairing"
+PAIRED, UNPAIRED = "paired", "unpaired"
+# what two imported arms must have been run alike in (harness/results_import/comparable.py)
+IMPORT_SETTINGS = ("endpoint", "dataset", "prompts", "max_tokens", "ignore_eos", "rate",
+                   "concurrency", "warmup", "token_counter")
+# a figure judged against the noise floor whose excess interval lies within the rule's
+# threshold on both sides: no better and no worse than a second baseline
+TIED = "tied"
 
 
 class ExitCode(IntEnum):

@@ -19,7 +19,8 @@ from typing import Any, Literal, get_args
 
 from layergate.exporters.catalogue import RUN_STATUSES, RUNNING, RunStatus
 
-Kind = Literal["replay", "determinism"]
+Kind = Literal["replay", "determinism", "imported"]
+IMPORTED = "imported"  # a run of load tools' results (`layergate import-results`)
 _PACKAGES = ("layergate", "locust", "httpx", "prometheus-client")
 
 
@@ -66,6 +67,9 @@ class Manifest:
     # a replay: its open loop's cap on requests in flight over every worker
     # (ReplayConfig.in_flight_limit, as the last invocation set it); None: a closed loop
     in_flight_limit: int | None = None
+    # an imported run: each arm's tool, source and settings, the pairing and the warnings
+    # (harness/results_import/write.py; docs/CONTRACTS.md)
+    imported: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def new(cls, kind: Kind, config: dict[str, Any], arms: dict[str, str],
@@ -81,6 +85,8 @@ class Manifest:
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["notes"] = list(self.notes)
+        if not self.imported:  # a replay's or a repeat suite's manifest stays as it was
+            del out["imported"]
         return out
 
     def counts_text(self) -> str:

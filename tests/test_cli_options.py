@@ -20,6 +20,7 @@ from layergate.harness.determinism import DeterminismConfig
 from layergate.harness.judge import Judge
 from layergate.harness.replay.config import ReplayConfig
 from layergate.harness.replay.workers import WorkerConfig
+from layergate.harness.results_import.write import ImportConfig as ResultsImportConfig
 from layergate.harness.stack.demo_config import DemoConfig
 from layergate.harness.traces.config import ImportConfig
 from layergate.harness.watch.config import WatchConfig
@@ -34,6 +35,8 @@ CONFIGS: dict[str, tuple[type | None, list[str]]] = {
     "calibrate": (CalibrationConfig, ["--traffic", str(TRAFFIC), "--out", "r.json"]),
     "capture": (CaptureConfig, ["--upstream", "http://u", "--out", "t.jsonl"]),
     "import-trace": (ImportConfig, ["--format", "azure", "--out", "t.jsonl", "trace.csv"]),
+    "import-results": (ResultsImportConfig, ["--tool", "guidellm", "--out", "run", "--arm",
+                                             "baseline", str(TRAFFIC)]),
     "replay": (ReplayConfig, ["--baseline", "http://a", "--candidate", "http://b",
                               "--out", "run"]),
     "replay-worker": (WorkerConfig, ["--master", "127.0.0.1:5557"]),

@@ -116,6 +116,8 @@ ROOMS: dict[str, set[str]] = {
     "capture": SHARED,  # records traffic through a proxy
     "traces": SHARED,  # imports public traces into traffic
     "replay": SHARED | {"rundir"},  # sends the traffic, writes the store of a run directory
+    # load tools' results into a run directory, one arm per import
+    "results_import": SHARED | {"rundir"},
     "rundir": SHARED,  # a run directory: manifest, traffic, store
     "sweepdir": SHARED,  # a capacity sweep's directory, of run directories
     "judge": SHARED,  # asks an LLM judge whether a run's answers are right

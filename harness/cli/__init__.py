@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "calibrate": "layergate.reference_engine.cli.calibrate",
     "capture": "layergate.harness.cli.capture",
     "import-trace": "layergate.harness.cli.import_trace",
+    "import-results": "layergate.harness.cli.import_results",
     "replay": "layergate.harness.cli.replay",
     "replay-worker": "layergate.harness.cli.replay_worker",
     "capacity": "layergate.harness.cli.capacity",

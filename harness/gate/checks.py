@@ -7,7 +7,7 @@ samples, or a figure that could not be computed is inconclusive (never a pass).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 from layergate.exporters.catalogue import (
@@ -19,6 +19,7 @@ from layergate.exporters.catalogue import (
     INCONCLUSIVE,
     OVERALL,
     PASS,
+    TIED,
     UNDECIDED,
     Verdict,
 )
@@ -102,6 +103,19 @@ def judge(rule: MetricRule, figure: Figure | None, scenario: str, counts: bool) 
         return Check(status=INCONCLUSIVE, reason=f"{figure.n} samples, policy needs "
                      f"{rule.min_samples}", **base)
     return Check(status=_side(rule, low, high), reason=_reason(rule, low, high), **base)
+
+
+def tied(check: Check) -> Check:
+    """`check`, its reason saying "tied" when it was judged against the noise floor and the
+    whole excess interval lies within the rule's threshold on both sides: the candidate is
+    no better and no worse than a second baseline, to the policy's tolerance. The status
+    stays: a tie passes a no-regression rule and fails a rule asking for a gain."""
+    low, high, limit = check.compared_low, check.compared_high, check.threshold
+    if not check.subtract_noise_floor or check.status not in (PASS, FAIL) or limit is None \
+            or low is None or high is None or not -abs(limit) <= low <= high <= abs(limit):
+        return check
+    return replace(check, reason=f"{check.reason}; {TIED}: the excess over the noise floor "
+                   f"lies within ±{abs(limit):g}, no different from a second baseline")
 
 
 def _compared(rule: MetricRule, figure: Figure

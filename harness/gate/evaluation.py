@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from layergate.exporters.catalogue import DETERMINISM_FIGURES
+from layergate.exporters.catalogue import DETERMINISM_FIGURES, UNPAIRED
 from layergate.exporters.figures.accuracy import read_references, read_verdicts
 from layergate.exporters.figures.columns import ResultColumns
 from layergate.exporters.figures.compute import compute_figures
@@ -13,6 +13,7 @@ from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.figures.conversations import conversations, turn_positions
 from layergate.harness.gate.policy import Policy, load_policy
 from layergate.harness.gate.result import GateResult
+from layergate.harness.gate.unpaired import unpaired_figures, with_unpaired
 from layergate.harness.gate.verdict import apply_policy
 from layergate.harness.rundir import TRAFFIC, Run, RunDirError, load_run
 
@@ -68,7 +69,8 @@ def run_figures(run: Run, config: MetricsConfig) -> list:
         positions = turn_positions(traffic) if clusters else None
         # the accuracy figures hold each arm's output to the reference its record carries
         references = read_references(traffic) if traffic.is_file() else None
-        figures = compute_figures(_taken(run), run.scrapes, determinism=determinism,
+        columns = _taken(run)
+        figures = compute_figures(columns, run.scrapes, determinism=determinism,
                                   config=config, offsets=offsets,
                                   max_in_flight=run.manifest.in_flight_limit,
                                   clusters=clusters, references=references,
@@ -76,6 +78,10 @@ def run_figures(run: Run, config: MetricsConfig) -> list:
                                   positions=positions)
     except ValueError as exc:  # two rows for one (request, arm), a malformed response...
         raise RunDirError(f"{run.path}: cannot compute figures from its results: {exc}") from exc
+    if run.manifest.imported.get("pairing") == UNPAIRED:  # imported runs of other prompts
+        arms = [str(a) for a in dict.fromkeys(columns.arm.tolist())]
+        scenarios = sorted({str(s) for s in columns.scenario.tolist()})
+        figures = with_unpaired(figures, unpaired_figures(columns, arms, config, scenarios))
     return figures
 
 

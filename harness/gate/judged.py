@@ -40,7 +40,8 @@ def judge_run(run_dir: str | Path, policy: Policy, require: str,
 
 
 def _notes(run: Run, family: FamilyResult, capacity: dict[str, Figure]) -> tuple[str, ...]:
-    notes = []
+    notes = [f"warning: imported with --allow: {w}"
+             for w in run.manifest.imported.get("warnings", [])]
     stopped = optional_stopping(run.manifest)
     if stopped:
         notes.append(f"warning: {stopped}")

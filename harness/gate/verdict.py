@@ -33,7 +33,9 @@ from layergate.harness.gate.checks import (
     error_rate_check,
     judge,
     reason_line,
+    tied,
 )
+from layergate.harness.gate.imported import imported_checks, unpaired_reason
 from layergate.harness.gate.policy import Policy
 from layergate.harness.gate.recommendation import recommend
 from layergate.harness.gate.result import GateResult
@@ -82,7 +84,7 @@ def decide(checks: Iterable[Check]) -> tuple[str, list[str]]:
 
 def _run_checks(policy: Policy, manifest: dict[str, Any],
                 results: Sequence[Tally], lag: ScheduleLag | None) -> list[Check]:
-    checks = [schedule_check(policy, lag)]
+    checks = [schedule_check(policy, lag), *imported_checks(manifest)]
     if policy.require_complete:
         checks.append(complete_check("run_complete", manifest))
     arms = list(manifest.get("arms") or {}) or sorted({r.arm for r in results})
@@ -111,8 +113,9 @@ def _figure_checks(policy: Policy, figures: Sequence[Figure],
         gated = {(ERROR_RATE, arm) for arm in {r.arm for r in results}}  # run checks
         for rule in rules:
             gated.add((rule.name, rule.arm))
-            check = judge(rule, index.get((rule.name, rule.arm, scenario)), scenario, counts)
-            checks.append(_unsaturated(check, queued))
+            figure = index.get((rule.name, rule.arm, scenario))
+            check = unpaired_reason(judge(rule, figure, scenario, counts), figure)
+            checks.append(tied(_unsaturated(check, queued)))
         checks += [_info(f) for f in figures
                    if f.scenario == scenario and f.arm == CANDIDATE
                    and (f.name, f.arm) not in gated

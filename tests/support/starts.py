@@ -29,11 +29,14 @@ KINDS = {
     "chromium": "headless Chromium",
     "prometheus": "a real Prometheus server, or promtool",
     "locust": "Locust's processes (a replay)",
+    "peers": "a load tool of benchmarks/peers (GuideLLM, AIPerf, inference-perf), its venv "
+             "under the suite's cache",
 }
 MODEL_FIXTURES = {"real_model", "full_engine"}
 PROGRAMS = {"prometheus": "prometheus", "promtool": "prometheus", "chromium": "chromium",
             "dockerd": "docker", "docker": "docker", "docker-compose": "docker",
-            "debootstrap": "docker", "locust": "locust", "vllm": "vllm"}
+            "debootstrap": "docker", "locust": "locust", "vllm": "vllm",
+            "guidellm": "peers", "aiperf": "peers", "inference-perf": "peers"}
 MODULES = {"llama_cpp.server": "llamacpp", "locust": "locust"}
 LOCUST_COMMANDS = {"replay", "capacity", "compare", "demo"}
 MODEL_COMMANDS = {"serve", "calibrate", "demo"}
