@@ -1,7 +1,7 @@
 """The A/B dashboard's "Conversations turn by turn" row against a real Prometheus scraping a
 run's figures (`metrics --serve`; a run of 3-turn conversations whose candidate drifts from
 turn 2 on): the per-turn figures are exported with a `turn` label, and every query of the
-row runs and shows data, the noise floor's included."""
+row runs and shows data, the noise floor's included; OpenTelemetry's export likewise."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from prometheus_client import CollectorRegistry
 
 from layergate.exporters.catalogue import (
@@ -23,6 +24,7 @@ from layergate.exporters.catalogue import (
 from layergate.exporters.figures.compute import compute_figures
 from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.metrics_server import serve_metrics
+from layergate.exporters.otel_export import OtelRunExporter
 from layergate.exporters.prometheus_export import register_run
 from layergate.exporters.records import ArmResult
 from tests.support.dashboard_rows import BOARD, assert_queries_answer, row_panels
@@ -76,3 +78,20 @@ def test_the_row_shows_the_conversations_turn_by_turn(tmp_path: Path,
                               tmp_path)
     finally:
         server.stop()
+
+
+def test_otel_exports_a_per_turn_figure_as_one_instrument_with_the_turn() -> None:
+    results, positions = _run()
+    figures = compute_figures(results, config=MetricsConfig(n_resamples=50, min_samples=1),
+                              positions=positions)
+    memory = InMemoryMetricReader()
+    exporter = OtelRunExporter("turns", figures, readers=[memory])
+    try:
+        points = {(m.name, p.attributes.get("arm"), p.attributes.get("turn")): p.value
+                  for rm in memory.get_metrics_data().resource_metrics
+                  for sm in rm.scope_metrics for m in sm.metrics for p in m.data.data_points
+                  if p.attributes.get("scenario") == OVERALL}
+    finally:
+        exporter.shutdown()
+    assert points[("layergate.run.agreement_at_turn", CANDIDATE, 2)] == 0.5
+    assert points[("layergate.run.conversation_divergence_turn", CANDIDATE, None)] == 3.0
