@@ -18,7 +18,7 @@ from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, V
 from opentelemetry.sdk.resources import Resource
 from prometheus_client import CollectorRegistry
 
-from layergate.exporters.catalogue import figure_spec
+from layergate.exporters.catalogue import figure_spec, split_turn
 from layergate.exporters.figures import Figure
 from layergate.exporters.records import ArmResult
 
@@ -60,7 +60,8 @@ class OtelRunExporter:
             metric_readers=_readers(registry, otlp_endpoint, readers), views=[view],
             resource=Resource.create({"service.name": "layergate-metrics", "run": run_id}))
         meter = self.provider.get_meter("layergate.exporters")
-        for name in sorted({f.name for f in self.figures}):
+        # a per-turn figure (`agreement_at_turn[3]`) is one instrument, its turn an attribute
+        for name in sorted({split_turn(f.name)[0] for f in self.figures}):
             for suffix, attr in (("", "value"), (".ci_low", "ci_low"), (".ci_high", "ci_high")):
                 meter.create_observable_gauge(f"layergate.run.{name}{suffix}",
                                               callbacks=[self._callback(name, attr)],
@@ -72,9 +73,11 @@ class OtelRunExporter:
         def observe(options: CallbackOptions) -> Iterable[Observation]:
             for f in self.figures:
                 value = getattr(f, attr)
-                if f.name == name and value is not None:
-                    yield Observation(float(value), {"run": self.run_id, "arm": f.arm,
-                                                     "scenario": f.scenario})
+                base, turn = split_turn(f.name)
+                if base == name and value is not None:
+                    attrs = {"run": self.run_id, "arm": f.arm, "scenario": f.scenario}
+                    yield Observation(float(value), attrs if turn is None
+                                      else {**attrs, "turn": turn})
         return observe
 
     def _record(self, meter, results: Iterable[ArmResult]) -> None:

@@ -1,8 +1,10 @@
 """A finished run's figures as Prometheus gauges (names in docs/CONTRACTS.md).
 
 A custom collector: it holds the figures and yields fresh metric families on every
-scrape, on a registry the caller injects. Labels are `run`, `arm`, `scenario` only.
-A figure without a value (not computable) is left out rather than exported as NaN.
+scrape, on a registry the caller injects. Labels are `run`, `arm`, `scenario`, and `turn`
+on a per-turn figure (`agreement_at_turn[3]` is `layergate_run_agreement_at_turn` with
+`turn="3"`; at most MAX_TURNS values, exporters/figures/turns.py). A figure without a value
+(not computable) is left out rather than exported as NaN.
 """
 
 from __future__ import annotations
@@ -15,12 +17,20 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from layergate.exporters.catalogue import VERDICTS, exit_code, figure_spec
+from layergate.exporters.catalogue import VERDICTS, exit_code, figure_spec, split_turn
 from layergate.exporters.figures import Figure
 from layergate.exporters.metrics_server import serve_metrics
 
 PREFIX = "layergate_run_"
 LABELS = ("run", "arm", "scenario")
+TURN = "turn"  # the label of a per-turn figure's turn
+
+
+def _named(name: str) -> tuple[str, tuple[str, ...]]:
+    """(the metric's figure name, its extra label values): a per-turn figure's turn goes
+    into the `turn` label."""
+    base, turn = split_turn(name)
+    return base, (() if turn is None else (str(turn),))
 
 
 class RunFiguresCollector(Collector):
@@ -45,13 +55,14 @@ class RunFiguresCollector(Collector):
             value = getattr(f, attr)
             if value is None:
                 continue
-            name = f"{PREFIX}{f.name}{suffix}"
+            base, turn = _named(f.name)
+            name = f"{PREFIX}{base}{suffix}"
             if name not in families:
-                spec = figure_spec(f.name)
+                spec = figure_spec(base)
                 families[name] = GaugeMetricFamily(
-                    name, help_text.format(name=f.name, meaning=spec.meaning, unit=spec.unit),
-                    labels=LABELS)
-            families[name].add_metric((self.run_id, f.arm, f.scenario), float(value))
+                    name, help_text.format(name=base, meaning=spec.meaning, unit=spec.unit),
+                    labels=LABELS + ((TURN,) if turn else ()))
+            families[name].add_metric((self.run_id, f.arm, f.scenario, *turn), float(value))
         return families
 
     def collect(self) -> Iterator[Metric]:
@@ -61,9 +72,11 @@ class RunFiguresCollector(Collector):
         yield from self._families("_ci_high", "Upper CI bound of {name}", "ci_high").values()
         families: dict[str, GaugeMetricFamily] = {}
         for (name, arm, scenario), threshold in sorted(self.thresholds.items()):
-            family = families.setdefault(name, GaugeMetricFamily(
-                f"{PREFIX}{name}_threshold", f"Gate policy threshold of {name}", labels=LABELS))
-            family.add_metric((self.run_id, arm, scenario), float(threshold))
+            base, turn = _named(name)
+            family = families.setdefault(base, GaugeMetricFamily(
+                f"{PREFIX}{base}_threshold", f"Gate policy threshold of {base}",
+                labels=LABELS + ((TURN,) if turn else ())))
+            family.add_metric((self.run_id, arm, scenario, *turn), float(threshold))
         yield from families.values()
         if self.verdict is not None:
             codes = ", ".join(f"{int(exit_code(v))} {v}" for v in VERDICTS)

@@ -29,7 +29,7 @@ from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.records import ArmResult
 from layergate.exporters.tool_calls import ToolCall
 from layergate.exporters.traffic import TrafficRecord
-from layergate.harness.gate.evaluation import run_figures
+from layergate.harness.gate.evaluation import evaluate, run_figures
 from layergate.harness.gate.policy import PolicyError, parse_policy
 from layergate.harness.processes import free_port
 from layergate.harness.replay import ReplayConfig, run_replay
@@ -40,6 +40,8 @@ from layergate.harness.replay.own import (
     conversations,
     own_messages,
 )
+from layergate.harness.report.conversation import diverged_conversation
+from layergate.harness.report.html import render_html
 from layergate.harness.rundir import RunDir, load_run
 from tests.support.echo import echo_server, start_echo
 
@@ -163,6 +165,12 @@ def test_own_mode_replays_each_arm_on_its_own_history(echo: str, tmp_path: Path)
     assert _by_turn(out, CONVERSATION_DIVERGENCE_TURN, "baseline2") == [4.0]
     prompts = _by_turn(out, PROMPT_TOKENS_AT_TURN, BASELINE)
     assert prompts[0] < prompts[1] < prompts[2]  # the history grows
+    # the HTML report shows one diverged conversation side by side, turn by turn
+    section = diverged_conversation(evaluate(out))
+    assert "first differed at turn 1" in section and "own mode" in section
+    assert section.count("<b>differs</b>") == 1 and "turn 3" in section
+    assert "<del>" in section and "<ins>" in section
+    assert section in render_html(evaluate(out))
 
 
 def test_a_conversation_cut_by_an_error_is_recorded_cut_and_a_resume_goes_on(

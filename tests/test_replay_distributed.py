@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import json
 import signal
 import subprocess
 import time
@@ -308,3 +309,40 @@ def test_until_decided_stops_once_the_policy_is_decided(tmp_path: Path, echo: st
                                             str(policy)),
                           capture_output=True, text=True, timeout=120)
     assert gate.returncode == 0, gate.stdout + gate.stderr
+
+
+def test_own_mode_across_workers_keeps_each_conversation_on_one_worker(
+        tmp_path: Path, echo: str) -> None:
+    """`--conversation-mode own` spread over two workers: a conversation is one unit of
+    work, so every turn of it, every arm's, is sent by the one worker that claimed it, and
+    each arm's later turns hold its own earlier answers (the echo's, longer than the
+    recorded replies)."""
+    path = tmp_path / "chats.jsonl"
+    with path.open("w") as fh:
+        for c in range(6):
+            messages = [{"role": "user", "content": f"conversation {c} opens here"}]
+            for t in range(3):
+                fh.write(json.dumps({
+                    "id": f"c{c}-t{t + 1}", "offset_s": c * 0.1 + t * 0.3, "scenario": "chat",
+                    "endpoint": "/v1/chat/completions",
+                    "body": {"messages": messages, "max_tokens": 4}}) + "\n")
+                messages = [*messages, {"role": "assistant", "content": "ok"},
+                            {"role": "user", "content": f"then {t}"}]
+    out, port = tmp_path / "multi", free_port()
+    # two conversations in flight: one Locust user a worker, so both workers hold some
+    master = subprocess.Popen(master_cmd(path, out, echo, port, 2, "--conversation-mode",
+                                         "own", "--max-in-flight", "2", "--metrics-linger", "0"),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    workers = {name: Worker(tmp_path / name, port, name=name) for name in ("w1", "w2")}
+    run = completed(master, workers, out, 36)
+    assert run.manifest.config["conversation_mode"] == "own"
+    assert all(r.ok for r in run.results)
+    with RunDir(out).open_store(create=False) as store:
+        senders: dict[str, set[str]] = {}
+        for row in store.rows():
+            senders.setdefault(row.result.request_id.split("-")[0], set()).add(row.worker)
+    assert all(len(names) == 1 for names in senders.values()), senders
+    assert set().union(*senders.values()) == {"w1", "w2"}  # both workers held some
+    prompt = {(r.request_id, r.arm): r.prompt_tokens for r in run.results}
+    assert all(prompt[(f"c{c}-t3", "baseline")] == prompt[(f"c{c}-t3", "candidate")]
+               for c in range(6))

@@ -21,6 +21,7 @@ from layergate.exporters.figures.answers import answer_summary, describe
 from layergate.harness.gate.checks import INFO, Check
 from layergate.harness.gate.result import GateResult
 from layergate.harness.report import html_plots, wording
+from layergate.harness.report.conversation import diverged_conversation
 from layergate.harness.report.pairs import (
     CallDiff,
     Pair,
@@ -113,7 +114,7 @@ def render_body(result: GateResult, candidate: str | None = None) -> str:
             f"{_frontier(result)}<h2>Plots</h2>{_sampled(result)}"
             f"<div class=plots>{figures}</div>"
             f"<h2>Worst diverging requests</h2>{_sampled(result)}{_diffs(result)}"
-            f"{_accuracy_flips(result)}{scenario_tables}")
+            f"{diverged_conversation(result)}{_accuracy_flips(result)}{scenario_tables}")
 
 
 def _sampled(result: GateResult) -> str:

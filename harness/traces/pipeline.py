@@ -8,7 +8,11 @@ first row) and the seeded `sample` keep or drop it; prompts over `max_input_toke
 clipped or dropped and outputs over `max_output_tokens` capped; then the record is written,
 its offset the row's time since the first written row times `time_scale`, until `limit`.
 Length-only rows get a made-up prompt of exactly their length (`synth.py`), on
-/v1/completions so that no chat template adds tokens.
+/v1/completions so that no chat template adds tokens. A session's turns (`SessionTurn`,
+mooncake's multi-turn rows) become chat requests holding the session so far: each earlier
+turn's made-up input and a made-up reply of its output length, then the turn's own new
+input, so the turns group as one conversation (docs/FORMATS.md, "Conversation modes"); a
+session is sampled whole.
 """
 
 from __future__ import annotations
@@ -36,12 +40,13 @@ from layergate.harness.traces.report import (
     ImportReport,
     Tally,
 )
-from layergate.harness.traces.rows import LengthRow, RequestRow, Skipped
+from layergate.harness.traces.rows import LengthRow, RequestRow, SessionTurn, Skipped
 from layergate.harness.traces.sniff import check_format
 from layergate.harness.traces.source import TraceError
 from layergate.harness.traces.synth import PromptSynth, unit
 
 _SAMPLE_STREAM = 0x5A17  # sampling draws apart from the prompt text's
+_REPLY_STREAM = 0x7E91  # a session's made-up replies apart from its inputs
 
 
 class _Tokens:
@@ -86,6 +91,8 @@ class _Lines:
         self.t0: float | None = None  # trace time of the first row
         self.first: float | None = None  # of the first row written, from t0
         self.label = json.dumps(config.label, ensure_ascii=False)
+        # session -> (its first row's line: the sampling key, its messages so far)
+        self.sessions: dict[str, tuple[int, list[dict[str, Any]]]] = {}
 
     def lines(self, rows: Iterable[Any]) -> Iterator[str]:
         config, tally = self.config, self.tally
@@ -116,11 +123,14 @@ class _Lines:
         if isinstance(row, Skipped):
             self.tally.leave_out(row.why)
             return None
+        key = row.line
+        if isinstance(row, SessionTurn):
+            key, row = self._turn(row)
         offset = self._offset(row)
         if offset is None:
             return None
         if self.config.sample < 1 and unit(self.config.seed ^ _SAMPLE_STREAM,
-                                           row.line) >= self.config.sample:
+                                           key) >= self.config.sample:
             self.tally.leave_out(SAMPLED_OUT)
             return None
         if isinstance(row, LengthRow):
@@ -147,6 +157,21 @@ class _Lines:
         offset = round((since - self.first) * self.config.time_scale, 6)
         self.tally.span_s = max(self.tally.span_s, offset)
         return offset
+
+    def _turn(self, row: SessionTurn) -> tuple[int, RequestRow]:
+        """(the session's sampling key, the turn as a chat request): the session so far and
+        the turn's made-up input; the session's history grows by it and a made-up reply."""
+        first, history = self.sessions.setdefault(row.session, (row.line, []))
+        synth, out = self.synth, max(row.output_tokens, 1)
+        said = (synth.blocks(row.hash_ids, row.input_tokens, self.config.block_size)
+                if row.hash_ids is not None else synth.prompt(row.line, row.input_tokens))
+        messages = [*history, {"role": "user", "content": said}]
+        history[:] = [*messages, {"role": "assistant",
+                                  "content": synth.prompt(row.line ^ _REPLY_STREAM, out)}]
+        self.tally.input_tokens += row.input_tokens
+        body = {"messages": messages, "max_tokens": out, "temperature": 0}
+        return first, RequestRow(row.line, f"{self.config.format}-{row.line}", CHAT, body,
+                                 at_s=row.at_s, messages=messages)
 
     def _made_up(self, row: LengthRow, offset: float) -> str | None:
         config, tally = self.config, self.tally

@@ -1,5 +1,7 @@
 """What a format reader yields for each row of a trace: a length-only request (`LengthRow`,
-whose prompt is made up to its length), a request with its real body (`RequestRow`), a row
+whose prompt is made up to its length), a turn of a length-only conversation
+(`SessionTurn`: its history and its new input made up), a request with its real body
+(`RequestRow`), a row
 the format itself says to leave out (`Skipped`, e.g. a failed response), or a `TraceError`."""
 
 from __future__ import annotations
@@ -15,6 +17,19 @@ class LengthRow:
     input_tokens: int
     output_tokens: int
     hash_ids: list[int] | None = None  # mooncake: one id per block of the prompt
+
+
+@dataclass(frozen=True)
+class SessionTurn:
+    """A turn of a session (mooncake's multi-turn rows): `input_tokens` new tokens after the
+    session's earlier turns, each followed by a made-up reply of its `output_tokens`."""
+
+    line: int
+    at_s: float  # when the turn arrives, in trace seconds
+    session: str
+    input_tokens: int
+    output_tokens: int
+    hash_ids: list[int] | None = None  # the new input's blocks, when the trace gives them
 
 
 @dataclass(frozen=True)
