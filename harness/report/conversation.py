@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from html import escape
 
-from layergate.exporters.catalogue import BASELINE, CANDIDATE, same_output
+from layergate.exporters.catalogue import BASELINE, CANDIDATE, RECORDED, same_output
 from layergate.exporters.figures.conversations import turn_positions
 from layergate.exporters.records import ArmResult
 from layergate.harness.gate.result import GateResult
@@ -87,7 +87,7 @@ def diverged_conversation(result: GateResult, arm: str = CANDIDATE) -> str:
         return ""
     d, _, ids = min(found, key=lambda x: (-x[0], x[1]))
     messages = _messages(result, ids)
-    mode = (result.manifest.get("config") or {}).get("conversation_mode") or "recorded"
+    mode = (result.manifest.get("config") or {}).get("conversation_mode") or RECORDED
     body = "".join(_row(k, _user_said(messages.get(rid, [])), rows.get((rid, BASELINE)),
                         rows.get((rid, arm)), k == d) for k, rid in enumerate(ids))
     return (f"<h2>A diverged conversation</h2><div class=card id=diverged-conversation>"
