@@ -33,7 +33,7 @@ GATE_TABLE = "| per-request noise σ"
 OFF_TABLE = "| world (true process spread, per-request noise)"
 SEQ_TABLE = "| world, sequential A/A streams of 400 requests"
 # the gate table's columns: TPOT noise sigma (None: the committed run's own) and runs
-GATE_COLUMNS = ((None, 2000), (0.097, 1000), (0.24, 1000))
+GATE_COLUMNS = ((None, 800), (0.097, 400), (0.24, 400))
 # gate table rows: (row label's start, [(experiment, method, key) per number in the cell])
 _SHIP = "process+floor"
 GATE_ROWS = (
