@@ -4,7 +4,8 @@ recommendation's interval hold after it was selected? Simulated runs, real gate 
 Each simulated family replays N requests through baseline A, baseline2 A' and three
 candidates, every arm's process with its own log speed factor u ~ N(0, tau^2) and every
 request on every arm its own log-time noise (benchmarks/gate_simulation.py's model and
-its committed inputs, benchmarks/data/aa_costs.json). Each candidate's figures come from the gate's calculators (alignment,
+its committed inputs, benchmarks/data/aa_costs.json). Each candidate's figures come from
+the gate's calculators (alignment,
 resampled sums, layergate.exporters.figures.rer with its between-process term, the candidate's own
 process draw), each candidate is judged by the real `judge` of an RER rule, the family by the real
 `judge_family` (Holm) and `FamilyResult` (comparisons with the best, the recommendation

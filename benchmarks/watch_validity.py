@@ -48,11 +48,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from worlds import WORLDS, World  # noqa: E402
+
 from layergate.exporters.figures.canary import ArmWindow, Window  # noqa: E402
 from layergate.exporters.figures.sequential import rate_difference_sequence, windows_needed  # noqa: E402
 from layergate.harness.watch.policy import WatchPolicy, load_watch_policy  # noqa: E402
 from layergate.harness.watch.stages import StageMachine, StagePlan, WatchStatus  # noqa: E402
-from worlds import WORLDS, World  # noqa: E402
 
 EXPERIMENTS = ("aa", "threshold", "slow", "turn", "errors")
 LATENCIES = (("e2e", 2.0, 0.6), ("ttft", 0.2, 0.8), ("tpot", 0.03, 0.3))  # median s, sigma

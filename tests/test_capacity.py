@@ -235,8 +235,12 @@ def test_gate_judges_a_capacity_sweep_under_a_policy(tmp_path: Path, status: str
 
 def test_a_single_sweeps_interval_is_labelled_where_it_is_stored_and_printed(
         tmp_path: Path) -> None:
-    from layergate.harness.capacity.report import SINGLE_SWEEP, SINGLE_SWEEP_NOTE, print_sweep
-    from layergate.harness.capacity.report import sweep_figures
+    from layergate.harness.capacity.report import (
+        SINGLE_SWEEP,
+        SINGLE_SWEEP_NOTE,
+        print_sweep,
+        sweep_figures,
+    )
     from layergate.harness.sweepdir import SweepDir
 
     out = _sweep_dir(tmp_path, "complete")

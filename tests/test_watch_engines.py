@@ -21,9 +21,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from layergate.exporters.figures.canary import process_margin
 from layergate.exporters.figures.sequential import windows_needed
 from layergate.harness.stack.engines import start_engine
-from layergate.exporters.figures.canary import process_margin
 from layergate.harness.watch.policy import DEFAULT_PROCESS_SPREAD
 from layergate.harness.watch.stages import MIN_N_OPT, PROCESS_SHARE
 from tests.support.watch_rig import Rig, RigResult, run_rig

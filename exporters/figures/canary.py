@@ -41,7 +41,6 @@ from statistics import NormalDist
 from layergate.exporters.catalogue import LIVE_FIGURES, FigureSpec, LiveScale
 from layergate.exporters.figures.sequential import rate_difference_sequence, t_mean_sequence
 
-
 TIMED: tuple[LiveScale, ...] = ("log_ratio", "saving")  # the scales a process moves
 
 
