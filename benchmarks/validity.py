@@ -11,7 +11,7 @@ they are listed at the end as one-off measurements with their date and command.
 
 Sections and their time at the doc's sizes on the shared 2-core machine: gate 14 min,
 offmodel and sequential ~30 min, watch ~25 min, spec ~5 min, accuracy ~10 min, family ~5
-min, capacity (2000 sweeps a truth and table) a few hours, slots 1 min.
+min, capacity (2000 sweeps a truth and table) 30-60 min, slots 1 min.
 """
 
 from __future__ import annotations
