@@ -26,15 +26,22 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import replace
 
 import numpy as np
 from scipy.stats import beta
 
-from layergate.exporters.catalogue import ACCURACY_DELTA
-from layergate.exporters.figures.accuracy import mcnemar_exact, paired_stats
-from layergate.exporters.figures.bootstrap import resample_sums
+from layergate.exporters.catalogue import (
+    ACCURACY_DELTA,
+    ACCURACY_MCNEMAR_P,
+    BASELINE,
+    CANDIDATE,
+)
+from layergate.exporters.figures import OVERALL
+from layergate.exporters.figures.compute import compute_figures
 from layergate.exporters.figures.config import MetricsConfig
-from layergate.exporters.figures.estimate import estimate
+from layergate.exporters.records import ArmResult
+from layergate.exporters.references import Reference
 
 
 def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
@@ -44,9 +51,26 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return low, high
 
 
+REFERENCE = Reference("exact", answers=("right",))
+
+
+def results(a: np.ndarray, x: np.ndarray) -> tuple[list[ArmResult], dict[str, Reference]]:
+    """The set as a run stores it: each arm's answer per item ("right" or "wrong"), with
+    every item's reference."""
+    rows = []
+    for i, (right_a, right_x) in enumerate(zip(a, x, strict=True)):
+        for arm, right in ((BASELINE, right_a), (CANDIDATE, right_x)):
+            rows.append(ArmResult(f"q{i:04d}", arm, "mix", True, ttft_s=0.1, e2e_s=0.5,
+                                  output_tokens=1,
+                                  output_text="right" if right else "wrong"))
+    return rows, {f"q{i:04d}": REFERENCE for i in range(len(a))}
+
+
 def one_set(rng: np.random.Generator, n: int, lost: float, redraw: float,
             config: MetricsConfig, seed: int) -> tuple[float, float, float]:
-    """(ci_low, ci_high, McNemar p) of accuracy_delta, candidate against baseline."""
+    """(ci_low, ci_high, McNemar p) of accuracy_delta, candidate against baseline, as a run
+    computes them: `compute_figures` on the answers and their references (the outputs
+    scored, the accuracy columns, the shared bootstrap, `estimate`, McNemar exact)."""
     p = rng.beta(2, 1, size=n)
     shared = rng.random(n) < p
 
@@ -56,14 +80,27 @@ def one_set(rng: np.random.Generator, n: int, lost: float, redraw: float,
 
     a, x = arm(), arm()
     x[: round(lost * n)] = False  # the known extra items the candidate gets wrong
-    cols = {"acc.candidate.pair": np.ones(n), "acc.candidate.rw": (a & ~x).astype(float),
-            "acc.candidate.wr": (~a & x).astype(float)}
-    table = resample_sums(cols, np.zeros(n, dtype=np.int64), 1, config.n_resamples, seed)
-    stat = paired_stats("candidate")[ACCURACY_DELTA]
-    [fig] = [f for f in estimate(table, stat, (), config, ACCURACY_DELTA, "candidate")]
+    rows, references = results(a, x)
+    figures = {f.name: f for f in compute_figures(rows, config=replace(config, seed=seed),
+                                                   references=references)
+               if f.arm == CANDIDATE and f.scenario == OVERALL}
+    fig, mc = figures[ACCURACY_DELTA], figures[ACCURACY_MCNEMAR_P]
     return (fig.ci_low if fig.ci_low is not None else np.nan,
             fig.ci_high if fig.ci_high is not None else np.nan,
-            mcnemar_exact(int((a & ~x).sum()), int((~a & x).sum())))
+            mc.value if mc.value is not None else np.nan)
+
+
+def aa_exclusions(n: int, redraw: float, sets: int, seed: int = 0, lost: float = 0.0
+                  ) -> dict[str, int]:
+    """Sets of `n` items (A/A, or a candidate that `lost` a share of them): how many
+    intervals excluded 0, lay wholly below -0.02, and McNemar p < 0.05. What `make
+    validity` and the suite rerun (the seeds main uses)."""
+    rng = np.random.default_rng([seed, n, int(lost * 1000), int(redraw * 1000)])
+    config = MetricsConfig()
+    rows = np.array([one_set(rng, n, lost, redraw, config, seed + k) for k in range(sets)])
+    low, high, pval = rows.T
+    return {"excludes 0": int(((low > 0) | (high < 0)).sum()),
+            "below -0.02": int((high < -0.02).sum()), "mcnemar": int((pval < 0.05).sum())}
 
 
 def share(k: int, n: int) -> str:

@@ -144,7 +144,7 @@ def processes(arms: dict[str, Arm], sd: float, rng: np.random.Generator) -> dict
             for i, (a, arm) in enumerate(arms.items())}
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sweeps", type=int, default=400)
     parser.add_argument("--replicates", type=int, default=8)
@@ -166,16 +166,79 @@ def main() -> None:
                         help="log half-width to size replicates for (0.08: about +-8 %%)")
     parser.add_argument("--truths", default="aa,policy,slots")
     parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args()
-    config = CapacityConfig(out=Path("unused"), arms={BASELINE: "http://127.0.0.1:1",
-                                                      CANDIDATE: "http://127.0.0.1:2"},
-                            slo=f"ttft:{WAIT_S}s", traffic=Path("unused"), start=1.0,
-                            factor=2.0, bisections=args.bisections, warmup=args.warmup,
-                            min_duration=args.duration, min_requests=args.requests,
-                            knee_steps=args.knee_steps)
-    designs = {"aa": ({BASELINE: Arm(4, jitter=0.1), CANDIDATE: Arm(4, jitter=0.1)}, 1.0),
-               "policy": ({BASELINE: Arm(4), CANDIDATE: Arm(4, scale=1.2)}, 1.2),
-               "slots": ({BASELINE: Arm(4), CANDIDATE: Arm(6)}, None)}
+    return parser.parse_args(argv)
+
+
+DESIGNS = {"aa": ({BASELINE: Arm(4, jitter=0.1), CANDIDATE: Arm(4, jitter=0.1)}, 1.0),
+           "policy": ({BASELINE: Arm(4), CANDIDATE: Arm(4, scale=1.2)}, 1.2),
+           "slots": ({BASELINE: Arm(4), CANDIDATE: Arm(6)}, None)}
+
+
+def sweep_config(args: argparse.Namespace) -> CapacityConfig:
+    return CapacityConfig(out=Path("unused"), arms={BASELINE: "http://127.0.0.1:1",
+                                                    CANDIDATE: "http://127.0.0.1:2"},
+                          slo=f"ttft:{WAIT_S}s", traffic=Path("unused"), start=1.0,
+                          factor=2.0, bisections=args.bisections, warmup=args.warmup,
+                          min_duration=args.duration, min_requests=args.requests,
+                          knee_steps=args.knee_steps)
+
+
+def truth_counts(label: str, args: argparse.Namespace) -> dict:
+    """`args.sweeps` sweeps of truth `label`: how many intervals across replicates covered
+    the truth, had their lower end above it (a false pass at it) or their upper end below,
+    and how often the first replicate's own interval covered; with the errors, widths and
+    replicates asked for. What main prints and `make validity` compares with the doc."""
+    config = sweep_config(args)
+    arms, truth = DESIGNS[label]
+    sd = args.tau if args.process_sd is None else args.process_sd
+    tau = 0.0 if args.restart else args.tau
+    if truth is None:
+        truth = true_capacity(arms[CANDIDATE]) / true_capacity(arms[BASELINE])
+    rng = np.random.default_rng([args.seed, len(label)])
+    covered = below = above = single = single_n = none = 0
+    widths, needed, errors, deviations = [], [], [], []
+    own: dict[bool, list[float]] = {False: [], True: []}  # by parted: log r - its truth
+    for _ in range(args.sweeps):
+        procs = processes(arms, sd, rng)
+        ratios, first = [], None
+        for _r in range(args.replicates):
+            if args.restart:
+                procs = processes(arms, sd, rng)
+            steps = ladder(procs, config, rng)
+            first = first if first is not None else steps
+            r = ratio_of(steps)
+            if r is not None:
+                ratios.append(r)
+                # the ratio of these processes: the design's times their gap
+                gap = (procs[CANDIDATE].scale / arms[CANDIDATE].scale) / (
+                    procs[BASELINE].scale / arms[BASELINE].scale)
+                own[split(steps)].append(math.log(r / (truth * gap)))
+        if len(ratios) < (6 if args.restart else 2):
+            none += 1
+            continue
+        got = restarted_ratio(ratios) if args.restart else replicated_ratio(ratios, tau)
+        logs = np.log(ratios)
+        deviations += list((logs - logs.mean()) * math.sqrt(len(logs) / (len(logs) - 1)))
+        covered += got.low <= truth <= got.high
+        below += got.low > truth  # the lower end above the truth: a false pass at it
+        above += got.high < truth
+        widths.append(got.half_width_log)
+        errors.append(math.log(got.value / truth))
+        needed.append(got.replicates_for(args.target_half_width))
+        fig = next(f for f in cap.figures(first, cap.SweepJudge(
+            resamples=args.resamples, seed=int(rng.integers(1 << 30))), "req/s")
+            if f.name == CAPACITY_RATIO and f.arm == CANDIDATE)
+        if fig.ci_low is not None and fig.ci_high is not None:
+            single_n += 1
+            single += fig.ci_low <= truth <= fig.ci_high
+    return {"truth": truth, "done": args.sweeps - none, "none": none, "covered": covered,
+            "below": below, "above": above, "single": single, "single_n": single_n,
+            "widths": widths, "needed": needed, "errors": errors, "deviations": deviations,
+            "own": own, "sd": sd, "tau": tau}
+
+
+def main() -> None:
+    args = parse_args()
     sd = args.tau if args.process_sd is None else args.process_sd
     tau = 0.0 if args.restart else args.tau
     print(f"{args.sweeps} sweeps x {args.replicates} replicates per truth; processes' log "
@@ -186,48 +249,12 @@ def main() -> None:
           f"{args.duration:g} s after a {args.warmup:g} s warm-up; {args.bisections} "
           f"bisections, bisection steps x{args.knee_steps:g}")
     for label in args.truths.split(","):
-        arms, truth = designs[label]
-        if truth is None:
-            truth = true_capacity(arms[CANDIDATE]) / true_capacity(arms[BASELINE])
-        rng = np.random.default_rng([args.seed, len(label)])
         began = time.time()
-        covered = below = above = single = single_n = none = 0
-        widths, needed, errors, deviations = [], [], [], []
-        own: dict[bool, list[float]] = {False: [], True: []}  # by parted: log r - its truth
-        for _ in range(args.sweeps):
-            procs = processes(arms, sd, rng)
-            ratios, first = [], None
-            for _r in range(args.replicates):
-                if args.restart:
-                    procs = processes(arms, sd, rng)
-                steps = ladder(procs, config, rng)
-                first = first if first is not None else steps
-                r = ratio_of(steps)
-                if r is not None:
-                    ratios.append(r)
-                    # the ratio of these processes: the design's times their gap
-                    gap = (procs[CANDIDATE].scale / arms[CANDIDATE].scale) / (
-                        procs[BASELINE].scale / arms[BASELINE].scale)
-                    own[split(steps)].append(math.log(r / (truth * gap)))
-            if len(ratios) < (6 if args.restart else 2):
-                none += 1
-                continue
-            got = restarted_ratio(ratios) if args.restart else replicated_ratio(ratios, tau)
-            logs = np.log(ratios)
-            deviations += list((logs - logs.mean()) * math.sqrt(len(logs) / (len(logs) - 1)))
-            covered += got.low <= truth <= got.high
-            below += got.low > truth  # the lower end above the truth: a false pass at it
-            above += got.high < truth
-            widths.append(got.half_width_log)
-            errors.append(math.log(got.value / truth))
-            needed.append(got.replicates_for(args.target_half_width))
-            fig = next(f for f in cap.figures(first, cap.SweepJudge(
-                resamples=args.resamples, seed=int(rng.integers(1 << 30))), "req/s")
-                if f.name == CAPACITY_RATIO and f.arm == CANDIDATE)
-            if fig.ci_low is not None and fig.ci_high is not None:
-                single_n += 1
-                single += fig.ci_low <= truth <= fig.ci_high
-        done = args.sweeps - none
+        c = truth_counts(label, args)
+        truth, done, none = c["truth"], c["done"], c["none"]
+        covered, below, above = c["covered"], c["below"], c["above"]
+        widths, needed, errors, own = c["widths"], c["needed"], c["errors"], c["own"]
+        single, single_n, deviations = c["single"], c["single_n"], c["deviations"]
         known = [n for n in needed if n is not None]
         print(f"\n{label}: true ratio {truth:.4f} ({time.time() - began:.0f} s; {none} "
               f"sweeps without enough replicate ratios)")

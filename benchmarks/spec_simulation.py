@@ -1,8 +1,8 @@
 """Coverage of the speculative figures' intervals by simulation (docs/VALIDITY.md, "Every
 interval"): `spec_accept_length` and `spec_acceptance_rate` from per-request draft counts
-(the `layergate` extension's, or vLLM's per-request metrics), through the project's own
-path (the figure's columns and sums, the shared stratified bootstrap, `estimate`), at the
-run's defaults (1000 resamples, 95 %).
+(the `layergate` extension's, or vLLM's per-request metrics), through the code a run uses
+(`compute_figures` on the requests as `ArmResult`s: the figure's columns and sums, the
+shared stratified bootstrap, `estimate`), at the run's defaults (1000 resamples, 95 %).
 
 Each request verifies 1 + Poisson(`--steps` - 1) drafts of `--k` tokens. Requests differ:
 each has its own acceptance propensity q ~ Beta(`--a`, `--b`) (prompts an n-gram drafter
@@ -18,17 +18,23 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import replace
 
 import numpy as np
 from scipy.stats import beta
 
-from layergate.exporters.catalogue import SPEC_ACCEPT_LENGTH, SPEC_ACCEPTANCE_RATE
-from layergate.exporters.figures.bootstrap import resample_sums
+from layergate.exporters.catalogue import (
+    BASELINE,
+    CANDIDATE,
+    SPEC_ACCEPT_LENGTH,
+    SPEC_ACCEPTANCE_RATE,
+)
+from layergate.exporters.figures import OVERALL
+from layergate.exporters.figures.compute import compute_figures
 from layergate.exporters.figures.config import MetricsConfig
-from layergate.exporters.figures.estimate import estimate
-from layergate.exporters.figures.speculative import stats
+from layergate.exporters.records import ArmResult
 
-ARM = "candidate"
+ARM = CANDIDATE
 
 
 def requests(rng: np.random.Generator, n: int, args: argparse.Namespace
@@ -45,18 +51,51 @@ def requests(rng: np.random.Generator, n: int, args: argparse.Namespace
             np.bincount(owner, weights=accepted, minlength=n))
 
 
+def results(drafts: np.ndarray, proposed: np.ndarray, accepted: np.ndarray
+            ) -> list[ArmResult]:
+    """The requests as a run stores them: a baseline without drafting and the candidate
+    with its per-request draft counts in the `layergate` extension (as the reference engine
+    and vLLM's per-request metrics give them), each verify step one token plus those
+    accepted."""
+    rows = []
+    for i, (d, p, a) in enumerate(zip(drafts, proposed, accepted, strict=True)):
+        tokens = int(d + a)
+        rows.append(ArmResult(f"q{i:04d}", BASELINE, "mix", True, ttft_s=0.1,
+                              e2e_s=0.1 + 0.02 * tokens, output_tokens=tokens))
+        rows.append(ArmResult(f"q{i:04d}", ARM, "mix", True, ttft_s=0.1,
+                              e2e_s=0.1 + 0.01 * tokens, output_tokens=tokens,
+                              extension={"draft_steps": int(d), "draft_tokens_proposed":
+                                         int(p), "draft_tokens_accepted": int(a)}))
+    return rows
+
+
 def one_set(rng: np.random.Generator, n: int, args: argparse.Namespace,
             config: MetricsConfig, seed: int) -> dict[str, tuple[float, float]]:
-    drafts, proposed, accepted = requests(rng, n, args)
-    p = f"spec.{ARM}."
-    cols = {p + "n": np.ones(n), p + "proposed": proposed, p + "accepted": accepted,
-            p + "drafts": drafts, p + "tokens": drafts + accepted}
-    table = resample_sums(cols, np.zeros(n, dtype=np.int64), 1, config.n_resamples, seed)
-    out = {}
-    for name, stat in stats(ARM).items():
-        if name in (SPEC_ACCEPT_LENGTH, SPEC_ACCEPTANCE_RATE):
-            [fig] = estimate(table, stat, (), config, name, ARM)
-            out[name] = (fig.ci_low, fig.ci_high)
+    """A set's intervals, computed as a run computes them: `compute_figures` on its
+    results (the columns, the shared stratified bootstrap, `estimate`)."""
+    figures = compute_figures(results(*requests(rng, n, args)),
+                              config=replace(config, seed=seed))
+    return {f.name: (f.ci_low, f.ci_high) for f in figures
+            if f.arm == ARM and f.scenario == OVERALL
+            and f.name in (SPEC_ACCEPT_LENGTH, SPEC_ACCEPTANCE_RATE)}
+
+
+def coverage(n: int, sets: int, argv: list[str] | None = None, seed: int = 0
+             ) -> dict[str, int]:
+    """`sets` sets of `n` requests: per figure, how many intervals covered the truth, and
+    how many had their lower end above it. What `make validity` and the suite rerun."""
+    args = parse_args(argv or [])
+    truth = truths(args)
+    rng = np.random.default_rng([seed, n])
+    config = MetricsConfig()
+    out: dict[str, int] = {}
+    for i in range(sets):
+        got = one_set(rng, n, args, config, seed + i)
+        for name, value in truth.items():
+            low, high = got[name]
+            ok = low is not None and high is not None
+            out[f"{name} covers"] = out.get(f"{name} covers", 0) + int(ok and low <= value <= high)
+            out[f"{name} above"] = out.get(f"{name} above", 0) + int(ok and low > value)
     return out
 
 

@@ -5,9 +5,13 @@ the number the doc gives, with the regenerated share's exact 95 % interval; a do
 outside it is marked DIFFERS. Figures measured on real engines cannot be regenerated here:
 they are listed at the end as one-off measurements with their date and command.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/validity.py            # the doc's sizes (~30 min)
+    PYTHONPATH=. .venv/bin/python benchmarks/validity.py            # the doc's sizes (hours)
     PYTHONPATH=. .venv/bin/python benchmarks/validity.py --scale 0.1  # a tenth of the runs
     PYTHONPATH=. .venv/bin/python benchmarks/validity.py --only gate,offmodel
+
+Sections and their time at the doc's sizes on the shared 2-core machine: gate 14 min,
+offmodel and sequential ~30 min, watch ~25 min, spec ~5 min, accuracy ~10 min, family ~5
+min, capacity (2000 sweeps a truth and table) 30-60 min, slots 1 min.
 """
 
 from __future__ import annotations
@@ -24,8 +28,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import accuracy_simulation as acc  # noqa: E402
+import capacity_simulation as capsim  # noqa: E402
+import family_simulation as fam  # noqa: E402
 import gate_simulation as gate  # noqa: E402
 import sequential_simulation as seq  # noqa: E402
+import slots_truth  # noqa: E402
+import spec_simulation as spec  # noqa: E402
+import watch_validity as watch  # noqa: E402
 from worlds import WORLDS  # noqa: E402
 
 DOC = ROOT / "docs" / "VALIDITY.md"
@@ -33,7 +43,7 @@ GATE_TABLE = "| per-request noise σ"
 OFF_TABLE = "| world (true process spread, per-request noise)"
 SEQ_TABLE = "| world, sequential A/A streams of 400 requests"
 # the gate table's columns: TPOT noise sigma (None: the committed run's own) and runs
-GATE_COLUMNS = ((None, 2000), (0.097, 1000), (0.24, 1000))
+GATE_COLUMNS = ((None, 800), (0.097, 400), (0.24, 400))
 # gate table rows: (row label's start, [(experiment, method, key) per number in the cell])
 _SHIP = "process+floor"
 GATE_ROWS = (
@@ -52,6 +62,32 @@ GATE_ROWS = (
 )
 OFF_FIGURES = ("rer", "rer_decode", "latency_ratio", "ttft_latency_ratio", "tpot_latency_ratio")
 SEQ_KEYS = ("no-regression: latency_ratio", "tight: rer")
+WATCH_TABLE = "| world, the watch's A/A rollouts"
+WATCH_KEYS = ("any", "e2e_ratio", "ttft_ratio", "tpot_ratio", "verdict pass")
+WATCH_ROLLOUTS = 300
+SPEC_TABLE = "| requests | expanded percentile"
+SPEC_EVEN_TABLE = "| requests, less varied acceptance"
+ACC_TABLE = "| redraw | n | case |"
+FAMILY_TABLE = "| experiment | families | measured | target |"
+# capacity tables: (header, key cells, the simulation's arguments, sweeps, per row label's
+# start: its truth; columns: (key, its index among the row's other cells))
+CAP_TRUTHS = (("1.0", "aa"), ("1.2", "policy"), ("1.664", "slots"))
+CAP_TABLES = (
+    ("| truth | sweeps | coverage, across 8 restarted replicates", 1,
+     ["--restart", "--seed", "11"], 2000, (("covered", 1), ("below", 2))),
+    ("| truth | sweeps | coverage, across 8 replicates |", 2, ["--seed", "11"], 2000,
+     (("covered", 1), ("below", 2), ("single", 4))),
+    ("| truth | sweeps | coverage, across 8 replicates |", 2, ["--seed", "1"], 400,
+     (("covered", 1), ("below", 2), ("single", 4))),
+)
+CAP_OFF_TABLE = "| truth | the same processes, t with τ = 0.02: coverage"
+# the family table's rows: (label's start, the count, its denominator)
+FAMILY_ROWS = (
+    ("every candidate's true RER exactly at", "threshold", "any pass", None),
+    ("three equal candidates", "equal", "recommended above", "recommended"),
+    ("the same, the rule before", "equal", "own above", "old"),
+    ("the same, the largest point, its interval at its Holm", "equal", "old above", "old"),
+)
 # numbers measured on real engines: not regenerable here (section, date, command)
 ONE_OFFS = (
     ("Real runs under the shipped policies (50 runs, verdict counts, τ measured)",
@@ -71,6 +107,26 @@ ONE_OFFS = (
     ("Side by side with the peers", "2026-12-03", "make peers"),
     ("The gate simulation's inputs (one real A/A run)", "see benchmarks/data/aa_costs.json",
      "benchmarks/gate_validity.py --experiments aa --repeats 1 ...; --record-inputs"),
+    ("The gate table before the committed inputs (VALIDITY.md, 'Simulated')",
+     "before 2026-12-05", "benchmarks/gate_simulation.py --from-run runs/... (not kept)"),
+    ("The plain percentile intervals the expanded ones replaced (METRICS.md 5.3-5.9 %; "
+     "VALIDITY.md 'Speculative figures', its last column)", "2026-12-01 / 2026-12-04",
+     "gate_simulation.py / spec_simulation.py at the commits before the expanded percentile"),
+    ("Capacity: the per-request bootstrap one sweep had (33-40 %), --knee-steps 1, the "
+     "t-interval on restarted replicates (98.9 %)", "2026-12-04",
+     "benchmarks/capacity_simulation.py --sweeps 400|2000 [--knee-steps 1] [--restart]"),
+    ("Sequential verdicts table (METRICS.md; VALIDITY.md 'Sequential verdicts')",
+     "2026-12-01 to 2026-12-04", "benchmarks/sequential_simulation.py --runs 2000|300, "
+     "before every arm had its own process"),
+)
+# held by the suite on every `make test`, not rerun here (what, the test)
+HELD_BY_TESTS = (
+    ("conversation bootstrap: per-request < 85 %, conversation >= 90 % (METRICS.md)",
+     "tests/test_conversations.py"),
+    ("sequential margins at the threshold, 300 streams each (METRICS.md)",
+     "tests/test_gate_sequential.py"),
+    ("the replicates' intervals off their model (METRICS.md, VALIDITY.md)",
+     "tests/test_capacity_intervals.py"),
 )
 
 
@@ -105,6 +161,21 @@ def doc_table(header: str, doc: Path = DOC) -> dict[str, list[str]]:
             break
         cells = [c.strip() for c in line.strip("|").split("|")]
         rows[cells[0]] = cells[1:]
+    return rows
+
+
+def doc_rows(header: str, key_cells: int, doc: Path = DOC) -> dict[str, list[str]]:
+    """As `doc_table`, keyed by the first `key_cells` cells joined by " | "."""
+    lines = doc.read_text().splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(header)), None)
+    rows: dict[str, list[str]] = {}
+    if start is None:
+        return rows
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[" | ".join(cells[:key_cells])] = cells[key_cells:]
     return rows
 
 
@@ -158,12 +229,114 @@ def sequential_rows(scale: float) -> Iterator[Row]:
                       doc_number(table, label, column, 0), counts.get(key, 0), n)
 
 
+def watch_rows(scale: float) -> Iterator[Row]:
+    table = doc_table(WATCH_TABLE)
+    n = max(20, round(WATCH_ROLLOUTS * scale))
+    for world in WORLDS.values():
+        for label, prior in ((f"`{world.name}`: term", None), (f"`{world.name}`: no term", 0.0)):
+            if label not in table and prior is not None:
+                continue  # the doc gives this world with the term only
+            counts = watch.aa_exclusions(world, n, prior=prior)
+            for column, key in enumerate(WATCH_KEYS):
+                yield Row(f"watch A/A, {label.replace('`', '')}: {key}",
+                          doc_number(table, label, column, 0), counts.get(key, 0), n)
+
+
+def spec_rows(scale: float) -> Iterator[Row]:
+    for header, argv in ((SPEC_TABLE, None), (SPEC_EVEN_TABLE, ["--a", "4", "--b", "4"])):
+        table = doc_table(header)
+        n = max(20, round(2000 * scale))
+        for label in table:
+            size = int(label.split()[0])
+            counts = spec.coverage(size, n, argv)
+            name = "spec_accept_length"
+            what = f"spec{'' if argv is None else ' Beta(4, 4)'}, {size} requests: {name}"
+            yield Row(f"{what} covers", doc_number(table, label, 0, 0),
+                      counts[f"{name} covers"], n)
+            if argv is None:
+                yield Row(f"{what} lower end above", doc_number(table, label, 1, 0),
+                          counts[f"{name} above"], n)
+
+
+def accuracy_rows(scale: float) -> Iterator[Row]:
+    table = doc_rows(ACC_TABLE, 3)
+    n = max(20, round(2000 * scale))
+    for label, cells in table.items():
+        redraw, size, case = label.split(" | ")
+        lost = 0.0 if case == "A/A" else float(case.split()[1]) / 100  # "planted 10 %"
+        counts = acc.aa_exclusions(int(size), float(redraw), n, lost=lost)
+        for column, key in enumerate(("excludes 0", "below -0.02", "mcnemar")):
+            found = re.findall(r"^(\d+(?:\.\d+)?)", cells[column])
+            yield Row(f"accuracy {case}, redraw {redraw}, n {size}: {key}",
+                      100 * float(found[0]) if found else None, counts[key], n)
+
+
+def family_rows(scale: float) -> Iterator[Row]:
+    table = doc_table(FAMILY_TABLE)
+    n = max(20, round(2000 * scale))
+    counts = {label: fam.counts(label, n) for label in fam.EXPERIMENTS}
+    for start, label, key, of in FAMILY_ROWS:
+        c = counts[label]
+        yield Row(f"family, {label}: {key}", doc_number(table, start, 1, 0), c[key],
+                  n if of is None else max(c[of], 1))
+
+
+def capacity_rows(scale: float) -> Iterator[Row]:
+    for header, keys, argv, sweeps, columns in CAP_TABLES:
+        table = doc_rows(header, keys)
+        n = max(20, round(sweeps * scale))
+        for start, label in CAP_TRUTHS:
+            row = next((k for k in table if k.startswith(start) and
+                        (keys == 1 or k.endswith(f"| {sweeps}"))), None)
+            args = capsim.parse_args([*argv, "--sweeps", str(n)])
+            c = capsim.truth_counts(label, args)
+            for key, column in columns:
+                doc = None if row is None else doc_number(table, row, column - keys + 1, 0)
+                of = c["single_n"] if key == "single" else c["done"]
+                yield Row(f"capacity {' '.join(argv)}, {sweeps} sweeps, {label}: {key}", doc,
+                          c[key], max(of, 1))
+    table = doc_table(CAP_OFF_TABLE)
+    n = max(20, round(400 * scale))
+    for start, label in CAP_TRUTHS:
+        row = next((k for k in table if k.startswith(start)), None)
+        for column, (argv, key) in enumerate(((["--process-sd", "0.04"], "covered"),
+                                              (["--process-sd", "0.04"], "below"),
+                                              (["--process-sd", "0.04", "--restart"], "covered"),
+                                              (["--process-sd", "0.04", "--restart"], "below"))):
+            if column % 2 == 0:
+                c = capsim.truth_counts(label, capsim.parse_args([*argv, "--sweeps", str(n)]))
+            yield Row(f"capacity processes 2x {' '.join(argv[2:])}, {label}: {key}",
+                      None if row is None else doc_number(table, row, column, 0), c[key],
+                      max(c["done"], 1))
+
+
+def slots_rows(scale: float) -> Iterator[Row]:
+    """Not a share: the truth's Monte Carlo error, and the close calls re-judged."""
+    t = slots_truth.truth(max(4, round(40 * scale)))
+    print(f"  slot servers' truth: {t.mean:.4f} (SE {t.se:.4f}, {t.seeds} streams); one "
+          f"stream's Monte Carlo error {t.sd:.4f}; the doc's single-stream truth "
+          f"{slots_truth.PUBLISHED}")
+    for what, end, side in slots_truth.CLOSE_CALLS:
+        print(f"    {what} {end}: {slots_truth.judged(t, end, side)}")
+    return iter(())
+
+
 SECTIONS: dict[str, tuple[str, Callable[[float], Iterator[Row]]]] = {
     "gate": ("Simulated: per-request against process-aware intervals "
              "(benchmarks/gate_simulation.py)", gate_rows),
     "offmodel": ("Off the model: the fixed gate's A/A exclusions per world", offmodel_rows),
     "sequential": ("Off the model: the sequential gate's A/A exclusions per world "
                    "(benchmarks/sequential_simulation.py --coverage)", sequential_rows),
+    "watch": ("The watch's A/A rollouts per world, exclusions of the truth "
+              "(benchmarks/watch_validity.py --coverage)", watch_rows),
+    "spec": ("Speculative figures' coverage (benchmarks/spec_simulation.py, through "
+             "compute_figures)", spec_rows),
+    "accuracy": ("accuracy_delta, A/A and planted (benchmarks/accuracy_simulation.py, "
+                 "through compute_figures)", accuracy_rows),
+    "family": ("Several candidates (benchmarks/family_simulation.py)", family_rows),
+    "capacity": ("Capacity across replicates (benchmarks/capacity_simulation.py)",
+                 capacity_rows),
+    "slots": ("The slot servers' truth (benchmarks/slots_truth.py)", slots_rows),
 }
 
 
@@ -185,6 +358,9 @@ def main() -> None:
     print("\nOne-off measurements on real engines (not regenerated here):")
     for what, when, command in ONE_OFFS:
         print(f"  {what}: {when}; {command}")
+    print("\nHeld by the suite, not rerun here:")
+    for what, test in HELD_BY_TESTS:
+        print(f"  {what}: {test}")
     print(f"\n{differs} regenerated figure(s) outside their doc number's agreement")
 
 

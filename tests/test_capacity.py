@@ -206,7 +206,9 @@ def _sweep_dir(tmp_path: Path, status: str) -> Path:
     return config.out
 
 
-@pytest.mark.parametrize(("status", "code", "verdict"), [("complete", 0, "pass"),
+# a complete single sweep: shown, never judged on its own interval (inconclusive, saying
+# what covers); an interrupted one fails closed
+@pytest.mark.parametrize(("status", "code", "verdict"), [("complete", 3, "inconclusive"),
                                                          ("interrupted", 1, "fail")])
 def test_gate_judges_a_capacity_sweep_under_a_policy(tmp_path: Path, status: str, code: int,
                                                      verdict: str) -> None:
@@ -220,9 +222,39 @@ def test_gate_judges_a_capacity_sweep_under_a_policy(tmp_path: Path, status: str
     assert gate["verdict"] == verdict
     ratio = gate["metrics"]["capacity_ratio"]
     assert ratio["value"] > 1.9 and ratio["noise_floor"] is not None
+    if status == "complete":  # judged on the sweep's completeness alone when interrupted
+        assert ratio["status"] == "inconclusive"
+        assert "sampling noise only" in ratio["reason"] and "--replicates 8 --restart" in \
+            ratio["reason"]
     page = html.read_text()
+    assert "no verdict rests on it; rerun with --replicates 8 --restart CMD" in page or \
+        status != "complete"
     for stem in FRONTIER:  # the SLO frontier: goodput, TTFT and TPOT against the load
         assert f'id="plot-{stem}"><img' in page
+
+
+def test_a_single_sweeps_interval_is_labelled_where_it_is_stored_and_printed(
+        tmp_path: Path) -> None:
+    from layergate.harness.capacity.report import (
+        SINGLE_SWEEP,
+        SINGLE_SWEEP_NOTE,
+        print_sweep,
+        sweep_figures,
+    )
+    from layergate.harness.sweepdir import SweepDir
+
+    out = _sweep_dir(tmp_path, "complete")
+    report = json.loads((out / "capacity-report.json").read_text())
+    assert report["ratio_interval"] == SINGLE_SWEEP_NOTE
+    ratio = next(f for f in report["figures"]
+                 if f["name"] == "capacity_ratio" and f["arm"] == CANDIDATE)
+    assert ratio["ci_low"] is not None and ratio["detail"]["interval"] == SINGLE_SWEEP
+    lines: list[str] = []
+    state = SweepDir(out).read()
+    print_sweep(sweep_figures(state, _config(out=out)), state, _config(out=out),
+                lambda line, err=False: lines.append(line))
+    at = next(i for i, x in enumerate(lines) if x.startswith("capacity ratio candidate"))
+    assert "--replicates 8 --restart CMD" in lines[at + 1]
 
 
 def test_the_frontier_pngs_draw_every_arm(tmp_path: Path) -> None:

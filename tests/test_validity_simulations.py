@@ -18,9 +18,14 @@ from scipy.stats import beta, binom
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import accuracy_simulation as acc  # noqa: E402
+import capacity_simulation as capsim  # noqa: E402
+import family_simulation as fam  # noqa: E402
 import gate_simulation as gate  # noqa: E402
 import sequential_simulation as seq  # noqa: E402
+import spec_simulation as spec  # noqa: E402
 import validity  # noqa: E402
+import watch_validity as watch  # noqa: E402
 from worlds import WORLDS  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -60,3 +65,67 @@ def test_sequential_aa_exclusions_per_world_match_the_doc(world: str) -> None:
         doc = validity.doc_number(table, label, column, 0)
         lo, hi = tolerance(doc, 60, 25)
         assert lo <= counts.get(key, 0) <= hi, (world, key, counts.get(key, 0), doc, (lo, hi))
+
+
+@pytest.mark.parametrize("world", ["prior", "tau-2x"])
+def test_watch_aa_exclusions_per_world_match_the_doc(world: str) -> None:
+    """The watch with its between-process term (the rows "`W`: term"), 40 rollouts."""
+    table = validity.doc_table(validity.WATCH_TABLE)
+    label = f"`{world}`: term"
+    counts = watch.aa_exclusions(WORLDS[world], 40, seed=11)
+    for column, key in enumerate(validity.WATCH_KEYS):
+        doc = validity.doc_number(table, label, column, 0)
+        lo, hi = tolerance(doc, validity.WATCH_ROLLOUTS, 40)
+        assert lo <= counts.get(key, 0) <= hi, (world, key, counts.get(key, 0), doc, (lo, hi))
+
+
+def test_watch_without_the_term_fails_the_docs_tolerance() -> None:
+    """The guard can fail: the watch before its process term excludes the truth far more
+    often than the doc's row with the term allows."""
+    table = validity.doc_table(validity.WATCH_TABLE)
+    doc = validity.doc_number(table, "`prior`: term", 0, 0)
+    counts = watch.aa_exclusions(WORLDS["prior"], 40, seed=11, prior=0.0)
+    assert counts["any"] > tolerance(doc, validity.WATCH_ROLLOUTS, 40)[1]
+
+
+def test_accuracy_aa_exclusions_match_the_doc() -> None:
+    """accuracy_delta through `compute_figures` (the independent-answers row at 48 items)."""
+    row = validity.doc_rows(validity.ACC_TABLE, 3)["1 | 48 | A/A"]
+    counts = acc.aa_exclusions(48, 1.0, 300, seed=11)
+    for column, key in enumerate(("excludes 0", "below -0.02", "mcnemar")):
+        doc = 100 * float(row[column].split()[0])
+        lo, hi = tolerance(doc, 2000, 300)
+        assert lo <= counts[key] <= hi, (key, counts[key], doc, (lo, hi))
+
+
+@pytest.mark.parametrize("start, label, key, of", validity.FAMILY_ROWS[:2])
+def test_family_rows_match_the_doc(start: str, label: str, key: str, of: str | None) -> None:
+    table = validity.doc_table(validity.FAMILY_TABLE)
+    doc = validity.doc_number(table, start, 1, 0)
+    counts = fam.counts(label, 100, resamples=400, seed=11)
+    n = 100 if of is None else counts[of]
+    lo, hi = tolerance(doc, 2000, n)
+    assert lo <= counts[key] <= hi, (label, key, counts[key], n, doc, (lo, hi))
+
+
+def test_spec_coverage_at_8_requests_matches_the_doc() -> None:
+    """spec_accept_length through `compute_figures`, 150 sets of 8 requests."""
+    table = validity.doc_table(validity.SPEC_TABLE)
+    counts = spec.coverage(8, 150, seed=11)
+    for column, key in ((0, "covers"), (1, "above")):
+        doc = validity.doc_number(table, "8", column, 0)
+        lo, hi = tolerance(doc, 2000, 150)
+        got = counts[f"spec_accept_length {key}"]
+        assert lo <= got <= hi, (key, got, doc, (lo, hi))
+
+
+def test_capacity_restarted_aa_matches_the_doc() -> None:
+    """The restarted replicates' signed-rank interval on simulated A/A sweeps (30 of 8)."""
+    header, keys, argv, sweeps, _ = validity.CAP_TABLES[0]
+    table = validity.doc_rows(header, keys)
+    row = next(k for k in table if k.startswith("1.0"))
+    counts = capsim.truth_counts("aa", capsim.parse_args([*argv, "--sweeps", "30"]))
+    for key, column in (("covered", 1), ("below", 2)):
+        doc = validity.doc_number(table, row, column, 0)
+        lo, hi = tolerance(doc, sweeps, counts["done"])
+        assert lo <= counts[key] <= hi, (key, counts[key], counts["done"], doc, (lo, hi))

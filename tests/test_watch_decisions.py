@@ -23,7 +23,9 @@ from layergate.harness.watch.policy import parse_watch_policy
 from layergate.harness.watch.stages import StageMachine, StagePlan, Transition
 
 ROLES = {"e2e", "ttft", "tpot", "requests", "errors"}
-POLICY = parse_watch_policy({"alpha": 0.05, "metrics": {
+# the stage mechanics, without the between-process margin (a whole-rollout offset these
+# windows do not draw: tests/test_watch_process_spread.py holds the margin)
+POLICY = parse_watch_policy({"alpha": 0.05, "process_spread": 0, "metrics": {
     "e2e_ratio": {"direction": "<=", "threshold": 1.10},
     "error_rate_delta": {"direction": "<=", "threshold": 0.02},
     "tpot_rer": {"direction": ">=", "threshold": 0.0, "critical": False}}})

@@ -21,9 +21,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from layergate.exporters.figures.canary import process_margin
 from layergate.exporters.figures.sequential import windows_needed
 from layergate.harness.stack.engines import start_engine
-from layergate.harness.watch.stages import MIN_N_OPT
+from layergate.harness.watch.policy import DEFAULT_PROCESS_SPREAD
+from layergate.harness.watch.stages import MIN_N_OPT, PROCESS_SHARE
 from tests.support.watch_rig import Rig, RigResult, run_rig
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.locust]
@@ -71,7 +73,8 @@ def test_client_side_watch_rolls_back_and_engine_side_watch_does_not(
 def _assert_within_promise(result: RigResult) -> None:
     """The rollback came no later than the t-mixture promises for the windows it saw: the
     first interval restarted after the turn holds only slow windows, and needs
-    `windows_needed(gap, sd)` of them at its share of the error budget."""
+    `windows_needed(gap, sd)` of them at its share of the error budget, the gap less the
+    between-process margin (the rig's policy keeps the default `process_spread`)."""
     status, turned_at = result.client, result.turned_at
     name = status["reasons"][0].split(":")[0]
     figure = status["figures"][name]
@@ -82,8 +85,9 @@ def _assert_within_promise(result: RigResult) -> None:
     assert gap > 0, f"{name} did not get worse: {figure}\n{result.log('client')}"
     restart = MIN_N_OPT * math.ceil((turned_at + 1) / MIN_N_OPT)
     j = restart // MIN_N_OPT
-    alpha = ALPHA / GATING / 2 * 6 / (math.pi ** 2 * j * j)
-    promise = restart + windows_needed(gap, sd, alpha, MIN_N_OPT)
+    alpha = ALPHA * (1 - PROCESS_SHARE) / GATING / 2 * 6 / (math.pi ** 2 * j * j)
+    margin = process_margin(DEFAULT_PROCESS_SPREAD, ALPHA * PROCESS_SHARE)
+    promise = restart + windows_needed(gap - margin, sd, alpha, MIN_N_OPT)
     assert turned_at < status["windows"] <= promise, (
         f"rolled back at window {status['windows']}, turn at {turned_at}, promise {promise} "
         f"(gap {gap:.3f}, sd {sd:.3f})\n{result.log('client')}")

@@ -17,6 +17,13 @@ stage, each figure has an estimate and a confidence sequence
 - `spec_accept_length`: 1 + Δaccepted / Δdrafts of the candidate's speculative decoding
   (the same figure a replay gives from the answers); Lai's.
 
+The latency figures (the three ratios and `tpot_rer`) carry the between-process term the
+fixed gate carries (exporters/figures/process_spread.py): each arm's engine process has a
+log speed factor u ~ N(0, tau^2) for its whole life, so every window's log ratio holds the
+same u_B - u_A, of SD sqrt(2) tau, which no number of windows averages out. The interval is
+widened by `process_margin`, z(1 - alpha_p / 2) sqrt(2) tau in log ratio, added to the
+sequence's radius on both sides (as the sequential gate adds it).
+
 Latency ratios are taken in logs because a ratio's distribution is skewed and its log is
 near-Gaussian once a window holds several requests; windows are the unit, not requests,
 because Prometheus only gives sums per window. Consistency (exact match, BLEU, token KL)
@@ -29,9 +36,21 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 
 from layergate.exporters.catalogue import LIVE_FIGURES, FigureSpec, LiveScale
 from layergate.exporters.figures.sequential import rate_difference_sequence, t_mean_sequence
+
+TIMED: tuple[LiveScale, ...] = ("log_ratio", "saving")  # the scales a process moves
+
+
+def process_margin(tau: float, alpha: float) -> float:
+    """The between-process margin of a live latency figure, in log ratio: u_B - u_A has SD
+    sqrt(2) tau, and lies within z(1 - alpha / 2) of it with probability 1 - alpha (0 when
+    tau or alpha is 0)."""
+    if tau <= 0 or alpha <= 0:
+        return 0.0
+    return NormalDist().inv_cdf(1 - alpha / 2) * math.sqrt(2) * tau
 
 
 def available(figure: FigureSpec, roles: Sequence[str] | set[str]) -> bool:
@@ -124,8 +143,11 @@ class Evidence:
     history: tuple[float | None, ...] = ()  # each window's own value, on the figure's scale
 
 
-def evidence(name: str, windows: Sequence[Window], alpha: float, n_opt: int) -> Evidence:
-    """Figure `name` over `windows`, valid at level `alpha` however often it is looked at."""
+def evidence(name: str, windows: Sequence[Window], alpha: float, n_opt: int,
+             margin: float = 0.0) -> Evidence:
+    """Figure `name` over `windows`, valid at level `alpha` however often it is looked at;
+    a latency figure's interval widened by `margin` (log ratio) on each side: the
+    between-process term, `process_margin`."""
     figure = LIVE_FIGURES[name]
     if figure.scale == "rate_delta":
         return _rate_evidence(name, windows, alpha)
@@ -135,7 +157,8 @@ def evidence(name: str, windows: Sequence[Window], alpha: float, n_opt: int) -> 
     if not xs:
         return Evidence(name, 0, None, None, None, history=history)
     b = t_mean_sequence(xs, alpha, n_opt)
-    low, high = (_bound(figure.scale, b.low), _bound(figure.scale, b.high))
+    pad = margin if figure.scale in TIMED else 0.0
+    low, high = (_bound(figure.scale, b.low - pad), _bound(figure.scale, b.high + pad))
     if figure.scale == "saving":  # 1 - ratio: the interval flips
         low, high = high, low
     return Evidence(name, b.n, _value(figure.scale, b.estimate), low, high, history[-1],
@@ -143,16 +166,22 @@ def evidence(name: str, windows: Sequence[Window], alpha: float, n_opt: int) -> 
 
 
 def _value(scale: LiveScale, x: float) -> float:
-    """An observation (or the mean of some) on the figure's own scale."""
-    if scale == "log_ratio":
-        return math.exp(x)
-    if scale == "saving":
-        return -math.expm1(x)
+    """An observation (or the mean of some) on the figure's own scale (a log ratio past
+    what a float holds: infinite)."""
+    try:
+        if scale == "log_ratio":
+            return math.exp(x)
+        if scale == "saving":
+            return -math.expm1(x)
+    except OverflowError:
+        return math.inf if scale == "log_ratio" else -math.inf
     return x
 
 
 def _bound(scale: LiveScale, x: float) -> float | None:
-    return None if math.isinf(x) else _value(scale, x)
+    """An end of the interval on the figure's scale; None: unbounded."""
+    value = None if math.isinf(x) else _value(scale, x)
+    return None if value is None or math.isinf(value) else value
 
 
 def _rate_evidence(name: str, windows: Sequence[Window], alpha: float) -> Evidence:

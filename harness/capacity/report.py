@@ -3,6 +3,7 @@ arm its capacity and every step it ran, and the catalogued capacity figures."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
@@ -22,7 +23,38 @@ def judge_of(config: CapacityConfig) -> cap.SweepJudge:
 
 
 def sweep_figures(state: SweepState, config: CapacityConfig) -> list[Figure]:
-    return cap.figures(state.arm_steps(), judge_of(config), config.unit)
+    """The sweep's catalogued figures, its ratios' intervals labelled as one sweep's
+    (`single_sweep`)."""
+    return [single_sweep(f) for f in cap.figures(state.arm_steps(), judge_of(config),
+                                                 config.unit)]
+
+
+# a single sweep's ratio interval, wherever it is shown: the label in the figure's detail
+SINGLE_SWEEP = "single sweep: sampling noise only"
+SINGLE_SWEEP_NOTE = ("that interval is this sweep's sampling noise only (it covers the true "
+                     "ratio in 70-77 % of simulated sweeps, not 95 %); for one that covers, "
+                     "rerun with --replicates 8 --restart CMD")
+
+
+def single_sweep(f: Figure) -> Figure:
+    """A capacity ratio from one sweep with its interval labelled (detail `interval`,
+    `interval_note`): the block bootstrap sees the requests' noise at the steps run, not
+    the processes or another arrival schedule (docs/VALIDITY.md, "Capacity at the SLO")."""
+    if f.name != CAPACITY_RATIO or f.ci_low is None and f.ci_high is None:
+        return f
+    return dataclasses.replace(f, detail={**f.detail, "interval": SINGLE_SWEEP,
+                                          "interval_note": SINGLE_SWEEP_NOTE})
+
+
+def off_the_verdict(f: Figure) -> Figure:
+    """The figure a verdict sees: a single sweep's ratio is shown with its interval, but
+    never judged on it (insufficient: the rule is inconclusive, the reason says why and
+    what covers)."""
+    if f.detail.get("interval") != SINGLE_SWEEP:
+        return f
+    return dataclasses.replace(f, status="insufficient", reason=(
+        "one sweep's interval, its sampling noise only: no verdict rests on it; rerun with "
+        "--replicates 8 --restart CMD"))
 
 
 def _step_json(r: StepArm, config: CapacityConfig) -> dict[str, Any]:
@@ -47,7 +79,9 @@ def build_report(state: SweepState, config: CapacityConfig) -> dict[str, Any]:
             "slo_attainment": config.slo_attainment, "load": config.load,
             "unit": config.unit, "sent": state.sent, "seconds": state.seconds,
             "arms": arms, "notes": state.notes, "exit": int(exit_of(state, figures)),
-            "figures": [{**asdict(f), "unit": f.unit} for f in figures]}
+            "figures": [{**asdict(f), "unit": f.unit} for f in figures],
+            **({"ratio_interval": SINGLE_SWEEP_NOTE}
+               if any(f.detail.get("interval") == SINGLE_SWEEP for f in figures) else {})}
 
 
 def exit_of(state: SweepState, figures: list[Figure]) -> ExitCode:
@@ -59,12 +93,6 @@ def exit_of(state: SweepState, figures: list[Figure]) -> ExitCode:
     if not bounds or any(b != cap.EXACT for b in bounds):
         return ExitCode.INCONCLUSIVE
     return ExitCode.PASS
-
-
-# what a single sweep's ratio interval is, wherever it is shown
-SINGLE_SWEEP_NOTE = ("that interval is this sweep's sampling noise only (it covers the true "
-                     "ratio in 70-77 % of simulated sweeps, not 95 %); for one that covers, "
-                     "rerun with --replicates 8 --restart CMD")
 
 
 def print_sweep(figures: list[Figure], state: SweepState, config: CapacityConfig,
@@ -85,7 +113,7 @@ def print_sweep(figures: list[Figure], state: SweepState, config: CapacityConfig
             floor = f", noise floor {f.noise_floor:.3f}" if f.noise_floor is not None else ""
             why = f" ({f.reason})" if f.reason else ""
             echo(f"capacity ratio {f.arm} / baseline: {value}{ci}{floor}{why}")
-            if ci:  # one sweep's bootstrap: it cannot see the processes (docs/VALIDITY.md)
+            if f.detail.get("interval") == SINGLE_SWEEP:  # it cannot see the processes
                 echo(f"  {SINGLE_SWEEP_NOTE}")
     for note in state.notes:
         echo(f"note: {note}", err=True)

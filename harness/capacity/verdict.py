@@ -13,7 +13,7 @@ from pathlib import Path
 from layergate.exporters.catalogue import BASELINE, CANDIDATE, CAPACITY_RATIO, COMPLETE, RUNNING
 from layergate.exporters.figures import Figure
 from layergate.harness.capacity.config import CapacityConfig
-from layergate.harness.capacity.report import sweep_figures
+from layergate.harness.capacity.report import off_the_verdict, sweep_figures
 from layergate.harness.gate.policy import Policy
 from layergate.harness.gate.result import GateResult
 from layergate.harness.gate.verdict import apply_policy
@@ -40,7 +40,9 @@ def evaluate_sweep(path: str | Path, policy: Policy) -> GateResult:
     sweep = SweepDir(path)
     state, figures = _read(sweep)
     manifest = {"id": sweep.path.name, "kind": KIND, "status": state.status, "arms": {}}
-    return apply_policy(policy, figures, manifest, [], sweep.path)
+    # a single sweep's ratio interval is shown, never judged (`off_the_verdict`)
+    return apply_policy(policy, [off_the_verdict(f) for f in figures], manifest, [],
+                        sweep.path)
 
 
 def evaluate_replicates(path: str | Path, policy: Policy) -> GateResult:

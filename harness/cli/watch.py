@@ -117,7 +117,9 @@ def command(ctx: click.Context, json_path: Path | None, **_: Any) -> None:
               f"({config.engine} names, policy {prepared.policy.name}, stages "
               f"{', '.join(f'{s:g}' for s in prepared.plan.analysed)} %, window "
               f"{config.window_s:g} s, alpha {prepared.policy.alpha:g} over the rollout, "
-              f"{prepared.machine.alpha:.2g} per stage and figure)")
+              f"{prepared.machine.alpha:.2g} per stage and figure, latency intervals "
+              f"widened by {prepared.machine.margin:.3f} in log ratio for process_spread "
+              f"{prepared.policy.process_spread:g})")
     outcome = run_watch(prepared, say=err.print, stop=stop)
     if outcome.status.verdict == PENDING:
         err.print("[yellow]stopped before a verdict[/]")

@@ -10,6 +10,8 @@ which error rate. YAML, validated like gate policies (every mistake names file a
       tpot_rer: {direction: ">=", threshold: 0.0, critical: false}
     inconclusive: hold   # a stage out of windows undecided: hold the weight (default) or
                          # rollback
+    process_spread: 0.02 # SD of one engine process's log speed (the gate's prior): the
+                         # latency ratios' intervals carry it as a margin (0: none)
 
 Rule keys: threshold, direction (">=" / "<="), critical (default true: decides; false:
 shown only), required (default true: a critical figure the engine cannot give is refused
@@ -24,7 +26,7 @@ from typing import Any
 
 from layergate.exporters import bundled
 from layergate.exporters.catalogue import FIGURES, HOLD, LIVE_FIGURES, ROLLBACK
-from layergate.harness.gate.policy import MetricRule
+from layergate.harness.gate.policy import DEFAULT_PROCESS_SPREAD, MetricRule
 from layergate.harness.policy_file import (
     PolicyError,
     Where,
@@ -37,7 +39,7 @@ from layergate.harness.policy_file import (
     top_level,
 )
 
-_TOP_KEYS = {"name", "description", "alpha", "metrics", "inconclusive"}
+_TOP_KEYS = {"name", "description", "alpha", "metrics", "inconclusive", "process_spread"}
 INCONCLUSIVE_ACTIONS = (HOLD, ROLLBACK)
 _RULE_KEYS = {"threshold", "direction", "critical", "required"}
 
@@ -50,6 +52,10 @@ class WatchPolicy:
     rules: tuple[MetricRule, ...]
     description: str = ""
     inconclusive: str = INCONCLUSIVE_ACTIONS[0]  # what an undecided stage does
+    # SD of an engine process's log speed factor, as the gate's `process_spread`: the two
+    # arms' processes differ by u_B - u_A for the whole rollout, which no number of windows
+    # averages out (docs/WATCH.md, "The between-process term")
+    process_spread: float = DEFAULT_PROCESS_SPREAD
 
     @property
     def gating(self) -> tuple[MetricRule, ...]:
@@ -86,10 +92,14 @@ def parse_watch_policy(raw: Any, path: Path | None = None) -> WatchPolicy:
     if inconclusive not in INCONCLUSIVE_ACTIONS:
         raise where.error("inconclusive", f"expected one of {', '.join(INCONCLUSIVE_ACTIONS)}"
                           f", got {inconclusive!r}")
+    spread = number(raw.get("process_spread", DEFAULT_PROCESS_SPREAD), where, "process_spread")
+    if not 0 <= spread < 1:
+        raise where.error("process_spread", f"must be in [0, 1) (an SD of log speed), got "
+                          f"{spread}")
     return WatchPolicy(name=str(raw.get("name") or (path.stem if path else "watch")),
                        path=path, alpha=alpha, rules=rules,
                        description=str(raw.get("description", "")).strip(),
-                       inconclusive=inconclusive)
+                       inconclusive=inconclusive, process_spread=spread)
 
 
 def _rule(name: Any, spec: Any, where: Where) -> MetricRule:

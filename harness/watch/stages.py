@@ -28,12 +28,17 @@ windows then averages the good windows in and is slow to move. So besides the in
 the whole stage, one restarts every `restart` windows (the j-th over windows j * restart
 onward), and any of them decided bad rolls back; advancing needs the whole stage's.
 
-Error budget: the policy's alpha is split over the watched stages and the critical figures
-(a union bound); within one (stage, figure), half goes to the whole-stage interval and half
-is spread over the restarts (the j-th gets 6 / (pi^2 j^2) of it, which sums to 1). Every
-interval holds at every look, so the chance of rolling back a candidate whose critical
-figures all lie within their thresholds is at most alpha over the whole rollout, provided
-the windows of a stage are alike (no drift of the true ratio within a stage).
+Error budget: with a between-process term (the policy's `process_spread` tau > 0 and a
+latency figure among the critical ones), half the policy's alpha goes to it: the arms'
+processes differ by u_B - u_A for the whole rollout, one draw shared by every stage, figure
+and look, so one margin, z(1 - alpha / 4) sqrt(2) tau in log ratio, widens every latency
+interval (`canary.process_margin`). The rest (all of alpha without the term) is split over
+the watched stages and the critical figures (a union bound); within one (stage, figure),
+half goes to the whole-stage interval and half is spread over the restarts (the j-th gets
+6 / (pi^2 j^2) of it, which sums to 1). Every interval holds at every look, so the chance
+of rolling back a candidate whose critical figures all lie within their thresholds is at
+most alpha over the whole rollout, provided the windows of a stage are alike (no drift of
+the true ratio within a stage) and the arms keep their processes through the rollout.
 """
 
 from __future__ import annotations
@@ -58,7 +63,14 @@ from layergate.exporters.catalogue import (
 )
 from layergate.exporters.errors import UsageError
 from layergate.exporters.figures import OVERALL, Figure
-from layergate.exporters.figures.canary import Evidence, Window, available, evidence
+from layergate.exporters.figures.canary import (
+    TIMED,
+    Evidence,
+    Window,
+    available,
+    evidence,
+    process_margin,
+)
 from layergate.harness.gate.checks import SKIPPED, Check, judge
 from layergate.harness.gate.policy import MetricRule
 from layergate.harness.policy_file import PolicyError
@@ -70,6 +82,7 @@ NO_DATA_EXIT = ExitCode.INFRASTRUCTURE  # nothing could be measured
 FULL = 100.0
 MIN_N_OPT = 4  # the t-mixture cannot exclude anything before 4 windows at these alphas
 MAX_N_OPT = 10  # past this, a tight boundary only delays the early decisions that matter
+PROCESS_SHARE = 0.5  # of the policy's alpha, for the between-process term (when it has one)
 
 
 class StagePlanError(UsageError, ValueError):
@@ -204,8 +217,12 @@ class StageMachine:
                                       "or use a mapping that names the metric")
                 self.unavailable[rule.name] = why
         gating = [r for r in policy.gating if r.name not in self.unavailable]
+        timed = any(LIVE_FIGURES[r.name].scale in TIMED for r in gating)
+        share = PROCESS_SHARE if policy.process_spread > 0 and timed else 0.0
+        # one margin for the whole rollout: the same two processes behind every window
+        self.margin = process_margin(policy.process_spread, policy.alpha * share)
         # per (stage, figure); half for the whole-stage interval, half for the restarts
-        self.alpha = policy.alpha / (len(plan.analysed) * max(1, len(gating)))
+        self.alpha = policy.alpha * (1 - share) / (len(plan.analysed) * max(1, len(gating)))
         # the interval is tightest where decisions are due: at the stage's minimum windows
         self.n_opt = min(max(MIN_N_OPT, plan.min_windows), MAX_N_OPT)
         self.restart = self.n_opt
@@ -259,7 +276,7 @@ class StageMachine:
             return StageFigure(judge(rule, Figure(rule.name, None, status="not_computable",
                                                   reason=self.unavailable[rule.name]),
                                      OVERALL, counts=True))
-        ev = evidence(rule.name, self._windows, self.alpha / 2, self.n_opt)
+        ev = evidence(rule.name, self._windows, self.alpha / 2, self.n_opt, self.margin)
         whole = StageFigure(_judge(rule, ev), ev.last, ev.history)
         if whole.check.status == FAIL:
             return whole
@@ -267,7 +284,7 @@ class StageMachine:
         while len(self._windows) - j * self.restart >= MIN_N_OPT:
             start = j * self.restart
             alpha = self.alpha / 2 * 6 / (math.pi ** 2 * j * j)
-            recent = evidence(rule.name, self._windows[start:], alpha, self.n_opt)
+            recent = evidence(rule.name, self._windows[start:], alpha, self.n_opt, self.margin)
             check = _judge(rule, recent)
             if check.status == FAIL:
                 return StageFigure(replace(check, reason=f"over windows {start + 1}-"

@@ -28,13 +28,15 @@ def attainment(rate: float, slots: int, service_s: float, wait_limit_s: float,
 
 
 def true_capacity(slots: int, service_s: float, wait_limit_s: float,
-                  target: float = 0.95) -> float:
-    """The highest Poisson rate at which `target` of the requests wait at most the limit."""
+                  target: float = 0.95, n: int = 20_000, seed: int = 1) -> float:
+    """The highest Poisson rate at which `target` of the requests wait at most the limit,
+    on one simulated stream of `n` arrivals (`seed`): one draw, whose Monte Carlo error
+    benchmarks/slots_truth.py gives."""
     low, high = 1e-3, slots / service_s  # above c / S the queue grows without bound
     for _ in range(30):
         mid = (low + high) / 2
-        low, high = (mid, high) if attainment(mid, slots, service_s, wait_limit_s) >= target \
-            else (low, mid)
+        ok = attainment(mid, slots, service_s, wait_limit_s, n, seed) >= target
+        low, high = (mid, high) if ok else (low, mid)
     return low
 
 
