@@ -29,6 +29,7 @@ from layergate.harness.results_import.model import (
     ImportedRun,
     ResultsError,
     generated_key,
+    one_setting,
     prompts_digest,
     text_key,
     words,
@@ -165,13 +166,6 @@ def _request(record: dict[str, Any], meta: dict[str, Any], payloads: dict, texts
         tokens_from=(USAGE if server_counts else TOKENIZER) if ok else None)
 
 
-def _one(values: list[Any]) -> str | None:
-    found = sorted({json.dumps(v) for v in values})
-    if not found or found == ["null"]:
-        return None
-    return words(json.loads(found[0])) if len(found) == 1 else "mixed: " + ", ".join(found)
-
-
 def _settings(config: dict[str, Any], bodies: list[dict[str, Any]], keys: list[str | None],
               server_counts: bool, summarised: bool) -> dict[str, str | None]:
     endpoint = config.get("endpoint") or {}
@@ -185,9 +179,9 @@ def _settings(config: dict[str, Any], bodies: list[dict[str, Any]], keys: list[s
         if endpoint else None,
         "dataset": json.dumps(datasets, sort_keys=True) if datasets else None,
         "prompts": prompts_digest(keys),
-        "max_tokens": _one([b.get("max_tokens", b.get("max_completion_tokens"))
+        "max_tokens": one_setting([b.get("max_tokens", b.get("max_completion_tokens"))
                             for b in bodies]) if bodies and any(bodies) else None,
-        "ignore_eos": _one([b.get("ignore_eos", False) for b in bodies])
+        "ignore_eos": one_setting([b.get("ignore_eos", False) for b in bodies])
         if bodies and any(bodies) else None,
         "rate": words(f"{shape.get('type')} {shape.get('rate')} req/s")
         if "rate" in shape else words(shape.get("type")),

@@ -24,6 +24,7 @@ from layergate.harness.results_import.model import (
     ImportedRequest,
     ImportedRun,
     ResultsError,
+    one_setting,
     prompts_digest,
     text_key,
     words,
@@ -108,14 +109,6 @@ def _request(stats: Any, status: str, where: str) -> ImportedRequest:
         tokens_from=counted if ok else None)
 
 
-def _one(values: list[Any]) -> str | None:
-    """The one value every request had, or all of them in words."""
-    found = sorted({json.dumps(v) for v in values})
-    if not found or found == ["null"]:
-        return None
-    return json.loads(found[0]) if len(found) == 1 else "mixed: " + ", ".join(found)
-
-
 def _settings(bench: dict[str, Any], spec: dict[str, Any], bodies: list[dict[str, Any]],
               keys: list[str | None], requests: list[ImportedRequest]) -> dict[str, str | None]:
     config = bench.get("config") or {}
@@ -130,9 +123,9 @@ def _settings(bench: dict[str, Any], spec: dict[str, Any], bodies: list[dict[str
                           if backend else None),
         "dataset": json.dumps(spec["data"], sort_keys=True) if spec.get("data") else None,
         "prompts": prompts_digest(keys),
-        "max_tokens": words(_one([b.get("max_tokens", b.get("max_completion_tokens"))
-                                  for b in bodies])),
-        "ignore_eos": words(_one([b.get("ignore_eos", False) for b in bodies])),
+        "max_tokens": one_setting([b.get("max_tokens", b.get("max_completion_tokens"))
+                                  for b in bodies]),
+        "ignore_eos": one_setting([b.get("ignore_eos", False) for b in bodies]),
         "rate": f"{kind} {rate} req/s" if rate is not None else words(kind),
         "concurrency": words(strategy.get("streams") or strategy.get("max_concurrency")),
         "warmup": json.dumps(config["warmup"], sort_keys=True) if config.get("warmup")

@@ -28,6 +28,7 @@ from layergate.harness.results_import.model import (
     ImportedRequest,
     ImportedRun,
     ResultsError,
+    one_setting,
     prompts_digest,
     text_key,
     words,
@@ -135,13 +136,6 @@ def _request(entry: dict[str, Any], body: dict[str, Any], server_counts: bool,
         tokens_from=(USAGE if counted else TOKENIZER) if ok else None)
 
 
-def _one(values: list[Any]) -> str | None:
-    found = sorted({json.dumps(v) for v in values})
-    if not found or found == ["null"]:
-        return None
-    return words(json.loads(found[0])) if len(found) == 1 else "mixed: " + ", ".join(found)
-
-
 def _settings(config: dict[str, Any], bodies: list[dict[str, Any]], keys: list[str | None],
               server_counts: bool) -> dict[str, str | None]:
     api, load, data = (config.get(k) or {} for k in ("api", "load", "data"))
@@ -152,9 +146,9 @@ def _settings(config: dict[str, Any], bodies: list[dict[str, Any]], keys: list[s
         if api else None,
         "dataset": json.dumps(data, sort_keys=True) if data else None,
         "prompts": prompts_digest(keys),
-        "max_tokens": _one([b.get("max_tokens", b.get("max_completion_tokens"))
+        "max_tokens": one_setting([b.get("max_tokens", b.get("max_completion_tokens"))
                             for b in bodies]),
-        "ignore_eos": _one([b.get("ignore_eos", False) for b in bodies]) if bodies else None,
+        "ignore_eos": one_setting([b.get("ignore_eos", False) for b in bodies]) if bodies else None,
         "rate": f"{load.get('type')} {json.dumps(stages)}" if load else None,
         "concurrency": words(load.get("worker_max_concurrency")) if load else None,
         "warmup": "none (inference-perf measures every request)" if config else None,

@@ -5,7 +5,9 @@ the tool did not record is None (or empty), never made up; `not_recorded` says s
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from layergate.exporters.catalogue import IMPORT_SETTINGS
 from layergate.exporters.errors import UsageError
@@ -74,6 +76,15 @@ def prompts_digest(keys: list[str | None]) -> str | None:
     if not keys or any(k is None for k in keys):
         return None
     return hashlib.sha256("\n".join(sorted(k for k in keys if k)).encode()).hexdigest()[:16]
+
+
+def one_setting(values: list[Any]) -> str | None:
+    """The one value every request had, in words, or all of them ("mixed: ..."); None
+    when none recorded it."""
+    found = sorted({json.dumps(v) for v in values})
+    if not found or found == ["null"]:
+        return None
+    return words(json.loads(found[0])) if len(found) == 1 else "mixed: " + ", ".join(found)
 
 
 def words(value: object) -> str | None:
