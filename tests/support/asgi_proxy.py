@@ -28,6 +28,31 @@ class AsgiProxy:
     async def handle(self, request):  # noqa: ANN001, ANN201 (starlette's types)
         raise NotImplementedError
 
+    async def open_upstream(self, request):  # noqa: ANN001, ANN201 (starlette's types)
+        """(client, the upstream's streamed response) for `request` forwarded as it came:
+        its method, path, query, body and the headers an OpenAI server reads."""
+        import httpx
+
+        url = self.upstream + request.url.path + (f"?{request.url.query}"
+                                                  if request.url.query else "")
+        client = httpx.AsyncClient(timeout=None)
+        headers = {k: v for k, v in request.headers.items()
+                   if k.lower() in ("content-type", "authorization", "accept")}
+        upstream = await client.send(client.build_request(
+            request.method, url, content=await request.body(), headers=headers), stream=True)
+        return client, upstream
+
+    @staticmethod
+    async def whole(client, upstream):  # noqa: ANN001, ANN205 (starlette's types)
+        """The upstream's answer passed on whole."""
+        from starlette.responses import Response
+
+        body = await upstream.aread()
+        await upstream.aclose()
+        await client.aclose()
+        return Response(body, upstream.status_code,
+                        media_type=upstream.headers.get("content-type"))
+
     def __enter__(self) -> Self:
         self.thread.start()
         deadline = time.monotonic() + 30

@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import time
 
-import httpx
-
 from .asgi_proxy import AsgiProxy
 
 
@@ -22,21 +20,12 @@ class DelayProxy(AsgiProxy):
         self.extra = extra
 
     async def handle(self, request):
-        from starlette.responses import Response, StreamingResponse
+        from starlette.responses import StreamingResponse
 
         start = time.perf_counter()
-        url = self.upstream + request.url.path + (f"?{request.url.query}"
-                                                  if request.url.query else "")
-        client = httpx.AsyncClient(timeout=None)
-        headers = {k: v for k, v in request.headers.items()
-                   if k.lower() in ("content-type", "authorization", "accept")}
-        upstream = await client.send(client.build_request(
-            request.method, url, content=await request.body(), headers=headers), stream=True)
+        client, upstream = await self.open_upstream(request)
         if not request.url.path.startswith("/v1/"):  # health, metrics: as they are
-            body = await upstream.aread()
-            await client.aclose()
-            return Response(body, upstream.status_code,
-                            media_type=upstream.headers.get("content-type"))
+            return await self.whole(client, upstream)
         chunks: asyncio.Queue = asyncio.Queue()
 
         async def pump() -> None:

@@ -15,8 +15,6 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
-
 from .asgi_proxy import AsgiProxy
 
 PLANTED = " (planted)"
@@ -47,22 +45,12 @@ class PlantProxy(AsgiProxy):
         self.planted = 0  # chunks (reasoning) or answers (arguments) changed
 
     async def handle(self, request):  # noqa: ANN001, ANN201 (starlette's types)
-        from starlette.responses import Response, StreamingResponse
+        from starlette.responses import StreamingResponse
 
-        url = self.upstream + request.url.path + (f"?{request.url.query}"
-                                                  if request.url.query else "")
-        client = httpx.AsyncClient(timeout=None)
-        headers = {k: v for k, v in request.headers.items()
-                   if k.lower() in ("content-type", "authorization", "accept")}
-        upstream = await client.send(client.build_request(
-            request.method, url, content=await request.body(), headers=headers), stream=True)
+        client, upstream = await self.open_upstream(request)
         streamed = "text/event-stream" in upstream.headers.get("content-type", "")
         if not request.url.path.startswith("/v1/") or not streamed:
-            body = await upstream.aread()
-            await upstream.aclose()
-            await client.aclose()
-            return Response(body, upstream.status_code,
-                            media_type=upstream.headers.get("content-type"))
+            return await self.whole(client, upstream)
 
         async def events():
             calls: dict[int, list[str]] = {}
