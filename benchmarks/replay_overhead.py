@@ -41,7 +41,7 @@ from layergate.exporters.traffic import TrafficRecord, read_traffic, write_traff
 from layergate.harness.processes import free_port  # noqa: E402
 from layergate.harness.replay import ReplayConfig, run_replay  # noqa: E402
 from layergate.harness.replay.client import Target, send  # noqa: E402
-from layergate.harness.replay.transport import HttpxTransport  # noqa: E402
+from layergate.harness.replay.httpx_transport import HttpxTransport  # noqa: E402
 from layergate.harness.rundir import RunDir  # noqa: E402
 from layergate.harness.scenarios import SCENARIOS_DIR  # noqa: E402
 from tests.support.echo import start_echo  # noqa: E402

@@ -15,7 +15,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from layergate.exporters import schemas
 from layergate.exporters.tool_calls import ToolCall
 
 TOOL_CALLS, STRUCTURED = "tool_calls", "structured"
@@ -80,6 +79,10 @@ def structured_key(content: str) -> str | None:
 
 
 def _valid(value: Any, schema: Any) -> bool:
+    # jsonschema is loaded by the first answer that has a schema to meet: a replay of
+    # plain traffic, which a load host's worker mostly sends, never imports it
+    from layergate.exporters import schemas
+
     try:
         return not schemas.errors(value, schema)
     except schemas.SchemaError:

@@ -31,7 +31,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from layergate.exporters import answers as extract
-from layergate.exporters import sandbox, schemas
+from layergate.exporters import sandbox
 from layergate.exporters.errors import UsageError
 
 KINDS = ("exact", "contains", "choice", "numeric", "regex", "json_schema", "command",
@@ -165,6 +165,8 @@ def _regex(raw: Mapping[str, Any]) -> Reference:
 def _json_schema(raw: Mapping[str, Any]) -> Reference:
     if not isinstance(raw.get("schema"), Mapping):  # true / false would decide nothing
         raise BadReference("schema", f"must be an object (a JSON Schema): {raw.get('schema')!r}")
+    from layergate.exporters import schemas  # jsonschema: loaded for a schema only
+
     try:
         schemas.check_schema(raw.get("schema"))
     except schemas.SchemaError as exc:
@@ -234,6 +236,8 @@ def score(reference: Reference, text: str, *, allow_commands: bool = False) -> b
     if kind == "regex":
         return reference.pattern is not None and reference.pattern.search(text) is not None
     if kind == "json_schema":
+        from layergate.exporters import schemas  # jsonschema: loaded for a schema only
+
         value = extract.extract_json(text)
         return value is not extract.MISSING and schemas.valid(value, reference.schema)
     if kind == "command":

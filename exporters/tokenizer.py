@@ -12,10 +12,12 @@ import functools
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-
-from tokenizers import Tokenizer
+from typing import TYPE_CHECKING
 
 from layergate.exporters.errors import UsageError
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 TOKENIZER_FILE = "tokenizer.json"
 
@@ -65,6 +67,8 @@ def find(spec: str) -> Path:
 
 @functools.lru_cache(maxsize=8)
 def load(path: str) -> Tokenizer:
+    from tokenizers import Tokenizer  # loaded by the first count: most answers carry theirs
+
     try:
         return Tokenizer.from_file(path)
     except Exception as exc:  # the library raises a bare Exception on a bad file

@@ -16,13 +16,14 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from layergate.exporters.atomic import atomic_file
 from layergate.exporters.errors import UsageError
 from layergate.exporters.references import BadReference, parse_reference
+
+if TYPE_CHECKING:
+    import numpy as np
 
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions")
 CHAT, COMPLETIONS = ENDPOINTS
@@ -195,6 +196,8 @@ class Offsets(Mapping[str, float]):
     requests take tens of MB, where a dict of them takes hundreds."""
 
     def __init__(self, ids: Sequence[str], offsets: Sequence[float]) -> None:
+        import numpy as np  # the figures' reader only: a Locust worker reads records
+
         # the last line of an id wins, as in a dict filled line by line
         reversed_ids = np.array(ids[::-1], dtype=str)
         self._ids, first = np.unique(reversed_ids, return_index=True)
@@ -203,6 +206,8 @@ class Offsets(Mapping[str, float]):
 
     def at(self, request_ids: Sequence[str]) -> np.ndarray:
         """Each request's offset, NaN for one the traffic lacks."""
+        import numpy as np
+
         wanted = np.asarray(request_ids, dtype=str)
         out = np.full(len(wanted), np.nan)
         if len(self._ids) and len(wanted):
@@ -213,7 +218,7 @@ class Offsets(Mapping[str, float]):
 
     def __getitem__(self, request_id: str) -> float:
         value = self.at([request_id])[0]
-        if np.isnan(value):
+        if value != value:  # NaN: not in the traffic
             raise KeyError(request_id)
         return float(value)
 

@@ -37,7 +37,8 @@ from layergate.harness.replay.config import (
     logprobs_field,
     tokenizer_field,
 )
-from layergate.harness.replay.transport import HttpxTransport, Transport
+from layergate.harness.replay.httpx_transport import HttpxTransport
+from layergate.harness.replay.transport import Transport
 from layergate.harness.rundir import RunDir
 
 

@@ -21,7 +21,7 @@ from layergate.exporters.records import ArmResult
 from layergate.exporters.traffic import TrafficRecord
 from layergate.harness.processes import free_port
 from layergate.harness.replay.client import Target, send
-from layergate.harness.replay.transport import HttpxTransport
+from layergate.harness.replay.httpx_transport import HttpxTransport
 from tests.support.stream_server import (
     FIXTURES,
     SLOW_HEADERS_S,

@@ -1,8 +1,8 @@
-"""Section `errors` and `cost` of the side-by-side: every tool against the same echo server of
-known behaviour (a fixed time to first token and per token, no slot limit), at the same
-offered rates; each tool's TTFT / ITL / E2E percentiles beside what the server itself saw
-(its `--timeline`), and the client CPU each tool's processes spent, split into a fixed
-cost per run and a cost per request (two more runs of two sizes at the highest rate)."""
+"""Section `errors` of the side-by-side: every tool against the same echo server of known
+behaviour (a fixed time to first token and per token, no slot limit), at the same offered
+rates; each tool's TTFT / ITL / E2E percentiles beside what the server itself saw (its
+`--timeline`), and the client CPU of each run (section `cost`, benchmarks/peers/cost.py,
+splits it into a fixed part and a part per request, over repeated runs)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,11 @@ FIRST_TOKEN_S, TOKEN_S = 0.1, 0.02
 
 
 def adapter_of(tool: str) -> tuple[Any, Path | None]:
-    """The tool's adapter module and its venv (made on first use; None for layergate)."""
+    """The tool's adapter module and its venv (made on first use; None for layergate);
+    `layergate@DIR` is layergate from the checkout at DIR."""
+    if tool.startswith("layergate@"):
+        from benchmarks.peers.layergate import at_checkout
+        return at_checkout(tool), None
     adapter = importlib.import_module(ADAPTERS[tool])
     return adapter, venvs.ensure(adapter) if hasattr(adapter, "INSTALL") else None
 
@@ -49,8 +53,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--requests", type=int, default=60)
     parser.add_argument("--prompt-tokens", type=int, default=32)
     parser.add_argument("--output-tokens", type=int, default=16)
-    parser.add_argument("--cost-requests", default="30,150",
-                        help="two run sizes whose CPU difference is the cost per request")
 
 
 def one_run(tool: str, rate: float, args: argparse.Namespace, work: Path) -> Row:
@@ -86,18 +88,6 @@ def print_table(rows: list[Row]) -> None:
             print(f"{r.tool} @ {r.rate:g}/s: {note}")
 
 
-def print_cost(pairs: dict[str, tuple[Row, Row]]) -> None:
-    print("client CPU: fixed per run, and per request the server saw (the slope between "
-          "two run sizes)")
-    print("tool | rate | requests | cpu s | fixed s | ms per request")
-    for tool, (small, large) in pairs.items():
-        n1, n2 = small.truth.requests, large.truth.requests
-        slope = (large.measured.cpu_s - small.measured.cpu_s) / max(n2 - n1, 1)
-        fixed = small.measured.cpu_s - slope * n1
-        print(f"{tool} | {large.rate:g} | {n1}, {n2} | {small.measured.cpu_s:.2f}, "
-              f"{large.measured.cpu_s:.2f} | {fixed:.2f} | {slope * 1000:.2f}")
-
-
 def measure_errors(args: argparse.Namespace, tools: list[str], work: Path) -> list[Row]:
     rows = []
     for rate in (float(r) for r in args.rates.split(",")):
@@ -105,16 +95,3 @@ def measure_errors(args: argparse.Namespace, tools: list[str], work: Path) -> li
             rows.append(one_run(tool, rate, args, fresh(work / f"{tool}-{rate:g}")))
             print(f"errors: {tool} at {rate:g}/s done", file=sys.stderr)
     return rows
-
-
-def measure_cost(args: argparse.Namespace, tools: list[str], work: Path
-                 ) -> dict[str, tuple[Row, Row]]:
-    top = max(float(r) for r in args.rates.split(","))
-    sizes = [int(n) for n in args.cost_requests.split(",")]
-    cost = {}
-    for tool in tools:
-        cost[tool] = tuple(
-            one_run(tool, top, argparse.Namespace(**{**vars(args), "requests": n}),
-                    fresh(work / f"{tool}-{n}")) for n in sizes)
-        print(f"cost: {tool} done", file=sys.stderr)
-    return cost

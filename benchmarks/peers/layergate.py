@@ -11,6 +11,8 @@ arrival is two requests there; the CPU is counted per arm-request and per paired
 from __future__ import annotations
 
 import json
+import os
+import types
 from pathlib import Path
 
 from benchmarks.peers.common import QUANTILES, Load, Measured, run_counted
@@ -34,17 +36,41 @@ def traffic(load: Load, path: Path) -> Path:
                                 for i in range(load.requests)])
 
 
-def run(load: Load, work: Path, venv: Path | None = None) -> Measured:
-    """The replay, then its figures as `metrics --json` wrote them (the baseline arm's)."""
+def run(load: Load, work: Path, venv: Path | None = None,
+        checkout: Path | None = None) -> Measured:
+    """The replay, then its figures as `metrics --json` wrote them (the baseline arm's);
+    layergate from `checkout` when given (see `at_checkout`)."""
     work.mkdir(parents=True, exist_ok=True)
     out = work / "run"
+    env = environment(checkout)
     _, cpu, wall = run_counted(layergate_command(
         "replay", "--traffic", str(traffic(load, work / "traffic.jsonl")), "--baseline",
         load.url, "--candidate", load.url, "--rate", f"{load.rate:g}", "--seed",
-        str(load.seed), "--out", str(out), "--no-progress"), cwd=work)
+        str(load.seed), "--out", str(out), "--no-progress"), cwd=work, env=env)
     figures = work / "figures.json"
-    run_counted(layergate_command("metrics", str(out), "--json", str(figures)), cwd=work)
+    run_counted(layergate_command("metrics", str(out), "--json", str(figures)), cwd=work,
+                env=env)
     return parse(figures, out / "manifest.json", cpu, wall, load.requests)
+
+
+def environment(checkout: Path | None) -> dict[str, str] | None:
+    """The replay's environment: this one, or with `checkout`'s `layergate` package first
+    on the path."""
+    if checkout is None:
+        return None
+    if not (checkout / "layergate" / "__init__.py").is_file():
+        raise ValueError(f"{checkout}: no layergate checkout (no layergate/__init__.py)")
+    path = os.pathsep.join(filter(None, (str(checkout), os.environ.get("PYTHONPATH"))))
+    return {**os.environ, "PYTHONPATH": path}
+
+
+def at_checkout(tool: str) -> types.SimpleNamespace:
+    """The adapter of a tool named `layergate@DIR`: layergate run from the checkout at DIR
+    (an older commit measured beside this one)."""
+    checkout = Path(tool.split("@", 1)[1]).resolve()
+    environment(checkout)  # refuse a directory that holds no checkout, before any run
+    return types.SimpleNamespace(
+        TOOL=tool, run=lambda load, work, venv=None: run(load, work, venv, checkout))
 
 
 def parse(figures: Path, manifest: Path, cpu: float, wall: float, paired: int) -> Measured:

@@ -8,7 +8,7 @@ a venv of its own (benchmarks/peers/venvs.py).
 
 Sections (each its own module in benchmarks/peers/, `SECTIONS` below):
 - errors: TTFT / ITL / E2E percentiles against an echo server's own timeline;
-- cost: client CPU per run and per request;
+- cost: client CPU per run and per request, over repeated pairs of runs (median, range);
 - capacity: each tool's own capacity search on slot servers of known capacity, its ratio
   beside the true one.
 - engines: TTFT / ITL / E2E percentiles against real engines (layergate's, llama.cpp), the
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import tempfile
 from collections.abc import Callable
@@ -31,7 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere: the checkout's rigs
 
-from benchmarks.peers import capacity, engines, errors, schedule  # noqa: E402
+from benchmarks.peers import capacity, cost, engines, errors, schedule  # noqa: E402
 from benchmarks.peers.common import fresh  # noqa: E402
 
 
@@ -47,7 +48,7 @@ class Section:
 
 SECTIONS: dict[str, Section] = {
     "errors": Section(errors.measure_errors, errors.print_table, errors.add_arguments),
-    "cost": Section(errors.measure_cost, errors.print_cost),
+    "cost": Section(cost.measure, cost.print_table, cost.add_arguments),
     "capacity": Section(capacity.measure, capacity.print_table, capacity.add_arguments),
     "engines": Section(engines.measure, engines.print_table, engines.add_arguments),
     "fidelity": Section(schedule.measure_fidelity, schedule.print_fidelity,
@@ -59,7 +60,8 @@ SECTIONS: dict[str, Section] = {
 def _names(value: str, known: dict[str, Any], option: str,
            parser: argparse.ArgumentParser) -> list[str]:
     names = value.split(",")
-    unknown = sorted(set(names) - set(known))
+    # layergate@DIR: layergate from another checkout (errors.adapter_of)
+    unknown = sorted(n for n in set(names) - set(known) if not n.startswith("layergate@"))
     if unknown:
         parser.error(f"{option}: unknown {unknown}; known: {', '.join(known)}")
     return names
@@ -76,6 +78,9 @@ def main() -> None:
         if section.add_arguments:
             section.add_arguments(parser)
     args = parser.parse_args()
+    # every tool runs as an installed one does: pip compiles a venv's bytecode at install,
+    # and a checkout's is written by the first run (not when this is set)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     tools = _names(args.tools, errors.ADAPTERS, "--tools", parser)
     sections = _names(args.sections, SECTIONS, "--sections", parser)
     results = {}

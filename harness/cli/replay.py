@@ -133,7 +133,6 @@ def command(ctx: click.Context, **params: Any) -> None:
     fills an interrupted one (or the error rows of a complete one), and leaves a complete run
     without error rows alone (exit 0, nothing sent).
     """
-    from layergate.harness.gate.sequential import until_decided
     from layergate.harness.policy_file import PolicyError
     from layergate.harness.replay import ConfigError, run_replay
     from layergate.harness.rundir import RunDir
@@ -148,8 +147,11 @@ def command(ctx: click.Context, **params: Any) -> None:
         # judged as results arrive: sending stops once the policy is decided (or the budget);
         # the policy is read here, so a bad one is a usage error before anything is sent
         try:
-            should_stop = (until_decided(config.until_decided, config.budget)
-                           if config.until_decided is not None else None)
+            should_stop = None
+            if config.until_decided is not None:  # the gate's machinery only when asked
+                from layergate.harness.gate.sequential import until_decided
+
+                should_stop = until_decided(config.until_decided, config.budget)
         except PolicyError as exc:
             raise ConfigError(f"--until-decided: {exc}") from exc
         run_dir = run_replay(config, should_stop)

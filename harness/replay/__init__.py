@@ -1,9 +1,21 @@
 """Shadow replay through Locust: every traffic record goes to every arm at the same intended
 time, streaming; Locust's master writes the results into the run's SQLite store for all its
-workers (see `runner`, `master`, `channel`, `locustfile`)."""
+workers (see `runner`, `master`, `channel`, `locustfile`).
 
-from layergate.harness.replay.config import ConfigError, ReplayConfig
-from layergate.harness.replay.errors import ReplayError
-from layergate.harness.replay.runner import StopHook, run_replay
+The names below load their module on first use, so a Locust process importing one of this
+package's modules (`locustfile` and what it needs) does not import the runner's."""
 
-__all__ = ["ConfigError", "ReplayConfig", "ReplayError", "StopHook", "run_replay"]
+import importlib
+from typing import Any
+
+_HOMES = {"ConfigError": "config", "ReplayConfig": "config", "ReplayError": "errors",
+          "StopHook": "runner", "run_replay": "runner"}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)

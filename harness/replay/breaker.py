@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from layergate.exporters.records import ArmResult
 from layergate.harness.replay.client import is_connection_failure
+from layergate.harness.store.results import Head
 
 DEFAULT_LIMIT = 10
 
@@ -18,7 +19,7 @@ class CircuitBreaker:
         self.streak: dict[str, int] = {}  # arm -> connection failures in a row
         self.tripped: str | None = None  # why, once it has
 
-    def observe(self, result: ArmResult) -> None:
+    def observe(self, result: ArmResult | Head) -> None:
         if self.limit <= 0 or self.tripped is not None:
             return
         arm = result.arm

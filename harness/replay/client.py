@@ -27,6 +27,7 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from layergate.exporters.catalogue import ADDED_FIELDS_REJECTED, CLOSED_EARLY
 from layergate.exporters.records import ArmResult
@@ -48,6 +49,9 @@ from layergate.harness.replay.transport import (
     TransportTimeout,
 )
 
+if TYPE_CHECKING:  # the store is the master's and the parent's, not the sender's
+    from layergate.harness.store.results import Head
+
 # what a server answers when a request holds a field it does not accept
 REFUSED_FIELD_STATUSES = (400, 422)
 # how a result's error begins when no server took the request, or it dropped the stream
@@ -55,7 +59,7 @@ CONNECT_FAILED = "connection failed"
 CONNECTION_BROKEN = "connection broken"
 
 
-def is_connection_failure(result: ArmResult) -> bool:
+def is_connection_failure(result: ArmResult | Head) -> bool:
     """No server answered, or it went away mid-answer (not a timeout, not an HTTP error)."""
     return not result.ok and (result.error or "").startswith((CONNECT_FAILED,
                                                                 CONNECTION_BROKEN))

@@ -20,7 +20,7 @@ import dataclasses
 import os
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
 from gevent import GreenletExit
@@ -34,13 +34,14 @@ from layergate.harness.replay.channel import HELLO, RESULTS, TURN, WANT
 from layergate.harness.replay.channel_work import ChannelWork, worker_clock
 from layergate.harness.replay.client import Target, send
 from layergate.harness.replay.gevent_transport import GeventTransport
-from layergate.harness.replay.master import WorkMaster
 from layergate.harness.replay.own import Ended, NeedsTools, ask_simulator, own_messages
 from layergate.harness.replay.tracing import arm_span, replay_tracer
 from layergate.harness.replay.work import StoreWork, WorkerPlan, WorkSource
 from layergate.harness.replay.workers import NAME_ENV, PROCESSES_ENV
-from layergate.harness.rundir import RunDir
-from layergate.harness.store import TurnDone, WorkItem, this_process
+from layergate.harness.store.items import TurnDone, WorkItem
+
+if TYPE_CHECKING:  # the master's own modules, imported by the master only (see `_on_init`)
+    from layergate.harness.replay.master import WorkMaster
 
 IDLE_S = 0.2  # how often a user with nothing to do looks for work again
 CHECK_WORKERS_S = 1.0  # how often the master looks for workers Locust lost
@@ -65,6 +66,8 @@ _QUITTING = False
 
 
 def _worker_name() -> str:
+    from layergate.harness.store.rows import this_process
+
     name = os.environ.get(NAME_ENV) or this_process()
     if int(os.environ.get(PROCESSES_ENV, "1")) > 1 and os.environ.get(NAME_ENV):
         name += f":{os.getpid()}"  # forked siblings share the given name
@@ -76,6 +79,10 @@ def _on_init(environment: Any, **_: Any) -> None:
     global _CHANNEL, _MASTER
     runner = environment.runner
     if isinstance(runner, MasterRunner):
+        # a worker never writes the store: only the master imports what does
+        from layergate.harness.replay.master import WorkMaster
+        from layergate.harness.rundir import RunDir
+
         plan = WorkerPlan.from_env(os.environ)
 
         def connected(client_id: str) -> bool:
@@ -158,10 +165,12 @@ def _state() -> _Process:
             if plan.run_dir is None:
                 raise RuntimeError("this Locust process has neither a master nor a run "
                                    "directory to claim work from")
+            from layergate.harness.rundir import RunDir
+            from layergate.harness.store.rows import this_process
+
             work = StoreWork(RunDir(plan.run_dir), this_process(), plan.lease_s)
         _STATE = _Process(os.getpid(), plan, plan.targets, work,
-                          GeventTransport(concurrency=plan.users * len(plan.arms),
-                                          network_timeout=plan.timeout),
+                          GeventTransport(concurrency=plan.users * len(plan.arms)),
                           replay_tracer())
     return _STATE
 

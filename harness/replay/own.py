@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from layergate.exporters.catalogue import RECORDED
-from layergate.exporters.figures.conversations import opening, ordered_turns
 from layergate.exporters.records import ArmResult
 from layergate.exporters.tool_calls import ToolCall, agree, from_message
 from layergate.exporters.traffic import CHAT, TrafficRecord
@@ -45,6 +44,9 @@ SIMULATOR_TIMEOUT_S = 30.0
 def conversations(records: Sequence[TrafficRecord]) -> list[tuple[TrafficRecord, ...]]:
     """The records as conversations, each its turns in order, in the order of their first
     turns' offsets; a record in no multi-turn conversation is one of a single turn."""
+    # the planner's: a Locust worker, which imports this module, never groups records
+    from layergate.exporters.figures.conversations import opening, ordered_turns
+
     positions = {}
     for r in records:
         if r.endpoint == CHAT:

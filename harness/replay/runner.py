@@ -373,7 +373,7 @@ def _replay_run(config: ReplayConfig, prepared: _Prepared, ledger: _Ledger,
         # live metrics count the whole run
         breaker = CircuitBreaker(config.breaker)
         tail = StoreTail(store)
-        tail.follow(breaker.observe, after=store.last_rowid())
+        tail.follow(breaker.observe, after=store.last_rowid(), heads=True)
         if config.metrics_port:
             server, metrics = _serve_metrics(config.metrics_port, config.bind_host)
             tail.follow(metrics.observe)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import httpx
 
 from layergate.exporters.prom_text import NO_METRICS_ENDPOINT
+from layergate.harness.readiness import get
 from layergate.harness.rundir import RunDir
 
 
@@ -21,7 +22,7 @@ def scrape_arms(arms: dict[str, str], run: RunDir, when: str,
     for arm, url in arms.items():
         metrics = url.rstrip("/") + "/metrics"
         try:
-            response = httpx.get(metrics, timeout=timeout)
+            response = get(metrics, timeout)
             if response.status_code == 404:
                 run.write_scrape(arm, when, f"{NO_METRICS_ENDPOINT}: GET {metrics} answered "
                                             "404\n")

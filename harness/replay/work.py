@@ -13,12 +13,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from layergate.exporters.records import ArmResult
 from layergate.harness.replay.client import Target
-from layergate.harness.rundir import RunDir
-from layergate.harness.store import ResultStore, TurnDone, WorkItem
+from layergate.harness.store.items import TurnDone, WorkItem
+
+if TYPE_CHECKING:  # `StoreWork` only: a worker fed by the master opens no store
+    from layergate.harness.rundir import RunDir
+    from layergate.harness.store.results import ResultStore
 
 PLAN_ENV = "LAYERGATE_REPLAY_PLAN"
 # a lease runs this long past the request's own deadline (due + timeout): time to write the

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from layergate.harness.replay.channel import parse_address
-from layergate.harness.replay.config import ConfigError
 from layergate.harness.replay.work import PLAN_ENV
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
@@ -63,6 +62,8 @@ class WorkerConfig:
                 "without it."})
 
     def __post_init__(self) -> None:
+        from layergate.harness.replay.config import ConfigError  # not a Locust worker's import
+
         try:
             parse_address(self.master, "--master")
         except ValueError as exc:

@@ -1,18 +1,23 @@
 """The store of a run, `results.sqlite`: its results (`ResultStore`) and the work queue the
 store owns (`ResultStore.queue`). SQLite in WAL mode, safe for several writer processes and
-for a crash at any point (see `sqlite.py`). No SQL about a run lives outside this package."""
+for a crash at any point (see `sqlite.py`). No SQL about a run lives outside this package.
 
-from layergate.harness.store.queue import (
-    ArmState,
-    Completion,
-    QueueEntry,
-    QueueProgress,
-    TurnDone,
-    WorkItem,
-    WorkQueue,
-)
-from layergate.harness.store.results import ResultStore, StoredResult, StoreError
-from layergate.harness.store.rows import this_process
+The names below load their module on first use: a Locust worker takes the work items
+(`items.py`) and never opens a store, and pays nothing for SQLite or the readers."""
 
-__all__ = ["ArmState", "Completion", "QueueEntry", "QueueProgress", "ResultStore", "StoreError",
-           "StoredResult", "TurnDone", "WorkItem", "WorkQueue", "this_process"]
+import importlib
+from typing import Any
+
+_HOMES = {"ArmState": "items", "Completion": "items", "QueueEntry": "items",
+          "QueueProgress": "items", "TurnDone": "items", "WorkItem": "items",
+          "WorkQueue": "queue", "ResultStore": "results", "StoredResult": "results",
+          "StoreError": "results", "this_process": "rows"}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)

@@ -13,6 +13,7 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from layergate.exporters.errors import InfrastructureError
 from layergate.exporters.figures.answers import Tally
@@ -44,6 +45,20 @@ class StoredResult:
     intended_at: float | None  # wall clock (time.time()) it was meant to be sent
     recorded_at: float  # wall clock it was written
     worker: str | None  # who sent it ("host:pid", or a worker's name)
+
+
+class Head(NamedTuple):
+    """What a row says of how its request went, without the answer: what the replay's
+    circuit breaker reads as a run is written."""
+
+    arm: str
+    ok: bool
+    http_status: int | None
+    error: str | None
+
+    @classmethod
+    def of(cls, result: ArmResult) -> Head:
+        return cls(result.arm, result.ok, result.http_status, result.error)
 
 
 class ResultStore:
@@ -118,6 +133,13 @@ class ResultStore:
                                  "ORDER BY rowid", (rowid,)).fetchall()
         self.rows_read += len(rows)
         return [(r["_rowid"], decode(r)) for r in rows]
+
+    def heads_after(self, rowid: int) -> list[tuple[int, Head]]:
+        """`rows_after`, only each row's `Head`."""
+        rows = self.conn.execute("SELECT rowid, arm, ok, http_status, error FROM results "
+                                 "WHERE rowid > ? ORDER BY rowid", (rowid,)).fetchall()
+        self.rows_read += len(rows)
+        return [(r[0], Head(r[1], bool(r[2]), r[3], r[4])) for r in rows]
 
     def send_lags(self) -> list[float]:
         """Every row's send lag (`ArmResult.send_lag_s`), where recorded."""

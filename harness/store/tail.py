@@ -6,37 +6,42 @@ serves every follower (the circuit breaker, the live metrics, the stop hook's re
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from layergate.exporters.records import ArmResult
-from layergate.harness.store.results import ResultStore
+from layergate.harness.store.results import Head, ResultStore
 
 Key = tuple[str, str, int, int]
-Observer = Callable[[ArmResult], None]
+Observer = Callable[[Any], None]
 
 
 class StoreTail:
     def __init__(self, store: ResultStore) -> None:
         self.store = store
         self.last: int | None = None  # the rowid read last (None: nothing read yet)
-        self._observers: list[tuple[int, Observer]] = []
+        self._observers: list[tuple[int, Observer, bool]] = []
 
-    def follow(self, observe: Observer, after: int = 0) -> None:
+    def follow(self, observe: Observer, after: int = 0, heads: bool = False) -> None:
         """Call `observe` on every row written after rowid `after` (0: the whole store), in
-        write order, as polls read them. Join before the first poll."""
+        write order, as polls read them: an `ArmResult`, or with `heads` only its `Head`.
+        Join before the first poll."""
         if self.last is not None and after < self.last:
             raise ValueError(f"a follower from rowid {after} joined after rowid {self.last} "
                              "was read")
-        self._observers.append((after, observe))
+        self._observers.append((after, observe, heads))
 
     def poll(self) -> int:
-        """Read the rows written since the last poll, feed them on; how many were new."""
+        """Read the rows written since the last poll, feed them on; how many were new. When
+        every follower takes heads, only their columns are read: decoding whole rows was
+        most of what following a replay cost (profiled)."""
         start = self.last if self.last is not None else min(
-            (after for after, _ in self._observers), default=0)
-        rows = self.store.rows_after(start)
-        for rowid, result in rows:
-            for after, observe in self._observers:
+            (after for after, _, _ in self._observers), default=0)
+        whole = not all(heads for _, _, heads in self._observers)
+        rows = self.store.rows_after(start) if whole else self.store.heads_after(start)
+        for rowid, row in rows:
+            for after, observe, heads in self._observers:
                 if rowid > after:
-                    observe(result)
+                    observe(Head.of(row) if heads and whole else row)
         self.last = rows[-1][0] if rows else start
         return len(rows)
 
