@@ -39,6 +39,9 @@ _NAMES = [*_COLUMNS, *_EXTRA]
 _QUOTED = ", ".join(f'"{name}"' for name in _NAMES)
 # json.dumps(value, ensure_ascii=False) builds this encoder anew on every call
 _TO_JSON = json.JSONEncoder(ensure_ascii=False).encode
+_JSON_AT = [(i, name) for i, name in enumerate(_COLUMNS) if name in _JSON_FIELDS]
+_OK_AT = _COLUMNS.index("ok")
+_EMPTY = {tuple: lambda _: "[]", list: lambda _: "[]", dict: lambda _: "{}"}
 _INSERT = (f"INSERT OR REPLACE INTO results ({_QUOTED}) "
            f"VALUES ({', '.join('?' * len(_NAMES))})")
 
@@ -92,16 +95,15 @@ def encode_row(result: ArmResult, intended_at: float | None, worker: str | None)
 
 
 def _encode(result: ArmResult) -> list[Any]:
-    row = []
-    for name in _COLUMNS:
-        value = getattr(result, name)
+    row = [getattr(result, name) for name in _COLUMNS]
+    for i, name in _JSON_AT:
+        value = row[i]
         if name == "tool_calls":
-            value = _TO_JSON(to_json(value)) if value else None
-        elif name in _JSON_FIELDS:
-            value = None if value is None else _TO_JSON(value)
-        elif name == "ok":
-            value = int(value)
-        row.append(value)
+            row[i] = _TO_JSON(to_json(value)) if value else None
+        elif value is not None:
+            # most rows hold no quirks, no extension: the text JSON gives them, unencoded
+            row[i] = _EMPTY.get(type(value), _TO_JSON)(value) if not value else _TO_JSON(value)
+    row[_OK_AT] = int(row[_OK_AT])
     return row
 
 
