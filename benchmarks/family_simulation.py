@@ -40,9 +40,9 @@ from layergate.exporters.figures.aligned import align  # noqa: E402
 from layergate.exporters.figures.bootstrap import expanded, percentile_ci, resample_sums  # noqa: E402
 from layergate.exporters.figures.config import MetricsConfig  # noqa: E402
 from layergate.exporters.records import ArmResult  # noqa: E402
-from layergate.harness.gate.family import CandidateVerdict, FamilyResult, judge_family  # noqa: E402
+from layergate.harness.gate.fixed.family import CandidateVerdict, FamilyResult, judge_family  # noqa: E402
+from layergate.harness.gate.fixed.verdict import apply_policy  # noqa: E402
 from layergate.harness.gate.policy import parse_policy  # noqa: E402
-from layergate.harness.gate.verdict import apply_policy  # noqa: E402
 
 NAMES = ("c1", "c2", "c3")
 THRESHOLD = 0.20

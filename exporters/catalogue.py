@@ -492,7 +492,7 @@ VERDICT_STATES = {
 # the gate's run-wide check of the replay's schedule fidelity (exporters/figures/schedule_lag.py):
 # not a figure of an arm but of the load tool, bounded by the policy's max_send_lag_p99_s
 SCHEDULE_LAG = "schedule_lag"
-# the gate's checks of a run of imported load-tool results (harness/gate/imported.py): a
+# the gate's checks of a run of imported load-tool results (harness/gate/fixed/imported.py): a
 # setting the arms differ in (imported with --allow), and how the arms were paired: by
 # prompt, or not at all (each arm's figures resampled on its own)
 IMPORT_COMPARABLE, IMPORT_PAIRING = "import_comparable", "import_pairing"

@@ -108,7 +108,7 @@ class Run:
     scrapes: list[MetricsScrape]
     determinism: Run | None = None
     # the run seen with its arms renamed (a name -> None leaves that arm out): one candidate
-    # of several judged as the arm `candidate` (harness.gate.family); `results` is given so
+    # of several judged as the arm `candidate` (harness.gate.fixed.family); `results` is given so
     view: Callable[[str], str | None] | None = None
 
     def seen_as(self, view: Callable[[str], str | None], **changes: Any) -> Run:

@@ -17,7 +17,7 @@ from junitparser import JUnitXml
 
 from layergate.exporters.catalogue import FAIL, PASS, REQUIRE_ALL, REQUIRE_ANY, exit_code
 from layergate.harness.cli import main
-from layergate.harness.gate.family import decide_each, evaluate_family
+from layergate.harness.gate.fixed.family import decide_each, evaluate_family
 from layergate.harness.gate.policy import load_policy
 from layergate.harness.processes import layergate_command
 from layergate.harness.rundir import RunDir, load_run

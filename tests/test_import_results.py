@@ -307,7 +307,7 @@ def test_an_imported_run_s_figures_export_to_prometheus(tmp_path: Path, policy: 
 
     from layergate.exporters.prometheus_export import register_run
     from layergate.harness.gate import load_policy
-    from layergate.harness.gate.run_view import view_config, view_run
+    from layergate.harness.gate.fixed.run_view import view_config, view_run
     from layergate.harness.rundir import load_run
 
     run_dir = tmp_path / "run"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from layergate.exporters.catalogue import BASELINE, BASELINE2, CANDIDATE, FAIL, PAIRED
-from layergate.harness.gate.evaluation import evaluate
+from layergate.harness.gate.fixed.evaluation import evaluate
 from layergate.harness.gate.policy import load_policy
 from layergate.harness.report.wording import summary_line
 from layergate.harness.results_import import ImportConfig, import_results

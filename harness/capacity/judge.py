@@ -12,8 +12,8 @@ from layergate.exporters.cli_options import named_values
 from layergate.exporters.figures import Figure
 from layergate.harness.capacity.replicates import is_replicated
 from layergate.harness.capacity.verdict import capacity_ratio, evaluate_replicates, evaluate_sweep
-from layergate.harness.gate.family import CapacityError, FamilyResult
-from layergate.harness.gate.judged import Busy, Judged, judge_run, quietly
+from layergate.harness.gate.dispatch import Busy, Judged, judge_run, quietly
+from layergate.harness.gate.fixed.family import CapacityError, FamilyResult
 from layergate.harness.gate.policy import Policy
 from layergate.harness.sweepdir import is_sweep
 

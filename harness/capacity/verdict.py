@@ -14,9 +14,9 @@ from layergate.exporters.catalogue import BASELINE, CANDIDATE, CAPACITY_RATIO, C
 from layergate.exporters.figures import Figure
 from layergate.harness.capacity.config import CapacityConfig
 from layergate.harness.capacity.report import off_the_verdict, sweep_figures
+from layergate.harness.gate.fixed.result import GateResult
+from layergate.harness.gate.fixed.verdict import apply_policy
 from layergate.harness.gate.policy import Policy
-from layergate.harness.gate.result import GateResult
-from layergate.harness.gate.verdict import apply_policy
 from layergate.harness.rundir import RunDirError
 from layergate.harness.sweepdir import KIND, StateError, SweepDir, SweepState
 

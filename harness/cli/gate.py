@@ -11,7 +11,7 @@ from layergate.exporters.catalogue import REQUIRE_ANY, ExitCode
 from layergate.exporters.cli_options import field_option
 from layergate.harness.cli.exits import RUN_DIR_UNREADABLE, exits
 from layergate.harness.cli.options import policy_option
-from layergate.harness.gate.sequential_config import SequentialConfig
+from layergate.harness.gate.sequential.config import SequentialConfig
 
 
 @exits(*ExitCode, INFRASTRUCTURE=RUN_DIR_UNREADABLE)
@@ -74,7 +74,7 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
 
     from layergate.harness.capacity.judge import judge_dir
     from layergate.harness.gate import load_policy
-    from layergate.harness.gate.sequential_family import decide_family
+    from layergate.harness.gate.sequential.family import decide_family
     from layergate.harness.report import formats
     from layergate.harness.report.family import print_verdict
     from layergate.harness.report.sequential import sequential_lines

@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from layergate.harness.gate.checks import Check
+from layergate.harness.gate.fixed.recommendation import Rollout
+from layergate.harness.gate.fixed.result import GateResult
+from layergate.harness.gate.fixed.verdict import apply_policy, decide
 from layergate.harness.gate.policy import MetricRule, Policy, PolicyError, load_policy
-from layergate.harness.gate.recommendation import Rollout
-from layergate.harness.gate.result import GateResult
-from layergate.harness.gate.verdict import apply_policy, decide
 
 if TYPE_CHECKING:
-    from layergate.harness.gate.evaluation import evaluate, evaluate_run
+    from layergate.harness.gate.fixed.evaluation import evaluate, evaluate_run
 
 __all__ = ["Check", "GateResult", "MetricRule", "Policy", "PolicyError",
            "Rollout", "apply_policy", "decide", "evaluate", "evaluate_run", "load_policy"]
@@ -24,7 +24,7 @@ __all__ = ["Check", "GateResult", "MetricRule", "Policy", "PolicyError",
 
 def __getattr__(name: str) -> Any:
     if name in ("evaluate", "evaluate_run"):
-        from layergate.harness.gate import evaluation
+        from layergate.harness.gate.fixed import evaluation
 
         return getattr(evaluation, name)
     raise AttributeError(f"module 'layergate.harness.gate' has no attribute {name!r}")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from layergate.exporters.catalogue import FAIL, INCONCLUSIVE
 from layergate.harness.gate.checks import INFO, SKIPPED
-from layergate.harness.gate.result import GateResult
+from layergate.harness.gate.fixed.result import GateResult
 from layergate.harness.report import wording
 
 

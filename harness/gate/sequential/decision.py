@@ -78,8 +78,8 @@ from layergate.harness.gate.checks import (
     reason_line,
 )
 from layergate.harness.gate.policy import Policy, load_policy
-from layergate.harness.gate.send_order import Requests, Source, default_budget, load
-from layergate.harness.gate.sequential_rule import RuleInputs, RuleState, Track, state_at, track
+from layergate.harness.gate.sequential.rule import RuleInputs, RuleState, Track, state_at, track
+from layergate.harness.gate.sequential.send_order import Requests, Source, default_budget, load
 from layergate.harness.stops import Stop
 
 
@@ -381,7 +381,7 @@ def until_decided(policy_path: str | Path | Policy | None, budget: int | None = 
     import scipy.special  # noqa: F401
 
     def stop(source: Source) -> Stop | None:
-        from layergate.harness.gate.family import decide_each
+        from layergate.harness.gate.fixed.family import decide_each
 
         decisions = decide_each(source, policy, budget)
         decided = {name: f"sequential verdict {d.verdict} after {d.n} requests"

@@ -1,6 +1,7 @@
-"""One rule of the sequential gate (`layergate.harness.gate.sequential`) over the judged requests in
-send order: its sticky pass / fail decisions after each request (`Track`) and its state at
-a look (`RuleState`), worded as the fixed gate words a check (`layergate.harness.gate.checks`).
+"""One rule of the sequential gate (`layergate.harness.gate.sequential.decision`) over the
+judged requests in send order: its sticky pass / fail decisions after each request (`Track`)
+and its state at a look (`RuleState`), worded as the fixed gate words a check
+(`layergate.harness.gate.checks`).
 
 A rule with an anytime-valid interval (`layergate.exporters.figures.sequential.figures.METHODS`)
 passes once its intersected confidence sequence lies wholly on the good side of the threshold, fails

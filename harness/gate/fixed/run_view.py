@@ -10,15 +10,15 @@ from typing import Any
 
 from layergate.exporters.figures import Figure
 from layergate.exporters.figures.config import MetricsConfig
-from layergate.harness.gate.evaluation import judge_figures, metrics_config
-from layergate.harness.gate.family import (
+from layergate.harness.gate.fixed.evaluation import judge_figures, metrics_config
+from layergate.harness.gate.fixed.family import (
     FamilyResult,
     candidate_figures,
     candidates_of,
     evaluate_family,
 )
+from layergate.harness.gate.fixed.result import GateResult
 from layergate.harness.gate.policy import Policy
-from layergate.harness.gate.result import GateResult
 from layergate.harness.rundir import Run
 
 

@@ -11,10 +11,10 @@ from layergate.exporters.figures.columns import ResultColumns
 from layergate.exporters.figures.compute import compute_figures
 from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.figures.conversations import conversations, turn_positions
+from layergate.harness.gate.fixed.result import GateResult
+from layergate.harness.gate.fixed.unpaired import unpaired_figures, with_unpaired
+from layergate.harness.gate.fixed.verdict import apply_policy
 from layergate.harness.gate.policy import Policy, load_policy
-from layergate.harness.gate.result import GateResult
-from layergate.harness.gate.unpaired import unpaired_figures, with_unpaired
-from layergate.harness.gate.verdict import apply_policy
 from layergate.harness.rundir import TRAFFIC, Run, RunDirError, load_run
 
 

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from layergate.exporters.catalogue import exit_code
-from layergate.harness.gate.family import check_require, combined, decide_each
+from layergate.harness.gate.fixed.family import check_require, combined, decide_each
 from layergate.harness.gate.policy import Policy
-from layergate.harness.gate.send_order import Source
-from layergate.harness.gate.sequential import SequentialDecision
+from layergate.harness.gate.sequential.decision import SequentialDecision
+from layergate.harness.gate.sequential.send_order import Source
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from layergate.exporters.figures.answers import Tally
 from layergate.exporters.figures.schedule_lag import ScheduleLag
 from layergate.exporters.records import ArmResult
 from layergate.harness.gate.checks import Check
+from layergate.harness.gate.fixed.recommendation import Rollout
 from layergate.harness.gate.policy import Policy
-from layergate.harness.gate.recommendation import Rollout
 
 
 @dataclass(frozen=True)

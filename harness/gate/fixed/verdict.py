@@ -35,11 +35,11 @@ from layergate.harness.gate.checks import (
     reason_line,
     tied,
 )
-from layergate.harness.gate.imported import imported_checks, unpaired_reason
+from layergate.harness.gate.fixed.imported import imported_checks, unpaired_reason
+from layergate.harness.gate.fixed.recommendation import recommend
+from layergate.harness.gate.fixed.result import GateResult
+from layergate.harness.gate.fixed.schedule import schedule_check
 from layergate.harness.gate.policy import Policy
-from layergate.harness.gate.recommendation import recommend
-from layergate.harness.gate.result import GateResult
-from layergate.harness.gate.schedule import schedule_check
 
 
 def apply_policy(policy: Policy, figures: Sequence[Figure], manifest: dict[str, Any],

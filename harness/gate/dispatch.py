@@ -10,7 +10,7 @@ from pathlib import Path
 
 from layergate.exporters.catalogue import BASELINE
 from layergate.exporters.figures import Figure
-from layergate.harness.gate.family import FamilyResult, evaluate_family
+from layergate.harness.gate.fixed.family import FamilyResult, evaluate_family
 from layergate.harness.gate.policy import Policy
 from layergate.harness.manifest import Manifest
 from layergate.harness.rundir import Run, load_run

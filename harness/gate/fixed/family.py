@@ -37,18 +37,18 @@ from layergate.exporters.errors import UsageError
 from layergate.exporters.figures import OVERALL, Figure
 from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.records import ArmResult
-from layergate.harness.gate.best import (
+from layergate.harness.gate.fixed.best import (
     Difference,
     not_worse_than_best,
     paired_differences,
     selected_bounds,
 )
-from layergate.harness.gate.evaluation import evaluate_run, metrics_config, run_figures
+from layergate.harness.gate.fixed.evaluation import evaluate_run, metrics_config, run_figures
+from layergate.harness.gate.fixed.result import GateResult
+from layergate.harness.gate.fixed.saving import Saving, saving_of
 from layergate.harness.gate.policy import Policy
-from layergate.harness.gate.result import GateResult
-from layergate.harness.gate.saving import Saving, saving_of
-from layergate.harness.gate.send_order import Source
-from layergate.harness.gate.sequential import SequentialDecision, decide
+from layergate.harness.gate.sequential.decision import SequentialDecision, decide
+from layergate.harness.gate.sequential.send_order import Source
 from layergate.harness.rundir import LazyResults, Run, RunDir
 from layergate.harness.store.results import StoredResult
 
@@ -169,7 +169,7 @@ class CandidateVerdict:
     @property
     def saving(self) -> Saving:
         """The leaderboard's saving: from its capacity sweep where given, else its RER over
-        the whole run (harness/gate/saving.py), with its family-wise interval."""
+        the whole run (harness/gate/fixed/saving.py), with its family-wise interval."""
         return saving_of(next((f for f in self.shown.figures if f.name == RER
                                and f.arm == CANDIDATE and f.scenario == OVERALL), None),
                          self.capacity_ratio)
