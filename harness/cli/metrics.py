@@ -20,7 +20,7 @@ from layergate.harness.cli.options import policy_option
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from layergate.harness.gate.fixed.run_view import RunView
+    from layergate.harness.gate import RunView
 
 @exits(ExitCode.PASS, ExitCode.USAGE, ExitCode.INFRASTRUCTURE, PASS="done",
        INFRASTRUCTURE=RUN_DIR_UNREADABLE)
@@ -58,8 +58,7 @@ def command(ctx: click.Context, run_dir: Path, json_path: Path | None, port: int
     from rich.console import Console
 
     from layergate.exporters.otel_export import push_run
-    from layergate.harness.gate import load_policy
-    from layergate.harness.gate.fixed.run_view import view_config, view_run
+    from layergate.harness.gate import load_policy, view_config, view_run
     from layergate.harness.replay.config import check_tokenizer
     from layergate.harness.report import formats
     from layergate.harness.report.run_figures import print_figures

@@ -133,7 +133,7 @@ def command(ctx: click.Context, **params: Any) -> None:
     fills an interrupted one (or the error rows of a complete one), and leaves a complete run
     without error rows alone (exit 0, nothing sent).
     """
-    from layergate.harness.gate.sequential.decision import until_decided
+    from layergate.harness.gate import until_decided
     from layergate.harness.policy_file import PolicyError
     from layergate.harness.replay import ConfigError, run_replay
     from layergate.harness.rundir import RunDir

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from layergate.exporters.catalogue import CANDIDATE
-from layergate.harness.gate.fixed.compare import Change, Comparison
+from layergate.harness.gate import Change, Comparison
 
 
 def _n(x: float | None) -> str:

@@ -9,8 +9,7 @@ from typing import Any
 
 from layergate.exporters.catalogue import RRR
 from layergate.exporters.figures.answers import answer_summary
-from layergate.harness.gate.checks import Check, names_arm
-from layergate.harness.gate.fixed.result import GateResult
+from layergate.harness.gate import Check, GateResult, names_arm
 
 
 def metric_key(check: Check) -> str:

@@ -21,8 +21,7 @@ from layergate.exporters.catalogue import (
     OVERALL,
     RER,
 )
-from layergate.harness.gate.fixed.family import CandidateVerdict, FamilyResult
-from layergate.harness.gate.fixed.saving import Estimate, Saving
+from layergate.harness.gate import CandidateVerdict, Estimate, FamilyResult, Saving
 from layergate.harness.report.json_report import finite
 
 SAVING, CONSISTENCY = "saving", EXACT_MATCH  # the plot's axes (CONSISTENCY: without accuracy)

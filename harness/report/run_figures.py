@@ -21,7 +21,7 @@ from layergate.exporters.catalogue import (
 )
 from layergate.exporters.figures import OVERALL, Figure
 from layergate.exporters.figures.answers import answer_summary, describe
-from layergate.harness.gate.fixed.run_view import RunView
+from layergate.harness.gate import RunView
 
 # the figures of the per-scenario table
 KEY_FIGURES = (RER, RER_THEORETICAL, TERMINATION_ACCURACY, EXACT_MATCH, BLEU, LATENCY_RATIO,

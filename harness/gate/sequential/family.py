@@ -5,13 +5,23 @@ is a family of one, whose verdict and JSON are its decision's."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from layergate.exporters.catalogue import exit_code
-from layergate.harness.gate.fixed.family import check_require, combined, decide_each
+from layergate.exporters.catalogue import CANDIDATE, NO_ADJUSTMENT, candidate_arms, exit_code
+from layergate.exporters.figures.config import MetricsConfig
+from layergate.harness.gate.candidates import (
+    as_candidate,
+    candidates_of,
+    check_require,
+    combined,
+    rows_as_candidate,
+)
 from layergate.harness.gate.policy import Policy
-from layergate.harness.gate.sequential.decision import SequentialDecision
+from layergate.harness.gate.sequential.decision import SequentialDecision, decide
 from layergate.harness.gate.sequential.send_order import Source
+from layergate.harness.rundir import Run, RunDir
+from layergate.harness.store.results import StoredResult
 
 
 @dataclass(frozen=True)
@@ -46,3 +56,27 @@ def decide_family(source: Source, policy: Policy, require: str,
     the run's candidates."""
     decisions = decide_each(source, policy, budget)
     return SequentialFamily(decisions, check_require(require, tuple(decisions)))
+
+
+def decide_each(source: Source, policy: Policy, budget: int | None = None
+                ) -> dict[str, SequentialDecision]:
+    """Each candidate's sequential verdict. Across several, the confidence sequences run at
+    1 - alpha/m (Bonferroni: Holm's steps would need each candidate's verdict at several
+    levels at every look) unless the policy's multiplicity is none."""
+    if isinstance(source, str | Path | RunDir):
+        run: Run | None = RunDir(source).load() if not isinstance(source, RunDir) \
+            else source.load()
+    else:
+        run = source if isinstance(source, Run) else None
+    rows = list(run.results) if run is not None else [
+        r.result if isinstance(r, StoredResult) else r for r in source]
+    names = candidates_of(run) if run is not None else candidate_arms(
+        dict.fromkeys(r.arm for r in rows))
+    if len(names) <= 1:  # one candidate (or no row yet): as it always was, in send order
+        return {names[0] if names else CANDIDATE: decide(source, policy, budget)}
+    m = 1 if policy.multiplicity == NO_ADJUSTMENT else len(names)
+    level = 1 - (1 - MetricsConfig.confidence) / m
+    if run is not None:
+        return {n: decide(as_candidate(run, n), policy, budget, level) for n in names}
+    return {n: decide(rows_as_candidate(rows, n, names), policy, budget, level)
+            for n in names}

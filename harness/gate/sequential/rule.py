@@ -23,7 +23,7 @@ from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.figures.sequential import intersected
 from layergate.exporters.figures.sequential.figures import METHODS, FigurePath, figure_path
 from layergate.exporters.records import ArmResult
-from layergate.harness.gate.checks import SKIPPED, interval_reason, judge
+from layergate.harness.gate.checks import SKIPPED, check_figure, interval_reason
 from layergate.harness.gate.policy import MetricRule
 
 
@@ -150,7 +150,7 @@ def _determinism_suite(rule: MetricRule, label: str, counts: bool, ctx: RuleInpu
         ctx.config, min_determinism_prompts=max(rule.min_samples, 1)))
     fig = next((f for f in figs if f.name == rule.name and f.arm == rule.arm
                 and f.scenario == label), None)
-    check = judge(rule, fig, label, True)
+    check = check_figure(rule, fig, label, True)
     state = _rule_state(rule, label, counts, state=check.status,
                         reason=f"repeat suite, fixed-sample: {check.reason}",
                         estimate=check.compared, low=check.compared_low,
