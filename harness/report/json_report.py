@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from layergate.exporters.catalogue import RRR
-from layergate.exporters.figures.answers import answer_summary
+from layergate.exporters.figures.answer_tally import answer_summary
 from layergate.harness.gate import Check, GateResult, names_arm
 
 

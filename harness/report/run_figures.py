@@ -20,7 +20,7 @@ from layergate.exporters.catalogue import (
     TERMINATION_ACCURACY,
 )
 from layergate.exporters.figures import OVERALL, Figure
-from layergate.exporters.figures.answers import answer_summary, describe
+from layergate.exporters.figures.answer_tally import answer_summary, describe
 from layergate.harness.gate import RunView
 
 # the figures of the per-scenario table

@@ -7,6 +7,7 @@ verdict; `write.py` stores the arm; the gate judges the run like a replay (paire
 where the arms sent the same prompts, else unpaired: harness/gate/fixed/unpaired.py)."""
 
 from layergate.harness.results_import.model import ImportedRequest, ImportedRun, ResultsError
-from layergate.harness.results_import.write import ImportConfig, import_results
+from layergate.harness.results_import.write import ResultsImportConfig, import_results
 
-__all__ = ["ImportConfig", "ImportedRequest", "ImportedRun", "ResultsError", "import_results"]
+__all__ = ["ImportedRequest", "ImportedRun", "ResultsError", "ResultsImportConfig",
+           "import_results"]

@@ -22,7 +22,7 @@ from layergate.exporters.catalogue import (
     judged_on_latency,
 )
 from layergate.exporters.figures import OVERALL, Figure
-from layergate.exporters.figures.answers import Tally, as_tallies
+from layergate.exporters.figures.answer_tally import Tally, as_tallies
 from layergate.exporters.figures.saturation import LOWER_THE_RATE, not_comparable, saturated_arms
 from layergate.exporters.figures.schedule_lag import ScheduleLag, schedule_lag
 from layergate.exporters.records import ArmResult

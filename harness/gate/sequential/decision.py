@@ -183,8 +183,8 @@ def _context(prefix: _Prefix, policy: Policy, confidence: float) -> RuleInputs:
     cols: dict[str, np.ndarray] = {}
     for calc in (rer, termination, consistency, latency, cache_hit):
         cols |= calc.columns(al, config)
-    cols |= accuracy.columns(al, config, accuracy.score_outputs(al, prefix.got.references,
-                                                       prefix.got.verdicts))
+    scores = accuracy.score_outputs(al, prefix.got.references, prefix.got.verdicts)
+    cols |= accuracy.columns(al, config, scores)
     cols = {k: dense(v)[perm] for k, v in cols.items()}  # a column may come Sparse
     scenario = np.array([al.scenario_names[s] for s in al.strata[perm]])
     return RuleInputs(prefix.available, prefix.got.determinism, config, al, cols, scenario,
