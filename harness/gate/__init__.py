@@ -8,8 +8,9 @@ from the modules behind it (tests/test_imports.py holds it). Behind it, two mach
   *evaluate* (`evaluate`, `evaluate_run`, `evaluate_family`), its answer a `GateResult`
   per candidate and a `FamilyResult` per run;
 - `sequential/`: the requests in send order with anytime-valid intervals, looked at after
-  each one; its verb is *decide* (`decide_family`; `until_decided`, the replay's stop
-  predicate), its answer a `SequentialDecision` per candidate and a `SequentialFamily`.
+  each one; its verb is *decide* (`decide`, `decide_family`; `until_decided`, the
+  replay's stop predicate), its answer a `SequentialDecision` per candidate and a
+  `SequentialFamily` per run.
 
 Both read the policy (`policy.py`), word a figure's check alike (`checks.py`) and see a
 run's candidates alike (`candidates.py`). `dispatch.py` says which verdict a directory
@@ -45,7 +46,7 @@ from layergate.harness.gate.policy import (
     parse_policy,
 )
 from layergate.harness.gate.sequential.config import SequentialConfig
-from layergate.harness.gate.sequential.decision import SequentialDecision
+from layergate.harness.gate.sequential.decision import SequentialDecision, decide
 from layergate.harness.gate.sequential.family import SequentialFamily, decide_family
 from layergate.harness.gate.sequential.stop import until_decided
 
@@ -61,6 +62,6 @@ __all__ = [
     "check_figure", "compare_runs", "evaluate", "evaluate_family", "evaluate_run",
     "names_arm", "view_config", "view_run",
     # the sequential gate
-    "SequentialConfig", "SequentialDecision", "SequentialFamily", "decide_family",
+    "SequentialConfig", "SequentialDecision", "SequentialFamily", "decide", "decide_family",
     "until_decided",
 ]

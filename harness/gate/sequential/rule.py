@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from layergate.exporters.catalogue import DETERMINISM_FIGURES, FAIL, PASS, UNDECIDED
+from layergate.exporters.figures import determinism_figures
 from layergate.exporters.figures.aligned import Aligned
 from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.figures.sequential import intersected
@@ -144,8 +145,6 @@ def _untracked(rule: MetricRule, label: str, counts: bool, available: int, why: 
 
 
 def _determinism_suite(rule: MetricRule, label: str, counts: bool, ctx: RuleInputs) -> Track:
-    from layergate.exporters.figures import determinism_figures
-
     figs = determinism_figures.figures(ctx.determinism or (), replace(
         ctx.config, min_determinism_prompts=max(rule.min_samples, 1)))
     fig = next((f for f in figs if f.name == rule.name and f.arm == rule.arm
