@@ -51,7 +51,7 @@ from layergate.exporters.catalogue import (  # noqa: E402
     CANDIDATE,
 )
 from layergate.harness.gate import evaluate_run  # noqa: E402
-from layergate.harness.gate.evaluation import metrics_config, run_figures  # noqa: E402
+from layergate.harness.gate.fixed.evaluation import metrics_config, run_figures  # noqa: E402
 from layergate.harness.gate.policy import default_policy_dir, load_policy  # noqa: E402
 from layergate.harness.replay import ReplayConfig, run_replay  # noqa: E402
 from layergate.harness.rundir import load_run  # noqa: E402
@@ -210,10 +210,10 @@ def right_per_question(run_dir: Path, run) -> dict[str, dict[str, bool]]:
     from layergate.exporters.figures.aligned import align
 
     al = align(run.columns_with_recorded())
-    judged = accuracy.judge(al, accuracy.read_references(run_dir / "traffic.jsonl"))
-    return {arm: {rid: bool(judged.right[arm][i])
-                  for i, rid in enumerate(al.request_ids) if judged.scored[arm][i]}
-            for arm in judged.right}
+    scores = accuracy.score_outputs(al, accuracy.read_references(run_dir / "traffic.jsonl"))
+    return {arm: {rid: bool(scores.right[arm][i])
+                  for i, rid in enumerate(al.request_ids) if scores.scored[arm][i]}
+            for arm in scores.right}
 
 
 def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:

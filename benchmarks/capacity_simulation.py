@@ -225,7 +225,7 @@ def truth_counts(label: str, args: argparse.Namespace) -> dict:
         widths.append(got.half_width_log)
         errors.append(math.log(got.value / truth))
         needed.append(got.replicates_for(args.target_half_width))
-        fig = next(f for f in cap.figures(first, cap.SweepJudge(
+        fig = next(f for f in cap.figures(first, cap.SweepRule(
             resamples=args.resamples, seed=int(rng.integers(1 << 30))), "req/s")
             if f.name == CAPACITY_RATIO and f.arm == CANDIDATE)
         if fig.ci_low is not None and fig.ci_high is not None:

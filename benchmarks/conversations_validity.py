@@ -53,7 +53,7 @@ from layergate.exporters.catalogue import (
 from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.model_files import DEFAULT_MODEL
 from layergate.exporters.traffic import read_traffic
-from layergate.harness.gate.family import candidate_figures
+from layergate.harness.gate.fixed.family import candidate_figures
 from layergate.harness.replay import ReplayConfig, run_replay
 from layergate.harness.replay.own import conversations
 from layergate.harness.rundir import RunDir, load_run

@@ -7,9 +7,9 @@ request on every arm its own log-time noise (benchmarks/gate_simulation.py's mod
 its committed inputs, benchmarks/data/aa_costs.json). Each candidate's figures come from
 the gate's calculators (alignment,
 resampled sums, layergate.exporters.figures.rer with its between-process term, the candidate's own
-process draw), each candidate is judged by the real `judge` of an RER rule, the family by the real
-`judge_family` (Holm) and `FamilyResult` (comparisons with the best, the recommendation
-and its selection-adjusted interval).
+process draw), each candidate is judged by the real `apply_policy` of an RER rule, the
+family by the real `adjusted_verdicts` (Holm) and `FamilyResult` (comparisons with the best,
+the recommendation and its selection-adjusted interval).
 
   threshold   all three candidates' true RER exactly at the rule's threshold (0.20):
               any pass is a false pass; family-wise false pass should be <= alpha (0.05)
@@ -40,9 +40,9 @@ from layergate.exporters.figures.aligned import align  # noqa: E402
 from layergate.exporters.figures.bootstrap import expanded, percentile_ci, resample_sums  # noqa: E402
 from layergate.exporters.figures.config import MetricsConfig  # noqa: E402
 from layergate.exporters.records import ArmResult  # noqa: E402
-from layergate.harness.gate.family import CandidateVerdict, FamilyResult, judge_family  # noqa: E402
+from layergate.harness.gate import CandidateVerdict, FamilyResult, apply_policy  # noqa: E402
+from layergate.harness.gate.fixed.family import adjusted_verdicts  # noqa: E402
 from layergate.harness.gate.policy import parse_policy  # noqa: E402
-from layergate.harness.gate.verdict import apply_policy  # noqa: E402
 
 NAMES = ("c1", "c2", "c3")
 THRESHOLD = 0.20
@@ -81,7 +81,7 @@ def family(rows: dict[str, list[ArmResult]], config: MetricsConfig) -> FamilyRes
                               config.n_resamples, config.seed)
         made[name] = (al, table, arm_rows)
 
-    def judge(name: str, level: float, keep: dict | None) -> CandidateVerdict:
+    def verdict_at(name: str, level: float, keep: dict | None) -> CandidateVerdict:
         al, table, arm_rows = made[name]
         at = MetricsConfig(n_resamples=config.n_resamples, seed=config.seed,
                            confidence=level, process_key=name, keep_resamples=keep,
@@ -91,7 +91,7 @@ def family(rows: dict[str, list[ArmResult]], config: MetricsConfig) -> FamilyRes
                                 level)
 
     alpha = round(1 - config.confidence, 12)
-    judged = judge_family(NAMES, HOLM, alpha, judge)
+    judged = adjusted_verdicts(NAMES, HOLM, alpha, verdict_at)
     return FamilyResult(tuple(judged[n] for n in NAMES), HOLM, alpha, REQUIRE_ANY)
 
 

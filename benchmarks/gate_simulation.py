@@ -53,7 +53,7 @@ from layergate.exporters.figures.aligned import align  # noqa: E402
 from layergate.exporters.figures.bootstrap import resample_sums  # noqa: E402
 from layergate.exporters.figures.config import MetricsConfig  # noqa: E402
 from layergate.exporters.records import ArmResult  # noqa: E402
-from layergate.harness.gate.checks import judge  # noqa: E402
+from layergate.harness.gate import check_figure  # noqa: E402
 from layergate.harness.gate.policy import default_policy_dir, load_policy  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -234,7 +234,7 @@ def run_experiment(inputs: dict, name: str, runs: int, requests: int = 48, tau: 
                         key = f"ci excludes no change: {fig_name}"
                         c[key] = c.get(key, 0) + int(f.ci_low > none or f.ci_high < none)
                 for rule_name, rule in judged[(policy, method)].items():
-                    status = judge(rule, figs[rule_name], OVERALL, True).status
+                    status = check_figure(rule, figs[rule_name], OVERALL, True).status
                     key = f"{policy}: {rule_name} {status}"
                     c[key] = c.get(key, 0) + 1
         if progress and (k + 1) % max(1, runs // 4) == 0:

@@ -64,9 +64,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere: the checkout's harness
 
 from layergate.harness.gate import GateResult, evaluate_run  # noqa: E402
-from layergate.harness.gate.evaluation import metrics_config, run_figures  # noqa: E402
+from layergate.harness.gate.fixed.evaluation import metrics_config, run_figures  # noqa: E402
 from layergate.harness.gate.policy import default_policy_dir, load_policy  # noqa: E402
-from layergate.harness.gate.sequential import decide  # noqa: E402
+from layergate.harness.gate.sequential.decision import decide  # noqa: E402
 from layergate.harness.processes import ManagedProcess  # noqa: E402
 from layergate.harness.replay import ReplayConfig, run_replay  # noqa: E402
 from layergate.harness.rundir import load_run  # noqa: E402

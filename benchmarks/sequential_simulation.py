@@ -50,9 +50,9 @@ from layergate.exporters.figures.compute import compute_figures  # noqa: E402
 from layergate.exporters.figures.config import MetricsConfig  # noqa: E402
 from layergate.exporters.records import ArmResult  # noqa: E402
 from layergate.harness.gate import load_policy  # noqa: E402
+from layergate.harness.gate.fixed.verdict import apply_policy  # noqa: E402
 from layergate.harness.gate.policy import default_policy_dir  # noqa: E402
-from layergate.harness.gate.sequential import _context, _prefix, _tracks, decide  # noqa: E402
-from layergate.harness.gate.verdict import apply_policy  # noqa: E402
+from layergate.harness.gate.sequential.decision import _context, _prefix, _tracks, decide  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from worlds import WORLDS, World  # noqa: E402

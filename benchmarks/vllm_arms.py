@@ -61,7 +61,7 @@ from layergate.exporters.catalogue import (  # noqa: E402
     TPOT_LATENCY_RATIO,
 )
 from layergate.harness.gate import evaluate_run  # noqa: E402
-from layergate.harness.gate.evaluation import metrics_config, run_figures  # noqa: E402
+from layergate.harness.gate.fixed.evaluation import metrics_config, run_figures  # noqa: E402
 from layergate.harness.gate.policy import default_policy_dir, load_policy  # noqa: E402
 from layergate.harness.processes import ManagedProcess, layergate_command  # noqa: E402
 from layergate.harness.replay import ReplayConfig, run_replay  # noqa: E402

@@ -1,6 +1,7 @@
 """The shared vocabulary: every figure, arm, verdict, exit code, rollout stage and run
-status, and the one test of whether two answers are the same output. Everything else
-imports these words.
+status, the one test of whether two answers are the same output, and the glossary of the
+names the code is built from (`GLOSSARY`: one word, one thing). Everything else imports
+these words.
 
 Adding a figure is one `_figure(...)` entry: the policy loader, the reports and the
 exporters read its unit, direction, noise-floor excess and whether a policy may gate it
@@ -492,7 +493,7 @@ VERDICT_STATES = {
 # the gate's run-wide check of the replay's schedule fidelity (exporters/figures/schedule_lag.py):
 # not a figure of an arm but of the load tool, bounded by the policy's max_send_lag_p99_s
 SCHEDULE_LAG = "schedule_lag"
-# the gate's checks of a run of imported load-tool results (harness/gate/imported.py): a
+# the gate's checks of a run of imported load-tool results (harness/gate/fixed/imported.py): a
 # setting the arms differ in (imported with --allow), and how the arms were paired: by
 # prompt, or not at all (each arm's figures resampled on its own)
 IMPORT_COMPARABLE, IMPORT_PAIRING = "import_comparable", "import_pairing"
@@ -585,6 +586,74 @@ def stage_for(rrr: float, bounds: dict[str, float] | None = None) -> str:
     bounds = STAGE_BOUNDS if bounds is None else bounds
     reached = [name for name in STAGE_BOUNDS if rrr >= bounds[name]]
     return reached[-1] if reached else INTERNAL
+
+
+# --- names of the code ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Name:
+    """One word the code is named by, and the one thing it means. `modules`: the files and
+    folders (paths from the repository's top, a folder ending in "/") named after it, and
+    the only ones in harness/, exporters/ and reference_engine/ whose name begins with
+    `word` (tests/test_imports.py holds it); docs/ARCHITECTURE.md, "Names", shows them."""
+
+    word: str
+    means: str
+    modules: tuple[str, ...]
+
+
+GLOSSARY: tuple[Name, ...] = (
+    Name("judge", "the LLM judge: `layergate judge` asks a model whether each answer is "
+         "right; its verdicts are judgements, read by the accuracy figures. Nothing else is "
+         "named so: a policy checks a figure, the fixed gate evaluates, the sequential gate "
+         "decides, a reference scores an output",
+         ("harness/judge.py", "harness/cli/judge.py", "exporters/judgements.py")),
+    Name("gate", "the release gate: a policy applied to a run's (or a sweep's) figures; "
+         "every other room imports it from its one door, `layergate.harness.gate`",
+         ("harness/gate/", "harness/cli/gate.py")),
+    Name("fixed", "the gate's first machine: one look at a finished run, every figure over "
+         "all its requests; verb evaluate, answer `GateResult` / `FamilyResult`",
+         ("harness/gate/fixed/",)),
+    Name("sequential", "the gate's second machine: the requests in send order with "
+         "anytime-valid intervals; verb decide, answer `SequentialDecision` / "
+         "`SequentialFamily`; its intervals and its terminal lines",
+         ("harness/gate/sequential/", "exporters/figures/sequential/",
+          "harness/report/sequential.py")),
+    Name("dispatch", "which verdict a directory gets: `gate_dir` on a run, a capacity sweep "
+         "or replicate sweeps, its `GateOutcome` the family and the notes beside it",
+         ("harness/gate/dispatch.py",)),
+    Name("check", "one rule of a policy held to one figure (`Check`, `check_figure`): pass, "
+         "fail, inconclusive, skipped or info", ("harness/gate/checks.py",)),
+    Name("candidate", "an arm under test; a run's candidates, each seen as the arm "
+         "`candidate` by both machines, and `--require` over their verdicts",
+         ("harness/gate/candidates.py",)),
+    Name("family", "a run's candidates judged together, at a confidence adjusted across "
+         "them: each machine's, and its report", ("harness/gate/fixed/family.py",
+                                                  "harness/gate/sequential/family.py",
+                                                  "harness/report/family.py")),
+    Name("verdict", "pass, fail or inconclusive of a run under a policy: the fixed gate's "
+         "on a run's checks, and on a capacity sweep's figures",
+         ("harness/gate/fixed/verdict.py", "harness/capacity/verdict.py")),
+    Name("policy", "the gate's YAML policy and the watch's (its rules and stages), read by "
+         "one loader; the engine's choice of layers is a skip policy",
+         ("harness/gate/policy.py", "harness/watch/policy.py", "harness/policy_file.py")),
+    Name("answer", "an arm's reply to one request; each module named after it says which "
+         "part it handles: extraction (free text to a value), checks (against the request's "
+         "schemas), parts (tool calls and structure beside the baseline's), tally (counted "
+         "by arm), and the engine's server, which builds it",
+         ("exporters/answer_extraction.py", "exporters/answer_checks.py",
+          "exporters/figures/answer_parts.py", "exporters/figures/answer_tally.py",
+          "reference_engine/server/answer.py")),
+    Name("config", "a room's settings: the frozen `...Config` dataclass of its command, the "
+         "command's options built from its fields; one `config.py` per room, the same "
+         "name for the same job",
+         ("harness/capture/config.py", "harness/traces/config.py",
+          "harness/replay/config.py", "harness/capacity/config.py",
+          "harness/watch/config.py", "harness/gate/sequential/config.py",
+          "exporters/figures/config.py", "reference_engine/config.py",
+          "reference_engine/calibration/config.py")),
+)
 
 
 # --- the same output -------------------------------------------------------------------

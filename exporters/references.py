@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from layergate.exporters import answers as extract
+from layergate.exporters import answer_extraction as extract
 from layergate.exporters import sandbox
 from layergate.exporters.errors import UsageError
 

@@ -23,7 +23,7 @@ from layergate.exporters import tokenizer
 from layergate.exporters.atomic import write_json_atomic
 from layergate.exporters.catalogue import COMPLETE
 from layergate.exporters.errors import InfrastructureError
-from layergate.exporters.figures.answers import Tally
+from layergate.exporters.figures.answer_tally import Tally
 from layergate.exporters.figures.columns import ResultColumns, concat, from_results, select
 from layergate.exporters.figures.recorded import recorded_results
 from layergate.exporters.figures.schedule_lag import ScheduleLag, schedule_lag
@@ -108,7 +108,7 @@ class Run:
     scrapes: list[MetricsScrape]
     determinism: Run | None = None
     # the run seen with its arms renamed (a name -> None leaves that arm out): one candidate
-    # of several judged as the arm `candidate` (harness.gate.family); `results` is given so
+    # of several judged as the arm `candidate` (harness.gate.fixed.family); `results` is given so
     view: Callable[[str], str | None] | None = None
 
     def seen_as(self, view: Callable[[str], str | None], **changes: Any) -> Run:

@@ -22,7 +22,7 @@ import yaml
 from layergate.exporters import bundled
 from layergate.exporters.errors import UsageError
 from layergate.exporters.traffic import dumps_record
-from layergate.harness.gate.policy import flattened
+from layergate.harness.gate import flattened
 from layergate.harness.install_source import InstallSource
 from layergate.harness.scenarios import build_traffic
 

@@ -21,9 +21,9 @@ from layergate.exporters.prometheus_export import register_run
 from layergate.exporters.records import ArmResult
 from layergate.exporters.references import parse_reference
 from layergate.exporters.traffic import TrafficRecord
-from layergate.harness.gate.evaluation import evaluate
+from layergate.harness.gate.fixed.evaluation import evaluate
 from layergate.harness.gate.policy import load_policy
-from layergate.harness.gate.sequential import decide
+from layergate.harness.gate.sequential.decision import decide
 from layergate.harness.manifest import Manifest, now_iso
 from layergate.harness.report.html import render_html
 from layergate.harness.rundir import RunDir
@@ -252,7 +252,7 @@ def test_the_bundled_lossy_policy_gates_on_accuracy_not_exact_match(tmp_path: Pa
 
 
 def test_the_leaderboard_weighs_saving_against_accuracy(tmp_path: Path) -> None:
-    from layergate.harness.gate.family import evaluate_family
+    from layergate.harness.gate.fixed.family import evaluate_family
     from layergate.harness.report import leaderboard
     from layergate.harness.report.family import render_family_markdown
     from layergate.harness.rundir import load_run

@@ -17,8 +17,9 @@ from junitparser import JUnitXml
 
 from layergate.exporters.catalogue import FAIL, PASS, REQUIRE_ALL, REQUIRE_ANY, exit_code
 from layergate.harness.cli import main
-from layergate.harness.gate.family import decide_each, evaluate_family
+from layergate.harness.gate import evaluate_family
 from layergate.harness.gate.policy import load_policy
+from layergate.harness.gate.sequential.family import decide_each
 from layergate.harness.processes import layergate_command
 from layergate.harness.rundir import RunDir, load_run
 from tests.support.replay_rig import family, pairs, rows, wait_for

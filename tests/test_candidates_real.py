@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from layergate.exporters.catalogue import FAIL, OVERALL, PASS, SPEC_ACCEPT_LENGTH, SPEC_FIGURES
-from layergate.harness.gate.evaluation import metrics_config
-from layergate.harness.gate.family import candidate_figures, evaluate_family
+from layergate.harness.gate.fixed.evaluation import metrics_config
+from layergate.harness.gate.fixed.family import candidate_figures, evaluate_family
 from layergate.harness.gate.policy import parse_policy
 from layergate.harness.replay import ReplayConfig, run_replay
 from layergate.harness.rundir import load_run

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from layergate.exporters.catalogue import FAIL, PASS
 from layergate.harness.cli import main
-from layergate.harness.gate.family import evaluate_family
+from layergate.harness.gate.fixed.family import evaluate_family
 from layergate.harness.gate.policy import load_policy
 from layergate.harness.processes import layergate_command
 from layergate.harness.rundir import RunDir, load_run

@@ -80,7 +80,7 @@ def test_capacity_interpolates_between_the_last_pass_and_the_first_failure() -> 
 def test_the_ratio_of_a_bound_is_not_computable() -> None:
     steps = [*_steps(BASELINE, [(2, 1.0), (4, 0.5)]),
              *_steps(CANDIDATE, [(2, 1.0), (4, 1.0)])]
-    ratio = _one(cap.figures(steps, cap.SweepJudge(resamples=50), "req/s"), "capacity_ratio",
+    ratio = _one(cap.figures(steps, cap.SweepRule(resamples=50), "req/s"), "capacity_ratio",
                  CANDIDATE)
     assert ratio.status == "not_computable" and "lower bound" in ratio.reason
 
@@ -135,7 +135,7 @@ def test_a_simulated_sweep_finds_the_known_ratio_and_its_noise_floor() -> None:
                      min_requests=200, arms={BASELINE: "http://a", BASELINE2: "http://c",
                                              CANDIDATE: "http://b"})
     steps = _simulated_sweep({BASELINE: 4, BASELINE2: 4, CANDIDATE: 6}, config)
-    figures = cap.figures(steps, cap.SweepJudge(resamples=300), config.unit)
+    figures = cap.figures(steps, cap.SweepRule(resamples=300), config.unit)
     true = (true_capacity(6, TOKEN_S * TOKENS, SLO_TTFT - TOKEN_S)
             / true_capacity(4, TOKEN_S * TOKENS, SLO_TTFT - TOKEN_S))
     assert 1.6 < true < 1.8  # more than 6 / 4: more slots queue less at the same load
@@ -154,7 +154,7 @@ def test_the_realised_gain_is_read_against_the_theoretical_saving() -> None:
     steps = [*_steps(BASELINE, [(2, 1.0), (4, 0.5)]),
              *[StepArm(CANDIDATE, s.load, s.met, 0, s.window_s, theoretical=0.5)
                for s in _steps(CANDIDATE, [(2, 1.0), (4, 1.0), (6, 0.5)])]]
-    figures = cap.figures(steps, cap.SweepJudge(resamples=50), "req/s")
+    figures = cap.figures(steps, cap.SweepRule(resamples=50), "req/s")
     ratio, real = (_one(figures, name, CANDIDATE)
                    for name in ("capacity_ratio", "capacity_realisation"))
     assert real.detail["theoretical_ratio"] == 2.0  # half the compute: twice the speed

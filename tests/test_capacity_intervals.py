@@ -41,7 +41,7 @@ def test_resamples_that_never_fail_leave_the_upper_end_open():
     # the candidate's top step misses the target by one request: many resamples pass it
     steps = [_step(BASELINE, 2, 60), _step(BASELINE, 4, 30),
              _step(CANDIDATE, 2, 60), _step(CANDIDATE, 4, 56)]
-    figures = cap.figures(steps, cap.SweepJudge(resamples=400), "req/s")
+    figures = cap.figures(steps, cap.SweepRule(resamples=400), "req/s")
     capacity = _fig(figures, "capacity", CANDIDATE)
     assert capacity.value is not None and capacity.ci_high is None  # beyond the ladder
     assert _fig(figures, "capacity_ratio", CANDIDATE).ci_high is None
@@ -52,7 +52,7 @@ def test_a_bracket_ended_on_a_flag_is_the_intervals_least_width():
     # anywhere in [2, 4]; held fixed in the resamples, the flag gave a zero-width interval
     steps = [_step(BASELINE, 2, 60), _step(BASELINE, 4, 60, saturated=True),
              _step(CANDIDATE, 2, 60), _step(CANDIDATE, 4, 60), _step(CANDIDATE, 8, 20)]
-    figures = cap.figures(steps, cap.SweepJudge(resamples=200), "req/s")
+    figures = cap.figures(steps, cap.SweepRule(resamples=200), "req/s")
     base = _fig(figures, "capacity", BASELINE)
     assert base.value == 2 and base.ci_low <= 2 and base.ci_high >= 4
     ratio = _fig(figures, "capacity_ratio", CANDIDATE)

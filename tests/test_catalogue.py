@@ -117,7 +117,7 @@ def test_the_capacity_calculators_emit_exactly_the_sweep_figures() -> None:
     sweep = [*steps("baseline", 0.0, [(1, 1.0), (2, 0.5)]),
              *steps("baseline2", 0.0, [(1, 1.0), (2, 0.6)]),
              *steps("candidate", 0.3, [(1, 1.0), (2, 1.0), (4, 0.5)])]
-    figures = capacity.figures(sweep, capacity.SweepJudge(resamples=50), "req/s")
+    figures = capacity.figures(sweep, capacity.SweepRule(resamples=50), "req/s")
     assert {f.name for f in figures} == {name for name, f in FIGURES.items() if f.sweep}
     carries = {f.name for f in figures if f.arm == "candidate" and "excess" in f.detail}
     assert carries == {name for name, f in FIGURES.items() if f.sweep and f.excess}

@@ -20,9 +20,9 @@ from layergate.harness.determinism import DeterminismConfig
 from layergate.harness.judge import Judge
 from layergate.harness.replay.config import ReplayConfig
 from layergate.harness.replay.workers import WorkerConfig
-from layergate.harness.results_import.write import ImportConfig as ResultsImportConfig
+from layergate.harness.results_import.write import ResultsImportConfig
 from layergate.harness.stack.demo_config import DemoConfig
-from layergate.harness.traces.config import ImportConfig
+from layergate.harness.traces.config import TraceImportConfig
 from layergate.harness.watch.config import WatchConfig
 from layergate.reference_engine.calibration.config import CalibrationConfig
 from layergate.reference_engine.config import EngineConfig
@@ -34,7 +34,7 @@ CONFIGS: dict[str, tuple[type | None, list[str]]] = {
     "serve": (EngineConfig, []),
     "calibrate": (CalibrationConfig, ["--traffic", str(TRAFFIC), "--out", "r.json"]),
     "capture": (CaptureConfig, ["--upstream", "http://u", "--out", "t.jsonl"]),
-    "import-trace": (ImportConfig, ["--format", "azure", "--out", "t.jsonl", "trace.csv"]),
+    "import-trace": (TraceImportConfig, ["--format", "azure", "--out", "t.jsonl", "trace.csv"]),
     "import-results": (ResultsImportConfig, ["--tool", "guidellm", "--out", "run", "--arm",
                                              "baseline", str(TRAFFIC)]),
     "replay": (ReplayConfig, ["--baseline", "http://a", "--candidate", "http://b",

@@ -29,7 +29,7 @@ from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.records import ArmResult
 from layergate.exporters.tool_calls import ToolCall
 from layergate.exporters.traffic import TrafficRecord
-from layergate.harness.gate.evaluation import evaluate, run_figures
+from layergate.harness.gate.fixed.evaluation import evaluate, run_figures
 from layergate.harness.gate.policy import PolicyError, parse_policy
 from layergate.harness.processes import free_port
 from layergate.harness.replay import ReplayConfig, run_replay

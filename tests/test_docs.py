@@ -79,3 +79,18 @@ def test_the_readme_s_counts_are_the_code_s() -> None:
 def test_the_readme_opens_with_the_two_commands() -> None:
     block = README.read_text().split("```")[1]
     assert block.splitlines()[1].startswith("make demo") and "make test" in block
+
+
+def test_the_architecture_s_names_are_the_glossary_s() -> None:
+    """docs/ARCHITECTURE.md, "Names", has a row per word of the glossary
+    (exporters/catalogue.py `GLOSSARY`) naming every module the glossary lists."""
+    from layergate.exporters.catalogue import GLOSSARY
+
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    names = text.split("\n## Names\n", 1)[1].split("\n## ", 1)[0]
+    rows = {line.split("|")[1].strip().strip("`"): line for line in names.splitlines()
+            if line.startswith("| `")}
+    wrong = {n.word: [m for m in n.modules if f"`{m}`" not in rows.get(n.word, "")]
+             for n in GLOSSARY}
+    assert set(rows) == {n.word for n in GLOSSARY}, sorted(set(rows) ^ {n.word for n in GLOSSARY})
+    assert not {w: m for w, m in wrong.items() if m}, wrong

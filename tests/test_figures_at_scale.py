@@ -18,7 +18,7 @@ from layergate.exporters.figures.bootstrap import Sparse, compact, dense, resamp
 from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.traffic import Offsets
 from layergate.harness.gate import load_policy
-from layergate.harness.gate.evaluation import evaluate_run, run_figures
+from layergate.harness.gate.fixed.evaluation import evaluate_run, run_figures
 from layergate.harness.report.html import render_html
 from layergate.harness.rundir import load_run
 from layergate.harness.store import outputs, scan, summary_read

@@ -21,7 +21,7 @@ from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.figures.schedule_lag import schedule_lag
 from layergate.exporters.records import ArmResult
 from layergate.exporters.traffic import TrafficRecord
-from layergate.harness.gate.evaluation import run_figures
+from layergate.harness.gate.fixed.evaluation import run_figures
 from layergate.harness.manifest import Manifest, now_iso
 from layergate.harness.rundir import RunDir, load_run
 from layergate.harness.store import ResultStore

@@ -18,7 +18,7 @@ from layergate.exporters.catalogue import (
     TOKENIZER,
     USAGE,
 )
-from layergate.exporters.figures.answers import answer_summary, describe
+from layergate.exporters.figures.answer_tally import answer_summary, describe
 from layergate.exporters.figures.cache_hit import delta, hit_rate
 from layergate.exporters.figures.compute import compute_figures
 from layergate.exporters.figures.config import MetricsConfig

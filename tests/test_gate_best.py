@@ -9,7 +9,11 @@ import numpy as np
 
 from layergate.exporters.catalogue import ARMS, CANDIDATE
 from layergate.exporters.figures.process_spread import process_draws
-from layergate.harness.gate.best import not_worse_than_best, paired_differences, selected_bounds
+from layergate.harness.gate.fixed.best import (
+    not_worse_than_best,
+    paired_differences,
+    selected_bounds,
+)
 
 NAMES = ("c1", "c2", "c3")
 

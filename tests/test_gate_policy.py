@@ -46,7 +46,7 @@ def test_shipped_policies_load_and_default_adds_rer_to_no_regression():
 
 
 def test_process_spread_is_a_policy_key(tmp_path):
-    from layergate.harness.gate.evaluation import metrics_config
+    from layergate.harness.gate.fixed.evaluation import metrics_config
     from layergate.harness.rundir import load_run
     from tests.test_gate_cli import build_run
 

@@ -23,13 +23,9 @@ from layergate.exporters.figures.sequential.betting import bounded_mean_path, re
 from layergate.exporters.figures.sequential.bound import intersected
 from layergate.exporters.figures.sequential.figures import figure_path
 from layergate.harness.cli import main
-from layergate.harness.gate.send_order import load
-from layergate.harness.gate.sequential import (
-    decide,
-    error_rate_above,
-    error_rate_within,
-    until_decided,
-)
+from layergate.harness.gate import until_decided
+from layergate.harness.gate.sequential.decision import decide, error_rate_above, error_rate_within
+from layergate.harness.gate.sequential.send_order import load
 from layergate.harness.manifest import Manifest
 from layergate.harness.rundir import RunDir
 from layergate.harness.store.results import StoredResult

@@ -16,7 +16,7 @@ from layergate.exporters.records import ArmResult
 from layergate.exporters.tool_calls import from_message
 from layergate.exporters.traffic import read_traffic
 from layergate.harness.replay.own import conversations, own_messages
-from layergate.harness.traces import ImportConfig, import_trace
+from layergate.harness.traces import TraceImportConfig, import_trace
 from layergate.harness.traces.source import TraceError
 
 TRACES = Path(__file__).resolve().parent / "fixtures" / "traces"
@@ -24,7 +24,7 @@ TRACES = Path(__file__).resolve().parent / "fixtures" / "traces"
 
 def _import(tmp_path: Path, fmt: str, name: str | Path, **options):
     out = tmp_path / f"{Path(name).stem}.jsonl"
-    import_trace(ImportConfig(format=fmt, source=TRACES / name, out=out, **options))
+    import_trace(TraceImportConfig(format=fmt, source=TRACES / name, out=out, **options))
     return read_traffic(out).records
 
 

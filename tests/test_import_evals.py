@@ -16,7 +16,12 @@ import pytest
 from layergate.exporters.references import parse_reference, score
 from layergate.exporters.traffic import read_traffic
 from layergate.harness.processes import layergate_command
-from layergate.harness.traces import ImportConfig, ImportConfigError, TraceError, import_trace
+from layergate.harness.traces import (
+    TraceError,
+    TraceImportConfig,
+    TraceImportConfigError,
+    import_trace,
+)
 
 EVALS = Path(__file__).resolve().parent / "fixtures" / "evals"
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,8 +36,8 @@ def tok() -> str:
 
 def imported(tmp_path: Path, tok: str, fmt: str, name: str, **options) -> list:
     out = tmp_path / f"{fmt}.jsonl"
-    import_trace(ImportConfig(format=fmt, source=EVALS / name, out=out, tokenizer=tok,
-                              **options))
+    import_trace(TraceImportConfig(format=fmt, source=EVALS / name, out=out, tokenizer=tok,
+                                   **options))
     return list(read_traffic(out).records)
 
 
@@ -93,15 +98,15 @@ def test_bad_rows_name_line_and_field(tmp_path: Path, tok: str, fmt: str, line: 
     source = tmp_path / "bad.jsonl"
     source.write_text(line + "\n")
     with pytest.raises(TraceError, match=rf"bad.jsonl:1: {message}"):
-        import_trace(ImportConfig(format=fmt, source=source, out=tmp_path / "o.jsonl",
-                                  tokenizer=tok))
+        import_trace(TraceImportConfig(format=fmt, source=source, out=tmp_path / "o.jsonl",
+                                       tokenizer=tok))
     assert not (tmp_path / "o.jsonl").exists()
 
 
 def test_eval_options_refused_for_other_formats(tmp_path: Path) -> None:
-    with pytest.raises(ImportConfigError, match="--answer-kind is for the eval layouts"):
-        ImportConfig(format="sharegpt", source=EVALS / "qa.jsonl", out=tmp_path / "o",
-                     answer_kind="numeric")
+    with pytest.raises(TraceImportConfigError, match="--answer-kind is for the eval layouts"):
+        TraceImportConfig(format="sharegpt", source=EVALS / "qa.jsonl", out=tmp_path / "o",
+                          answer_kind="numeric")
 
 
 @pytest.mark.parametrize(("fmt", "name", "kind"), [

@@ -33,8 +33,8 @@ from layergate.exporters.catalogue import (
 from layergate.harness.cli import main
 from layergate.harness.gate.checks import Check, tied
 from layergate.harness.results_import import (
-    ImportConfig,
     ResultsError,
+    ResultsImportConfig,
     aiperf,
     guidellm,
     import_results,
@@ -181,8 +181,8 @@ def test_an_arm_run_differently_is_refused_naming_the_setting(tmp_path: Path) ->
     assert code == 2 and "max_tokens differs: baseline '8', candidate '32'" in output
     assert list(RunDir(run).read_manifest().arms) == [BASELINE]  # nothing of it stored
     with pytest.raises(NotComparable, match="max_tokens"):
-        import_results(ImportConfig(tool="guidellm", source=_changed_max_tokens(tmp_path),
-                                    out=run, arm=CANDIDATE))
+        import_results(ResultsImportConfig(tool="guidellm", source=_changed_max_tokens(tmp_path),
+                                           out=run, arm=CANDIDATE))
 
 
 def test_allowed_the_mismatch_is_a_warning_in_every_report(tmp_path: Path, policy: Path) -> None:
@@ -307,7 +307,7 @@ def test_an_imported_run_s_figures_export_to_prometheus(tmp_path: Path, policy: 
 
     from layergate.exporters.prometheus_export import register_run
     from layergate.harness.gate import load_policy
-    from layergate.harness.gate.run_view import view_config, view_run
+    from layergate.harness.gate.fixed.run_view import view_config, view_run
     from layergate.harness.rundir import load_run
 
     run_dir = tmp_path / "run"

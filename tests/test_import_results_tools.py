@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from layergate.exporters.catalogue import BASELINE, BASELINE2, CANDIDATE, FAIL, PAIRED
-from layergate.harness.gate.evaluation import evaluate
+from layergate.harness.gate.fixed.evaluation import evaluate
 from layergate.harness.gate.policy import load_policy
 from layergate.harness.report.wording import summary_line
-from layergate.harness.results_import import ImportConfig, import_results
+from layergate.harness.results_import import ResultsImportConfig, import_results
 from tests.support.echo import echo_server
 from tests.support.load_tools import FAST, SLOW, run_tool
 
@@ -36,7 +36,7 @@ def _runs(tool: str, work: Path) -> dict[str, Path]:
 
 def _verdict(tool: str, out: Path, arms: dict[str, Path]):
     for arm, source in arms.items():
-        done = import_results(ImportConfig(tool=tool, source=source, out=out, arm=arm))
+        done = import_results(ResultsImportConfig(tool=tool, source=source, out=out, arm=arm))
     assert done.pairing == PAIRED, "the tools' seeded prompts pair the arms"
     result = evaluate(out, load_policy("load-tools"))
     checks = {c.name: c for c in result.overall if c.name in TIMES and c.arm != BASELINE2}

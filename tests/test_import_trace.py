@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from layergate.exporters import tokenizer
 from layergate.exporters.traffic import read_traffic
 from layergate.harness.cli import main
-from layergate.harness.traces import ImportConfig, TraceError, import_trace
+from layergate.harness.traces import TraceError, TraceImportConfig, import_trace
 
 TRACES = Path(__file__).resolve().parent / "fixtures" / "traces"
 FILES = {"mooncake": "mooncake.jsonl", "azure": "azure.csv", "burstgpt": "burstgpt.csv",
@@ -34,9 +34,10 @@ def tok() -> str:
 
 def run(tmp_path: Path, tok: str, fmt: str, source: Path | None = None, **options):
     out = tmp_path / f"{fmt}.jsonl"
-    config = ImportConfig(format=fmt, source=source or TRACES / FILES[fmt], out=out,
-                          tokenizer=tok, **({"block_size": BLOCK} if fmt == "mooncake" else {}),
-                          **options)
+    config = TraceImportConfig(format=fmt, source=source or TRACES / FILES[fmt], out=out,
+                               tokenizer=tok,
+                               **({"block_size": BLOCK} if fmt == "mooncake" else {}),
+                               **options)
     report = import_trace(config)
     return read_traffic(out).records, report
 

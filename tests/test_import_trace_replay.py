@@ -21,7 +21,7 @@ from layergate.harness.replay import ReplayConfig, run_replay
 from layergate.harness.report.json_report import to_dict
 from layergate.harness.rundir import load_run
 from layergate.harness.stack.engines import start_engine
-from layergate.harness.traces import ImportConfig, import_trace
+from layergate.harness.traces import TraceImportConfig, import_trace
 from layergate.reference_engine.config import EngineConfig
 from tests.support.echo import echo_server
 
@@ -69,9 +69,9 @@ def test_an_imported_mooncake_trace_hits_the_prefix_cache_as_the_trace_shares(
     from layergate.reference_engine.loading import ensure_converted
 
     traffic = tmp_path / "mooncake.jsonl"
-    import_trace(ImportConfig(format="mooncake", source=TRACE, out=traffic,
-                              block_size=BLOCK, time_scale=0.2,
-                              tokenizer=str(ensure_converted() / "tokenizer.json")))
+    import_trace(TraceImportConfig(format="mooncake", source=TRACE, out=traffic,
+                                   block_size=BLOCK, time_scale=0.2,
+                                   tokenizer=str(ensure_converted() / "tokenizer.json")))
     # one record at a time (closed loop, one user): the cache holds every earlier prompt
     out = run_replay(ReplayConfig(out=tmp_path / "run", traffic=traffic, users=1,
                                   arms={"baseline": tiny_engine.url, "candidate": echo},

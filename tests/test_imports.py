@@ -5,16 +5,22 @@ got loaded); `harness` never imports `reference_engine` and `reference_engine` n
 `harness`; `exporters` imports neither; `benchmarks` never imports `tests`. Inside
 `harness`, each room imports only the rooms before it on a request's way (capture ->
 replay -> store / run directory -> gate -> report, watch beside, stack and the CLI above):
-`ROOMS` is that table."""
+`ROOMS` is that table. The gate is entered by its one door (`layergate.harness.gate`), its
+parts import in one direction (`GATE_PARTS`), with no circle and no import made late. And
+a name says one thing: a word of the glossary (exporters/catalogue.py `GLOSSARY`) names
+only the modules it lists, and no two classes of `harness` and `exporters` share a name."""
 
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from layergate.exporters.catalogue import GLOSSARY
 
 # run only inside the Locust process (Locust monkey-patches the standard library)
 LOCUST_ONLY = {"layergate.harness.replay.locustfile",
@@ -229,3 +235,166 @@ def _raw_imports(root: Path) -> dict[str, set[str]]:
             node.module for node in ast.walk(tree)
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
     return out
+
+
+# --- the gate: one door, two machines, no circle, nothing lazy ------------------------
+
+GATE = "harness.gate"  # the door: harness/gate/__init__.py
+# the parts of harness/gate/ and what each may import of it: the shared modules (policy,
+# checks, candidates) none of the rest, each machine only the shared ones, the dispatcher
+# the fixed machine, the door everything behind it
+GATE_PARTS: dict[str, set[str]] = {
+    "shared": {"shared"},
+    "fixed": {"shared", "fixed"},
+    "sequential": {"shared", "sequential"},
+    "dispatch": {"shared", "fixed", "dispatch"},
+    "door": {"shared", "fixed", "sequential", "dispatch"},
+}
+
+
+def _gate_part(module: str) -> str:
+    rest = module.removeprefix(GATE).lstrip(".").split(".")[0]
+    return {"": "door", "fixed": "fixed", "sequential": "sequential",
+            "dispatch": "dispatch"}.get(rest, "shared")
+
+
+def _gate_modules() -> dict[str, Path]:
+    """Every module of harness/gate by its folder name (`harness.gate.fixed.family`)."""
+    root = Path(__file__).resolve().parents[1]
+    out = {}
+    for path in (root / "harness" / "gate").rglob("*.py"):
+        name = ".".join(path.relative_to(root).with_suffix("").parts)
+        out[name.removesuffix(".__init__")] = path
+    return out
+
+
+def _gate_edges() -> dict[str, set[str]]:
+    """gate module -> the gate modules it imports (a `from PACKAGE import MODULE` names the
+    module)."""
+    modules = _gate_modules()
+    edges: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                base = _folder_name(node.module)
+                found |= {f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
+                          for a in node.names}
+            elif isinstance(node, ast.Import):
+                found |= {_folder_name(a.name) for a in node.names}
+        edges[name] = {m for m in found if m in modules} - {name}
+    return edges
+
+
+def test_the_gate_is_entered_by_its_door_only() -> None:
+    """Every room outside harness/gate imports the gate from `layergate.harness.gate`, and
+    only the names it hands on (its `__all__`): what lies behind it may move."""
+    from layergate.harness import gate
+
+    root = Path(__file__).resolve().parents[1]
+    wrong = []
+    for package in BARE:
+        for path in (root / package).rglob("*.py"):
+            if path.is_relative_to(root / "harness" / "gate"):
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                names = [_folder_name(a.name) for a in node.names] \
+                    if isinstance(node, ast.Import) else []
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    names = [_folder_name(node.module)]
+                    if names[0] == GATE:
+                        names += [f"{GATE}.{a.name}" for a in node.names
+                                  if a.name not in gate.__all__]
+                behind = [n for n in names if n.startswith(GATE + ".")]
+                if behind:
+                    wrong.append(f"{path.relative_to(root)}:{node.lineno}: {', '.join(behind)}")
+    assert not wrong, "imports behind the gate's door:\n" + "\n".join(wrong)
+
+
+def test_the_gate_s_parts_import_only_those_before_them() -> None:
+    wrong = {name: sorted(m for m in imported
+                          if _gate_part(m) not in GATE_PARTS[_gate_part(name)])
+             for name, imported in _gate_edges().items()}
+    assert not {k: v for k, v in wrong.items() if v}, wrong
+
+
+def test_no_import_circle_in_the_gate() -> None:
+    edges = _gate_edges()
+    circles = []
+
+    def visit(node: str, path: list[str]) -> None:
+        for nxt in sorted(edges[node]):
+            if nxt in path:
+                circles.append(" -> ".join([*path[path.index(nxt):], nxt]))
+            elif nxt not in done:
+                visit(nxt, [*path, nxt])
+        done.add(node)
+
+    done: set[str] = set()
+    for start in sorted(edges):
+        if start not in done:
+            visit(start, [start])
+    assert not circles, f"import circles in harness/gate: {circles}"
+
+
+def test_the_gate_imports_at_the_top_of_its_modules() -> None:
+    """No import inside a function and no module `__getattr__` in harness/gate: what a
+    module needs shows at its top, and no circle hides behind a late import."""
+    wrong = []
+    for name, path in _gate_modules().items():
+        tree = ast.parse(path.read_text(), str(path))
+        wrong += [f"{name}: module __getattr__" for node in tree.body
+                  if isinstance(node, ast.FunctionDef) and node.name == "__getattr__"]
+        for func in ast.walk(tree):
+            if isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+                wrong += [f"{name}:{node.lineno} in {func.name}" for node in ast.walk(func)
+                          if isinstance(node, ast.Import | ast.ImportFrom)]
+    assert not wrong, f"imports made late in harness/gate: {wrong}"
+
+
+# --- names: one word, one thing (exporters/catalogue.py GLOSSARY) ---------------------
+
+
+def _named(word: str) -> set[str]:
+    """The modules and folders of harness/, exporters/ and reference_engine/ whose name
+    begins with `word`, from the repository's top (a folder ending in "/")."""
+    root = Path(__file__).resolve().parents[1]
+    out = set()
+    for top in BARE:
+        for folder, dirs, files in os.walk(root / top):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            here = Path(folder).relative_to(root)
+            out |= {f"{(here / d).as_posix()}/" for d in dirs if d.startswith(word)}
+            out |= {(here / f).as_posix() for f in files
+                    if f.endswith(".py") and f != "__init__.py" and f.startswith(word)}
+    return out
+
+
+@pytest.mark.parametrize("name", GLOSSARY, ids=lambda name: name.word)
+def test_a_glossary_word_names_only_its_modules(name) -> None:
+    """Only the modules the glossary lists are named after its word (so `judge` is the
+    LLM judge's alone), and each it lists is there."""
+    assert _named(name.word) == set(name.modules)
+
+
+def test_every_config_module_holds_its_room_s_config() -> None:
+    config = next(n for n in GLOSSARY if n.word == "config")
+    root = Path(__file__).resolve().parents[1]
+    without = [path for path in config.modules
+               if not any(isinstance(node, ast.ClassDef) and node.name.endswith("Config")
+                          for node in ast.parse((root / path).read_text()).body)]
+    assert not without, f"config.py without a ...Config class: {without}"
+
+
+def test_no_two_classes_of_harness_and_exporters_share_a_name() -> None:
+    """A class name says one thing across the harness and the layer below it (the engine,
+    which never meets the harness, keeps its own)."""
+    root = Path(__file__).resolve().parents[1]
+    owners: dict[str, list[str]] = {}
+    for package in ("harness", "exporters"):
+        for path in sorted((root / package).rglob("*.py")):
+            for node in ast.parse(path.read_text(), str(path)).body:
+                if isinstance(node, ast.ClassDef):
+                    owners.setdefault(node.name, []).append(str(path.relative_to(root)))
+    shared = {name: paths for name, paths in owners.items() if len(paths) > 1}
+    assert not shared, f"classes of one name: {shared}"

@@ -134,7 +134,7 @@ def _judged_run(path: Path, n: int = 30) -> Path:
 def test_the_accuracy_figures_score_a_judge_reference_by_its_verdict(tmp_path: Path):
     from layergate.exporters.figures.config import MetricsConfig
     from layergate.exporters.judgements import Judgement
-    from layergate.harness.gate.evaluation import run_figures
+    from layergate.harness.gate.fixed.evaluation import run_figures
     from layergate.harness.rundir import load_run
 
     def figures_of(path: Path) -> dict:
@@ -164,7 +164,7 @@ def test_the_judges_own_noise_is_a_figure(tmp_path: Path):
     share the judge gave different verdicts; outputs that differ do not count."""
     from layergate.exporters.figures.config import MetricsConfig
     from layergate.exporters.judgements import Judgement
-    from layergate.harness.gate.evaluation import run_figures
+    from layergate.harness.gate.fixed.evaluation import run_figures
     from layergate.harness.rundir import load_run
 
     run = _judged_run(tmp_path / "run")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from layergate.harness.gate.family import FamilyResult, evaluate_family
+from layergate.harness.gate.fixed.family import FamilyResult, evaluate_family
 from layergate.harness.gate.policy import load_policy
 from layergate.harness.report import formats
 from layergate.harness.report.json_report import to_dict

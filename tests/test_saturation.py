@@ -15,7 +15,7 @@ from layergate.exporters.figures.saturation import peak_in_flight
 from layergate.exporters.records import ArmResult
 from layergate.exporters.traffic import TrafficRecord
 from layergate.harness.gate import apply_policy
-from layergate.harness.gate.evaluation import run_figures
+from layergate.harness.gate.fixed.evaluation import run_figures
 from layergate.harness.gate.policy import parse_policy
 from layergate.harness.manifest import Manifest
 from layergate.harness.replay.config import ReplayConfig

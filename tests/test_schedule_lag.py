@@ -8,8 +8,8 @@ import pytest
 from layergate.exporters.catalogue import SCHEDULE_LAG
 from layergate.exporters.figures.schedule_lag import schedule_lag
 from layergate.exporters.records import ArmResult
+from layergate.harness.gate.fixed.schedule import schedule_check
 from layergate.harness.gate.policy import PolicyError, default_policy_dir, load_policy, parse_policy
-from layergate.harness.gate.schedule import schedule_check
 from layergate.harness.store import ResultStore
 
 RULES = {"metrics": {"exact_match": {"threshold": -0.1}}}

@@ -25,7 +25,7 @@ from layergate.exporters.figures.compute import compute_figures
 from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.records import ArmResult, MetricsScrape
 from layergate.exporters.spec_counters import spec_counters
-from layergate.harness.gate.checks import judge
+from layergate.harness.gate import check_figure
 from layergate.harness.gate.policy import parse_policy
 
 FIXTURES = Path(__file__).parent / "fixtures" / "metrics"
@@ -71,8 +71,8 @@ def test_a_collapsed_acceptance_fails_the_rule_and_a_healthy_one_passes() -> Non
     healthy = _run(lambda i: (12, 9, 3))["spec_accept_length", CANDIDATE, "all"]
     collapsed = _run(lambda i: (12, int(i % 3 == 0), 3))["spec_accept_length", CANDIDATE, "all"]
     assert healthy.value == pytest.approx(4.0) and collapsed.value < 1.2
-    assert judge(rule, healthy, "all", True).status == PASS
-    assert judge(rule, collapsed, "all", True).status == FAIL
+    assert check_figure(rule, healthy, "all", True).status == PASS
+    assert check_figure(rule, collapsed, "all", True).status == FAIL
 
 
 def _scrapes(arm: str, before: str, after: str) -> list[MetricsScrape]:
@@ -140,7 +140,7 @@ def test_from_vllm_counters_a_point_for_the_run_and_a_rule_inconclusive() -> Non
     assert length.ci_low is None and length.detail["source"] == "scrapes: counter deltas"
     rule = parse_policy({"name": "s", "min_samples": 5, "metrics": {
         "spec_accept_length": {"threshold": 1.0, "direction": ">="}}}).rules[0]
-    assert judge(rule, length, "all", True).status == INCONCLUSIVE  # no interval, no pass
+    assert check_figure(rule, length, "all", True).status == INCONCLUSIVE  # no interval, no pass
     # the same server restarted between the scrapes: said so, not a negative rate
     restarted = {f.name: f for f in compute_figures(
         _answers_without_extension(CANDIDATE),

@@ -22,7 +22,12 @@ from layergate.exporters import tokenizer
 from layergate.exporters.traffic import TrafficError, parse_record, read_traffic
 from layergate.harness.capture import CaptureConfig, CaptureProxy
 from layergate.harness.cli import main
-from layergate.harness.traces import ImportConfig, ImportConfigError, TraceError, import_trace
+from layergate.harness.traces import (
+    TraceError,
+    TraceImportConfig,
+    TraceImportConfigError,
+    import_trace,
+)
 
 TRACES = Path(__file__).resolve().parent / "fixtures" / "traces"
 CHAT = "/v1/chat/completions"
@@ -196,8 +201,8 @@ def test_a_chat_message_may_leave_out_its_content_only_to_call_tools() -> None:
 
 def _import(tmp_path: Path, tok: str, fmt: str, name: str, **options: Any):
     out = tmp_path / f"{Path(name).stem}.jsonl"
-    report = import_trace(ImportConfig(format=fmt, source=TRACES / name, out=out,
-                                       tokenizer=tok, **options))
+    report = import_trace(TraceImportConfig(format=fmt, source=TRACES / name, out=out,
+                                            tokenizer=tok, **options))
     return {r.id: r for r in read_traffic(out).records}, report
 
 
@@ -367,9 +372,9 @@ def test_the_command_takes_responses_and_reports_what_it_kept(tmp_path, tok) -> 
 def test_a_batch_output_file_given_as_the_source_says_what_to_do(tmp_path, tok) -> None:
     with pytest.raises(TraceError, match="output file: pass the input file as SOURCE"):
         _import(tmp_path, tok, "openai-batch", "openai_batch_tools_output.jsonl")
-    with pytest.raises(ImportConfigError, match="--responses"):
-        ImportConfig(format="sharegpt", source=TRACES / "sharegpt.json",
-                     out=tmp_path / "o.jsonl", responses=tmp_path / "r.jsonl")
+    with pytest.raises(TraceImportConfigError, match="--responses"):
+        TraceImportConfig(format="sharegpt", source=TRACES / "sharegpt.json",
+                          out=tmp_path / "o.jsonl", responses=tmp_path / "r.jsonl")
 
 
 @pytest.mark.parametrize(("turns", "where"), [
@@ -382,10 +387,10 @@ def test_a_malformed_tool_turn_names_its_place(tmp_path, tok, turns, where) -> N
     source = tmp_path / "bad.json"
     source.write_text(json.dumps([{"conversations": turns}]))
     with pytest.raises(TraceError, match=re.escape(f"bad.json:1: field '{where}")):
-        import_trace(ImportConfig(format="sharegpt", source=source, out=tmp_path / "o.jsonl",
-                                  tokenizer=tok))
+        import_trace(TraceImportConfig(format="sharegpt", source=source, out=tmp_path / "o.jsonl",
+                                       tokenizer=tok))
     source.write_text(json.dumps({"messages": [
         {"role": "user", "content": "hi"}, {"role": "tool", "content": "x"}]}) + "\n")
     with pytest.raises(TraceError, match=r"messages\[1\]\.tool_call_id"):
-        import_trace(ImportConfig(format="sharegpt", source=source, out=tmp_path / "o.jsonl",
-                                  tokenizer=tok))
+        import_trace(TraceImportConfig(format="sharegpt", source=source, out=tmp_path / "o.jsonl",
+                                       tokenizer=tok))

@@ -97,7 +97,7 @@ def _arms(al: Aligned) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class Judged:
+class Scores:
     """Every arm's outputs held to the references once (the columns and the figures both
     need it): which rows have a reference, and per arm which it answered right."""
 
@@ -113,8 +113,8 @@ class Judged:
 Verdicts = Mapping[tuple[str, str, str], bool | None]
 
 
-def judge(al: Aligned, references: Mapping[str, Reference] | None,
-          verdicts: Verdicts | None = None) -> Judged | None:
+def score_outputs(al: Aligned, references: Mapping[str, Reference] | None,
+                  verdicts: Verdicts | None = None) -> Scores | None:
     """The outputs of the baseline and the compared arms scored; None when no request of
     the run has a reference (then there are no accuracy figures). A `judge` reference is
     scored by the verdict kept for that arm's output, and left out without one."""
@@ -143,27 +143,27 @@ def judge(al: Aligned, references: Mapping[str, Reference] | None,
                 mine[i] = score(reference, text)
             done[i] = True
         right[arm], scored[arm] = mine, done
-    return Judged(has, right, scored, texts)
+    return Scores(has, right, scored, texts)
 
 
-def columns(al: Aligned, config: MetricsConfig, judged: Judged | None
+def columns(al: Aligned, config: MetricsConfig, scores: Scores | None
             ) -> dict[str, np.ndarray]:
-    if judged is None:
+    if scores is None:
         return {}
-    right = judged.right
+    right = scores.right
     out: dict[str, np.ndarray] = {}
     for arm in _arms(al):
         p = f"acc.{arm}."
-        out[p + "n"] = judged.scored[arm].astype(float)
+        out[p + "n"] = scores.scored[arm].astype(float)
         out[p + "right"] = right[arm].astype(float)
         if arm == BASELINE:
             continue
-        pair = judged.scored[BASELINE] & judged.scored[arm]
+        pair = scores.scored[BASELINE] & scores.scored[arm]
         out[p + "pair"] = pair.astype(float)
         out[p + "rw"] = (pair & right[BASELINE] & ~right[arm]).astype(float)
         out[p + "wr"] = (pair & ~right[BASELINE] & right[arm]).astype(float)
-    if _judge_noise_measurable(judged):
-        a, b = (judged.judged_text[x] for x in (BASELINE, BASELINE2))
+    if _judge_noise_measurable(scores):
+        a, b = (scores.judged_text[x] for x in (BASELINE, BASELINE2))
         same = np.zeros(al.n, dtype=bool)
         same[[i for i, sha in a.items() if b.get(i) == sha]] = True
         out["judge.same"] = same.astype(float)
@@ -171,9 +171,9 @@ def columns(al: Aligned, config: MetricsConfig, judged: Judged | None
     return out
 
 
-def _judge_noise_measurable(judged: Judged) -> bool:
+def _judge_noise_measurable(scores: Scores) -> bool:
     """A judge scored some output of both baselines: its own noise can be counted."""
-    texts = judged.judged_text
+    texts = scores.judged_text
     return BASELINE2 in texts and bool(texts[BASELINE]) and bool(texts[BASELINE2])
 
 
@@ -195,9 +195,9 @@ def paired_stats(arm: str) -> dict[str, SumStat]:
     }
 
 
-def figures(table: SumTable, al: Aligned, config: MetricsConfig, judged: Judged | None
+def figures(table: SumTable, al: Aligned, config: MetricsConfig, scores: Scores | None
             ) -> list[Figure]:
-    if judged is None:
+    if scores is None:
         return []
     out: list[Figure] = []
     for arm in _arms(al):
@@ -207,7 +207,7 @@ def figures(table: SumTable, al: Aligned, config: MetricsConfig, judged: Judged 
     for arm in compared_arms(al):
         with_floor = arm == CANDIDATE and BASELINE2 in compared_arms(al)
         floor = paired_stats(BASELINE2) if with_floor else None
-        flips = _flips(al, judged, arm)
+        flips = _flips(al, scores, arm)
         for name, stat in paired_stats(arm).items():
             def detail(s: int | None, name: str = name, flips: dict = flips
                        ) -> dict[str, Any]:
@@ -217,17 +217,17 @@ def figures(table: SumTable, al: Aligned, config: MetricsConfig, judged: Judged 
             out += estimate(table, stat, al.scenario_names, config, name, arm,
                             noise=floor[name] if floor else None, detail=detail)
         out += _mcnemar(table, al, config, arm, BASELINE2 if with_floor else None)
-    if _judge_noise_measurable(judged):
+    if _judge_noise_measurable(scores):
         out += estimate(table, SumStat(_share, ("judge.differ", "judge.same"), "judge.same",
                                        NONE_SAME),
                         al.scenario_names, config, JUDGE_DISAGREEMENT, BASELINE2)
     return out
 
 
-def _flips(al: Aligned, judged: Judged, arm: str) -> dict[str, dict[int | None, list[str]]]:
+def _flips(al: Aligned, scores: Scores, arm: str) -> dict[str, dict[int | None, list[str]]]:
     """"rw" / "wr" -> stratum (None: overall) -> the first few request ids that flipped."""
-    right = judged.right
-    pair = judged.scored[BASELINE] & judged.scored[arm]
+    right = scores.right
+    pair = scores.scored[BASELINE] & scores.scored[arm]
     masks = {"rw": pair & right[BASELINE] & ~right[arm],
              "wr": pair & ~right[BASELINE] & right[arm]}
     out: dict[str, dict[int | None, list[str]]] = {}

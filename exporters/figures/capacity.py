@@ -194,8 +194,9 @@ def _widened(low: float | None, high: float | None, ends: tuple[float, float]
 
 
 @dataclass(frozen=True)
-class SweepJudge:
-    """How steps are judged and intervals drawn (the sweep's settings)."""
+class SweepRule:
+    """The sweep's rule for a step's pass (SLO attainment, error rate) and how its
+    intervals are drawn (the sweep's settings)."""
 
     attainment: float = 0.95
     max_error_rate: float = 0.01
@@ -204,7 +205,7 @@ class SweepJudge:
     confidence: float = 0.95
 
 
-def figures(steps: Sequence[StepArm], judge: SweepJudge, unit: str) -> list[Figure]:
+def figures(steps: Sequence[StepArm], rule: SweepRule, unit: str) -> list[Figure]:
     """The catalogued capacity figures of a sweep: per arm `capacity` and
     `capacity_goodput`; per arm other than the baseline `capacity_ratio` (against the
     baseline, with baseline2's as the noise floor) and, where the engine reports its
@@ -212,17 +213,17 @@ def figures(steps: Sequence[StepArm], judge: SweepJudge, unit: str) -> list[Figu
     by_arm: dict[str, list[StepArm]] = {}
     for s in steps:
         by_arm.setdefault(s.arm, []).append(s)
-    caps = {arm: capacity(v, judge.attainment, judge.max_error_rate) for arm, v in by_arm.items()}
-    boots = {arm: resampled(v, judge.attainment, judge.max_error_rate, judge.resamples,
-                            judge.seed) for arm, v in by_arm.items()}
+    caps = {arm: capacity(v, rule.attainment, rule.max_error_rate) for arm, v in by_arm.items()}
+    boots = {arm: resampled(v, rule.attainment, rule.max_error_rate, rule.resamples,
+                            rule.seed) for arm, v in by_arm.items()}
     # arm -> the range its capacity may take: its bracket when that ended on a flag
-    spans = {arm: (c.last_pass, c.first_fail) if _on_flag(c, by_arm[arm], judge.attainment)
+    spans = {arm: (c.last_pass, c.first_fail) if _on_flag(c, by_arm[arm], rule.attainment)
              and c.last_pass is not None else (c.value, c.value) for arm, c in caps.items()}
     out: list[Figure] = []
     for arm, c in caps.items():
         detail = {"bound": c.bound, "unit": unit, "last_pass": c.last_pass,
                   "first_fail": c.first_fail, "text": c.text(f" {unit}")}
-        low, high = interval(boots[arm], judge.confidence)
+        low, high = interval(boots[arm], rule.confidence)
         if c.value is not None and low is not None:
             low, high = _widened(low, high, spans[arm])
         status, reason = _status({arm: c})
@@ -233,12 +234,12 @@ def figures(steps: Sequence[StepArm], judge: SweepJudge, unit: str) -> list[Figu
     base = caps.get(BASELINE)
     if base is None:
         return out
-    ratios = {arm: _ratio(caps, boots, arm, judge, spans) for arm in caps if arm != BASELINE}
+    ratios = {arm: _ratio(caps, boots, arm, rule, spans) for arm in caps if arm != BASELINE}
     floor = ratios.get(BASELINE2)
     floor_boot = floor.detail.get("boot") if floor is not None else None
     for arm, fig in ratios.items():
         if arm != BASELINE2:
-            fig = _with_floor(fig, floor, floor_boot, judge)
+            fig = _with_floor(fig, floor, floor_boot, rule)
         fig.detail.pop("boot", None)
         out.append(fig)
         realisation = _realisation(fig, by_arm[arm])
@@ -258,12 +259,12 @@ def _status(caps: dict[str, Capacity]) -> tuple[str, str]:
 
 
 def _ratio(caps: dict[str, Capacity], boots: dict[str, np.ndarray], arm: str,
-           judge: SweepJudge, spans: dict[str, tuple]) -> Figure:
+           rule: SweepRule, spans: dict[str, tuple]) -> Figure:
     a, x = caps[BASELINE], caps[arm]
     value = x.value / a.value if a.value and x.value is not None else None
     with np.errstate(divide="ignore", invalid="ignore"):
         boot = boots[arm] / boots[BASELINE]
-    low, high = interval(boot, judge.confidence) if value is not None else (None, None)
+    low, high = interval(boot, rule.confidence) if value is not None else (None, None)
     if value is not None and low is not None:
         (x_lo, x_hi), (a_lo, a_hi) = spans[arm], spans[BASELINE]
         low, high = _widened(low, high, (x_lo / a_hi, x_hi / a_lo))
@@ -273,7 +274,7 @@ def _ratio(caps: dict[str, Capacity], boots: dict[str, np.ndarray], arm: str,
 
 
 def _with_floor(fig: Figure, floor: Figure | None, floor_boot: np.ndarray | None,
-                judge: SweepJudge) -> Figure:
+                rule: SweepRule) -> Figure:
     """The candidate's ratio with its excess over baseline2's (the noise floor); with no
     baseline2, over 1."""
     boot = fig.detail.pop("boot")
@@ -286,7 +287,7 @@ def _with_floor(fig: Figure, floor: Figure | None, floor_boot: np.ndarray | None
                                      None if high is None else high - 1])
         return fig
     with np.errstate(invalid="ignore"):
-        e_low, e_high = interval(boot - floor_boot, judge.confidence)
+        e_low, e_high = interval(boot - floor_boot, rule.confidence)
     fig.detail.update(excess=fig.value - floor.value, excess_ci=[e_low, e_high])
     return Figure(fig.name, fig.value, fig.arm, fig.scenario, fig.ci_low, fig.ci_high, fig.n,
                   fig.status, fig.reason, noise_floor=floor.value, detail=fig.detail)

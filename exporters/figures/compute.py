@@ -75,8 +75,8 @@ def compute_figures(results: Iterable[ArmResult] | ResultColumns,
     for calc in (*_SUM_CALCULATORS, cache_hit, speculative):
         columns |= {name: compact(col) for name, col in calc.columns(al, config).items()}
     # outputs scored once, for the columns and the figures
-    judged = accuracy.judge(al, references, verdicts)
-    columns |= {name: compact(col) for name, col in accuracy.columns(al, config, judged).items()}
+    scores = accuracy.score_outputs(al, references, verdicts)
+    columns |= {name: compact(col) for name, col in accuracy.columns(al, config, scores).items()}
     table = resample_sums(columns, al.strata, len(al.scenario_names), config.n_resamples,
                           config.seed, cluster_labels(al.request_ids, dict(clusters or {})))
     del columns  # the sums are all the figures need of them
@@ -85,12 +85,12 @@ def compute_figures(results: Iterable[ArmResult] | ResultColumns,
         figures += calc.figures(table, al, config)
     figures += cache_hit.figures(table, al, scrapes, config)
     figures += speculative.figures(table, al, scrapes, config)
-    figures += accuracy.figures(table, al, config, judged)
+    figures += accuracy.figures(table, al, config, scores)
     sent = None if offsets is None else offsets.at(al.request_ids) \
         if isinstance(offsets, Offsets) else np.array(
             [offsets.get(rid, np.nan) for rid in al.request_ids], dtype=float)
-    figures += turns.figures(al, positions, config, judged.right if judged else None,
-                             judged.scored if judged else None)
+    figures += turns.figures(al, positions, config, scores.right if scores else None,
+                             scores.scored if scores else None)
     figures += saturation.figures(saturation.detect(al, sent, max_in_flight))
     figures += rrr.figures([f for f in figures if f.name == RER], config)
     figures += determinism_figures.figures(determinism or (), config)

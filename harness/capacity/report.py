@@ -17,15 +17,15 @@ from layergate.harness.report import wording
 from layergate.harness.sweepdir import KIND, SweepState
 
 
-def judge_of(config: CapacityConfig) -> cap.SweepJudge:
-    return cap.SweepJudge(config.slo_attainment, config.max_error_rate, config.resamples,
-                          config.seed)
+def sweep_rule(config: CapacityConfig) -> cap.SweepRule:
+    return cap.SweepRule(config.slo_attainment, config.max_error_rate, config.resamples,
+                         config.seed)
 
 
 def sweep_figures(state: SweepState, config: CapacityConfig) -> list[Figure]:
     """The sweep's catalogued figures, its ratios' intervals labelled as one sweep's
     (`single_sweep`)."""
-    return [single_sweep(f) for f in cap.figures(state.arm_steps(), judge_of(config),
+    return [single_sweep(f) for f in cap.figures(state.arm_steps(), sweep_rule(config),
                                                  config.unit)]
 
 

@@ -240,7 +240,7 @@ def _run_step(config: CapacityConfig, sweep: SweepDir, source: list[TrafficRecor
         processes=config.processes, preflight_timeout=preflight, progress=config.progress,
         metrics_linger_s=0.0)
     run_replay(replay)
-    return judge_step(out, load, config)
+    return read_step(out, load, config)
 
 
 def _unused(path: Path) -> Path:
@@ -251,7 +251,7 @@ def _unused(path: Path) -> Path:
     return candidate
 
 
-def judge_step(out: Path, load: float, config: CapacityConfig) -> list[StepArm]:
+def read_step(out: Path, load: float, config: CapacityConfig) -> list[StepArm]:
     """The arms of one stored step, judged against the sweep's SLO."""
     step = RunDir(out)
     with step.open_store(create=False) as store:

@@ -3,7 +3,8 @@
 weighed each arm's errors and saturation, so the fail-closed checks are the sweep's
 completeness only (an overloaded step's errors are its result, not a broken run). A
 sweep's capacity ratio is also a candidate's saving on a run's leaderboard
-(`gate RUN --capacity NAME=SWEEP`)."""
+(`gate RUN --capacity NAME=SWEEP`). `SWEEPS` hands these readers to the gate's
+`gate_dir`: the gate sits below this room and does not import it."""
 
 from __future__ import annotations
 
@@ -13,10 +14,9 @@ from pathlib import Path
 from layergate.exporters.catalogue import BASELINE, CANDIDATE, CAPACITY_RATIO, COMPLETE, RUNNING
 from layergate.exporters.figures import Figure
 from layergate.harness.capacity.config import CapacityConfig
+from layergate.harness.capacity.replicates import is_replicated
 from layergate.harness.capacity.report import off_the_verdict, sweep_figures
-from layergate.harness.gate.policy import Policy
-from layergate.harness.gate.result import GateResult
-from layergate.harness.gate.verdict import apply_policy
+from layergate.harness.gate import GateResult, Policy, Sweeps, apply_policy
 from layergate.harness.rundir import RunDirError
 from layergate.harness.sweepdir import KIND, StateError, SweepDir, SweepState
 
@@ -92,3 +92,7 @@ def capacity_ratio(path: str | Path) -> Figure:
                           "(it needs a step of the baseline and of the candidate)")
     baseline = (state.config.get("arms") or {}).get(BASELINE)
     return dataclasses.replace(found, detail={**found.detail, BASELINE: baseline})
+
+
+SWEEPS = Sweeps(replicated=is_replicated, replicates=evaluate_replicates, sweep=evaluate_sweep,
+                ratio=capacity_ratio)

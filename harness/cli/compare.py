@@ -41,8 +41,7 @@ def command(run_a: Path, run_b: Path, policy_path: Path | None, arm: str | None,
     """
     from rich.console import Console
 
-    from layergate.harness.gate import load_policy
-    from layergate.harness.gate.compare import compare_runs
+    from layergate.harness.gate import compare_runs, load_policy
     from layergate.harness.report import formats
     from layergate.harness.report.comparison import print_comparison
     from layergate.harness.rundir import load_run

@@ -11,7 +11,7 @@ from layergate.exporters.catalogue import REQUIRE_ANY, ExitCode
 from layergate.exporters.cli_options import field_option
 from layergate.harness.cli.exits import RUN_DIR_UNREADABLE, exits
 from layergate.harness.cli.options import policy_option
-from layergate.harness.gate.sequential_config import SequentialConfig
+from layergate.harness.gate import SequentialConfig
 
 
 @exits(*ExitCode, INFRASTRUCTURE=RUN_DIR_UNREADABLE)
@@ -72,9 +72,8 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
     """
     from rich.console import Console
 
-    from layergate.harness.capacity.judge import judge_dir
-    from layergate.harness.gate import load_policy
-    from layergate.harness.gate.sequential_family import decide_family
+    from layergate.harness.capacity.verdict import SWEEPS
+    from layergate.harness.gate import decide_family, gate_dir, load_policy
     from layergate.harness.report import formats
     from layergate.harness.report.family import print_verdict
     from layergate.harness.report.sequential import sequential_lines
@@ -101,10 +100,10 @@ def command(run_dir: Path, policy_path: Path | None, json_path: Path | None,
         raise SystemExit(decided.exit_code)
     if budget is not None:
         raise click.BadParameter("only with --sequential", param_hint="--budget")
-    judged = judge_dir(run_dir, policy, require, capacity, busy=err.status)
-    for note in judged.notes:
+    outcome = gate_dir(run_dir, policy, require, SWEEPS, capacity, busy=err.status)
+    for note in outcome.notes:
         err.print(note, highlight=False, soft_wrap=True)
-    formats.GATE.write(judged.family, {"json": json_path, **others}, busy=err.status,
+    formats.GATE.write(outcome.family, {"json": json_path, **others}, busy=err.status,
                        wrote=wrote)
-    print_verdict(judged.family)
-    raise SystemExit(judged.family.exit_code)
+    print_verdict(outcome.family)
+    raise SystemExit(outcome.family.exit_code)

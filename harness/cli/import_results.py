@@ -1,6 +1,6 @@
 """`layergate import-results`: a load tool's per-request results (GuideLLM, AIPerf,
 inference-perf, vllm bench serve) into a run directory as one arm, checked against the arms
-already there. Its options are `ImportConfig`'s fields."""
+already there. Its options are `ResultsImportConfig`'s fields."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import click
 from layergate.exporters.catalogue import ExitCode
 from layergate.exporters.cli_options import config_values, field_option
 from layergate.harness.cli.exits import exits
-from layergate.harness.results_import.write import ImportConfig
+from layergate.harness.results_import.write import ResultsImportConfig
 
 
 def _option(name: str, *flags: str, **attrs: Any):
-    return field_option(ImportConfig, name, *flags, **attrs)
+    return field_option(ResultsImportConfig, name, *flags, **attrs)
 
 
 @exits(ExitCode.PASS, ExitCode.USAGE, ExitCode.INFRASTRUCTURE, PASS="imported",
@@ -48,7 +48,7 @@ def command(ctx: click.Context, results: Path, **_: Any) -> None:
     from layergate.harness.results_import import import_results
 
     # SOURCE is the field `source`, named apart so that it is not taken for an option
-    config = ImportConfig(source=results, **config_values(ctx, ImportConfig))
+    config = ResultsImportConfig(source=results, **config_values(ctx, ResultsImportConfig))
     done = import_results(config)
     run = done.run
     ok = sum(r.ok for r in run.requests)

@@ -1,6 +1,6 @@
 """`layergate import-trace`: a public trace (mooncake, azure, burstgpt, sharegpt,
 openai-batch) or eval set (qa, multiple-choice, openai-evals) into layergate's traffic
-format. Its options are `ImportConfig`'s fields."""
+format. Its options are `TraceImportConfig`'s fields."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import click
 from layergate.exporters.catalogue import ExitCode
 from layergate.exporters.cli_options import config_values, field_option
 from layergate.harness.cli.exits import exits
-from layergate.harness.traces.config import ImportConfig
+from layergate.harness.traces.config import TraceImportConfig
 
 
 def _option(name: str, *flags: str, **attrs: Any):
-    return field_option(ImportConfig, name, *flags, **attrs)
+    return field_option(TraceImportConfig, name, *flags, **attrs)
 
 
 @exits(ExitCode.PASS, ExitCode.USAGE, PASS="written")
@@ -69,7 +69,7 @@ def command(ctx: click.Context, trace: Path, **_: Any) -> None:
     from layergate.harness.traces import import_trace
 
     # SOURCE is the field `source`, named apart so that it is not taken for an option
-    config = ImportConfig(source=trace, **config_values(ctx, ImportConfig))
+    config = TraceImportConfig(source=trace, **config_values(ctx, TraceImportConfig))
     report = import_trace(config, note=lambda text: click.echo(f"note: {text}", err=True))
     click.echo(f"{config.out}: {report.lines()[0]}")
     for line in report.lines()[1:]:

@@ -1,5 +1,5 @@
 """`layergate metrics RUN_DIR`: compute a run's figures; print, write JSON, or serve them.
-The figures are the gate's (harness/gate/run_view.py), the tables and JSON the report's
+The figures are the gate's (harness/gate/fixed/run_view.py), the tables and JSON the report's
 (harness/report/run_figures.py), the OTLP push and the Prometheus endpoint the exporters'."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from layergate.harness.cli.options import policy_option
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from layergate.harness.gate.run_view import RunView
+    from layergate.harness.gate import RunView
 
 @exits(ExitCode.PASS, ExitCode.USAGE, ExitCode.INFRASTRUCTURE, PASS="done",
        INFRASTRUCTURE=RUN_DIR_UNREADABLE)
@@ -58,8 +58,7 @@ def command(ctx: click.Context, run_dir: Path, json_path: Path | None, port: int
     from rich.console import Console
 
     from layergate.exporters.otel_export import push_run
-    from layergate.harness.gate import load_policy
-    from layergate.harness.gate.run_view import view_config, view_run
+    from layergate.harness.gate import load_policy, view_config, view_run
     from layergate.harness.replay.config import check_tokenizer
     from layergate.harness.report import formats
     from layergate.harness.report.run_figures import print_figures

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from layergate.harness.gate.policy import POLICY_HELP
+from layergate.harness.gate import POLICY_HELP
 
 policy_option = click.option("--policy", "policy_path",
                              type=click.Path(dir_okay=False, path_type=Path), help=POLICY_HELP)

@@ -149,7 +149,7 @@ def command(ctx: click.Context, **params: Any) -> None:
         try:
             should_stop = None
             if config.until_decided is not None:  # the gate's machinery only when asked
-                from layergate.harness.gate.sequential import until_decided
+                from layergate.harness.gate import until_decided
 
                 should_stop = until_decided(config.until_decided, config.budget)
         except PolicyError as exc:

@@ -75,7 +75,8 @@ class Check:
         return (0 if self.gating else 1, STATUS_ORDER[self.status], self.scenario, self.name)
 
 
-def judge(rule: MetricRule, figure: Figure | None, scenario: str, counts: bool) -> Check:
+def check_figure(rule: MetricRule, figure: Figure | None, scenario: str, counts: bool
+                 ) -> Check:
     """Apply `rule` to `figure` (None when the figure was not computed at all)."""
     base = dict(name=rule.name, scenario=scenario, arm=rule.arm, counts=counts,
                 critical=rule.critical, threshold=rule.threshold, direction=rule.direction,
@@ -205,7 +206,9 @@ def complete_check(name: str, manifest: dict[str, Any]) -> Check:
                  f"run status is {status!r}, not 'complete' (interrupted or still running)")
 
 
-class Judged(Protocol):
+class Reasoned(Protocol):
+    """What a reason line names: a check, or a sequential rule's state."""
+
     name: str
     arm: str
     scenario: str
@@ -218,9 +221,9 @@ def names_arm(arm: str) -> bool:
     return arm not in (CANDIDATE, EVERY_ARM)
 
 
-def reason_line(judged: Judged) -> str:
+def reason_line(reasoned: Reasoned) -> str:
     """A verdict's reason: the figure, its arm unless the candidate (or every arm), its
     scenario unless overall, and why."""
-    arm = f" ({judged.arm})" if names_arm(judged.arm) else ""
-    where = "" if judged.scenario == OVERALL else f" [{judged.scenario}]"
-    return f"{judged.name}{arm}{where}: {judged.reason}"
+    arm = f" ({reasoned.arm})" if names_arm(reasoned.arm) else ""
+    where = "" if reasoned.scenario == OVERALL else f" [{reasoned.scenario}]"
+    return f"{reasoned.name}{arm}{where}: {reasoned.reason}"

@@ -1,4 +1,4 @@
-"""`layergate compare`'s report of a `Comparison` (harness/gate/compare.py): the two runs
+"""`layergate compare`'s report of a `Comparison` (harness/gate/fixed/compare.py): the two runs
 side by side on the terminal, and as JSON."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from layergate.exporters.catalogue import CANDIDATE
-from layergate.harness.gate.compare import Change, Comparison
+from layergate.harness.gate import Change, Comparison
 
 
 def _n(x: float | None) -> str:

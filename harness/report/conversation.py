@@ -18,7 +18,7 @@ from html import escape
 from layergate.exporters.catalogue import BASELINE, CANDIDATE, RECORDED, same_output
 from layergate.exporters.figures.conversations import turn_positions
 from layergate.exporters.records import ArmResult
-from layergate.harness.gate.result import GateResult
+from layergate.harness.gate import GateResult
 from layergate.harness.report.pairs import word_diff
 from layergate.harness.rundir import TRAFFIC
 

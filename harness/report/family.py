@@ -14,7 +14,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from layergate.exporters.catalogue import CANDIDATE, MULTIPLICITY
-from layergate.harness.gate.family import FamilyResult
+from layergate.harness.gate import FamilyResult
 from layergate.harness.report import leaderboard, wording
 from layergate.harness.report.json_report import to_dict
 from layergate.harness.report.junit import add_suite, write_tree

@@ -12,10 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from layergate.harness.gate.compare import Comparison
-from layergate.harness.gate.family import FamilyResult
-from layergate.harness.gate.result import GateResult
-from layergate.harness.gate.run_view import RunView
+from layergate.harness.gate import Comparison, FamilyResult, GateResult, RunView
 from layergate.harness.report import family, html, json_report, junit, markdown
 from layergate.harness.report.comparison import write_comparison_json
 from layergate.harness.report.registry import Reports

@@ -17,9 +17,8 @@ from layergate.exporters.catalogue import (
     WRONG_TO_RIGHT,
 )
 from layergate.exporters.figures import OVERALL
-from layergate.exporters.figures.answers import answer_summary, describe
-from layergate.harness.gate.checks import INFO, Check
-from layergate.harness.gate.result import GateResult
+from layergate.exporters.figures.answer_tally import answer_summary, describe
+from layergate.harness.gate import INFO, Check, GateResult
 from layergate.harness.report import html_plots, wording
 from layergate.harness.report.conversation import diverged_conversation
 from layergate.harness.report.pairs import (

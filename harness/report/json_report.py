@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from layergate.exporters.catalogue import RRR
-from layergate.exporters.figures.answers import answer_summary
-from layergate.harness.gate.checks import Check, names_arm
-from layergate.harness.gate.result import GateResult
+from layergate.exporters.figures.answer_tally import answer_summary
+from layergate.harness.gate import Check, GateResult, names_arm
 
 
 def metric_key(check: Check) -> str:

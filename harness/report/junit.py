@@ -12,8 +12,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from layergate.exporters.catalogue import FAIL, INCONCLUSIVE
-from layergate.harness.gate.checks import INFO, SKIPPED
-from layergate.harness.gate.result import GateResult
+from layergate.harness.gate import INFO, SKIPPED, GateResult
 from layergate.harness.report import wording
 
 

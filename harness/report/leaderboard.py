@@ -1,5 +1,5 @@
 """The leaderboard of a run's candidates: saving (RER, or from a capacity sweep of the
-candidate 1 − 1/capacity ratio: harness/gate/saving.py) against consistency (exact match,
+candidate 1 − 1/capacity ratio: harness/gate/fixed/saving.py) against consistency (exact match,
 chrF) or, when the traffic has reference answers, against accuracy (the candidate's
 accuracy and its paired delta from the baseline), each with its interval and verdict, the
 Pareto front (on saving and accuracy_delta, else exact match), and the recommendation (the
@@ -21,8 +21,7 @@ from layergate.exporters.catalogue import (
     OVERALL,
     RER,
 )
-from layergate.harness.gate.family import CandidateVerdict, FamilyResult
-from layergate.harness.gate.saving import Estimate, Saving
+from layergate.harness.gate import CandidateVerdict, Estimate, FamilyResult, Saving
 from layergate.harness.report.json_report import finite
 
 SAVING, CONSISTENCY = "saving", EXACT_MATCH  # the plot's axes (CONSISTENCY: without accuracy)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from layergate.harness.gate.checks import INFO, Check
-from layergate.harness.gate.result import GateResult
+from layergate.harness.gate import INFO, Check, GateResult
 from layergate.harness.report import wording
 
 

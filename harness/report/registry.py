@@ -11,7 +11,7 @@ from typing import Any, Generic, TypeVar
 
 from layergate.exporters.catalogue import did_you_mean
 from layergate.exporters.errors import UsageError
-from layergate.harness.gate.judged import Busy, quietly
+from layergate.harness.gate import Busy, quietly
 
 R = TypeVar("R")
 Writer = Callable[[R, Path], Any]

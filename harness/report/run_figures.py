@@ -20,8 +20,8 @@ from layergate.exporters.catalogue import (
     TERMINATION_ACCURACY,
 )
 from layergate.exporters.figures import OVERALL, Figure
-from layergate.exporters.figures.answers import answer_summary, describe
-from layergate.harness.gate.run_view import RunView
+from layergate.exporters.figures.answer_tally import answer_summary, describe
+from layergate.harness.gate import RunView
 
 # the figures of the per-scenario table
 KEY_FIGURES = (RER, RER_THEORETICAL, TERMINATION_ACCURACY, EXACT_MATCH, BLEU, LATENCY_RATIO,

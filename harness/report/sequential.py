@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from layergate.exporters.catalogue import OVERALL
 from layergate.exporters.figures.saturation import LOWER_THE_RATE
-from layergate.harness.gate.sequential import SequentialDecision
-from layergate.harness.gate.sequential_family import SequentialFamily
+from layergate.harness.gate import SequentialDecision, SequentialFamily
 
 
 def sequential_lines(family: SequentialFamily) -> list[str]:

@@ -7,8 +7,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from layergate.exporters.catalogue import FAIL, INCONCLUSIVE, PASS
-from layergate.harness.gate.checks import INFO, SKIPPED, Check
-from layergate.harness.gate.result import GateResult
+from layergate.harness.gate import INFO, SKIPPED, Check, GateResult
 from layergate.harness.report import wording
 
 STYLES = {PASS: "green", FAIL: "bold red", INCONCLUSIVE: "yellow", SKIPPED: "dim", INFO: "dim"}

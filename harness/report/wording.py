@@ -7,8 +7,7 @@ import math
 from layergate.exporters.catalogue import FAIL, INCONCLUSIVE, PASS, VERDICTS
 from layergate.exporters.figures import OVERALL
 from layergate.exporters.figures.saturation import LOWER_THE_RATE, saturated_arms
-from layergate.harness.gate.checks import INFO, SKIPPED, Check, names_arm
-from layergate.harness.gate.result import GateResult
+from layergate.harness.gate import INFO, SKIPPED, Check, GateResult, names_arm
 
 ICONS = {PASS: "✅", FAIL: "❌", INCONCLUSIVE: "⚠️", SKIPPED: "➖", INFO: "ℹ️"}
 VERDICT_WORDS = {v: v.upper() for v in VERDICTS}

@@ -30,7 +30,7 @@ SCENARIO = "imported"  # every imported request's scenario: one tool run is one 
 
 
 @dataclass(frozen=True)
-class ImportConfig:
+class ResultsImportConfig:
     tool: str = field(metadata={"help": "The tool that wrote SOURCE.",
                                 "choices": tools.names})
     source: Path = field(metadata={"help": "The tool's output (per tool: docs/FORMATS.md, "
@@ -60,7 +60,7 @@ class Imported:
     unchecked: tuple[str, ...]
 
 
-def import_results(config: ImportConfig) -> Imported:
+def import_results(config: ResultsImportConfig) -> Imported:
     """Add `config.source` to `config.out` as arm `config.arm`."""
     _check_arm(config.arm)
     imported = tools.read(config.tool, config.source, config.benchmark)
@@ -153,7 +153,7 @@ def _identified(columns: ResultColumns, arms: dict[str, dict[str, Any]]
             for arm, record in arms.items()}
 
 
-def _write_manifest(run_dir: RunDir, manifest: Manifest | None, config: ImportConfig,
+def _write_manifest(run_dir: RunDir, manifest: Manifest | None, config: ResultsImportConfig,
                     run: ImportedRun, section: dict[str, Any],
                     counts: dict[str, dict[str, int]]) -> None:
     names = [*(manifest.arms if manifest else {}), config.arm]

@@ -27,7 +27,7 @@ from layergate.harness.stack.demo_words import plain_words
 from layergate.harness.stack.native import NativeStack, RunningStack, StackConfig
 
 if TYPE_CHECKING:
-    from layergate.harness.gate.family import CandidateVerdict, FamilyResult
+    from layergate.harness.gate import CandidateVerdict, FamilyResult
 
 SCRAPE_S = 2.0
 DETERMINISM_MAX_TOKENS = 24
@@ -106,8 +106,7 @@ def _determinism(config: DemoConfig, stack: RunningStack, run_dir: Path,
 
 def _gate_and_reports(config: DemoConfig, run_dir: Path,
                       console: Console) -> tuple[FamilyResult, dict[str, Path]]:
-    from layergate.harness.gate import load_policy
-    from layergate.harness.gate.family import evaluate_family
+    from layergate.harness.gate import evaluate_family, load_policy
     from layergate.harness.report import formats
     from layergate.harness.report.family import print_verdict
     from layergate.harness.rundir import load_run

@@ -12,7 +12,7 @@ from layergate.exporters import bundled
 from layergate.exporters.catalogue import BASELINE, BASELINE2, CANDIDATE, FULL_DEPTH
 from layergate.exporters.errors import UsageError
 from layergate.exporters.model_files import DEFAULT_MODEL
-from layergate.harness.gate.policy import POLICY_HELP
+from layergate.harness.gate import POLICY_HELP
 from layergate.harness.stack.engines import EngineSpec
 
 

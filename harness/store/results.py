@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from layergate.exporters.errors import InfrastructureError
-from layergate.exporters.figures.answers import Tally
+from layergate.exporters.figures.answer_tally import Tally
 from layergate.exporters.figures.columns import ResultColumns
 from layergate.exporters.records import ArmResult
 from layergate.harness.store.column_read import REPLAY

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from layergate.exporters.figures.answers import Tally
+from layergate.exporters.figures.answer_tally import Tally
 from layergate.exporters.figures.columns import ROW_FIELDS, Factorised, ResultColumns
 from layergate.harness.store.column_read import REPLAY, read_columns
 from layergate.harness.store.outputs import empty, with_rowids
@@ -35,7 +35,7 @@ class Scan:
 
     replay: ResultColumns  # the shadow replay's rows (those of no repeat suite), as columns
     repeated: np.ndarray  # rowids of the repeat suite's rows, in write order
-    tallies: list[Tally]  # every row's answer, counted (layergate.exporters.figures.answers)
+    tallies: list[Tally]  # every row's answer, counted (layergate.exporters.figures.answer_tally)
     send_lag: np.ndarray  # every row's send lag, s (NaN: not recorded)
 
 

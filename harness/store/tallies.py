@@ -1,6 +1,6 @@
-"""A store's answers counted (`layergate.exporters.figures.answers.Tally`): by arm, scenario, ok,
-token source and quirks, over every row, by SQL from the rows' columns or in numpy from
-their binary summaries; sorted alike either way."""
+"""A store's answers counted (`layergate.exporters.figures.answer_tally.Tally`): by arm,
+scenario, ok, token source and quirks, over every row, by SQL from the rows' columns or in
+numpy from their binary summaries; sorted alike either way."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections import Counter
 
 import numpy as np
 
-from layergate.exporters.figures.answers import Tally
+from layergate.exporters.figures.answer_tally import Tally
 from layergate.exporters.figures.columns import Factorised
 from layergate.harness.store.rows import present_columns
 from layergate.harness.store.summary import untag

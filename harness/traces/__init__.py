@@ -3,11 +3,11 @@ azure, burstgpt, sharegpt and openai-batch, and the eval layouts qa, multiple-ch
 openai-evals, whose records carry references (docs/FORMATS.md, "Imported traces"). One module
 per format registers its reader (`formats.py`); `pipeline.import_trace` does the rest."""
 
-from layergate.harness.traces.config import ImportConfig, ImportConfigError
+from layergate.harness.traces.config import TraceImportConfig, TraceImportConfigError
 from layergate.harness.traces.pipeline import import_trace
 from layergate.harness.traces.report import ImportReport
 from layergate.harness.traces.source import TraceError
 from layergate.harness.traces.synth import SynthError
 
-__all__ = ["ImportConfig", "ImportConfigError", "ImportReport", "SynthError", "TraceError",
-           "import_trace"]
+__all__ = ["ImportReport", "SynthError", "TraceError", "TraceImportConfig",
+           "TraceImportConfigError", "import_trace"]

@@ -1,4 +1,4 @@
-"""`ImportConfig`: the whole configuration of one `layergate import-trace`, recorded in its
+"""`TraceImportConfig`: the whole configuration of one `layergate import-trace`, recorded in its
 import report so the same traffic can be made again."""
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ ANSWER_KINDS = ("exact", "contains", "numeric")
 DEFAULT_BLOCK_SIZE = 512  # tokens per mooncake hash id (the trace's own block size)
 
 
-class ImportConfigError(UsageError, ValueError):
+class TraceImportConfigError(UsageError, ValueError):
     pass
 
 
 @dataclass(frozen=True)
-class ImportConfig:
+class TraceImportConfig:
     format: str = field(metadata={"help": "The trace's format.", "choices": formats.names})
     source: Path = field(metadata={"help": "The trace file."})
     out: Path = field(metadata={"help": "The traffic file to write (JSONL, docs/FORMATS.md); "
@@ -94,31 +94,31 @@ class ImportConfig:
         try:
             fmt = formats.get(self.format)
         except ValueError as exc:
-            raise ImportConfigError(str(exc)) from None
+            raise TraceImportConfigError(str(exc)) from None
         if self.drop_long and self.max_input_tokens is None:
-            raise ImportConfigError("--drop-long drops prompts over --max-input-tokens: give "
-                                    "that too")
+            raise TraceImportConfigError("--drop-long drops prompts over --max-input-tokens: give "
+                                         "that too")
         if not fmt.timed:
             given = [flag for flag, on in (("--time-scale", self.time_scale != 1.0),
                                            ("--start", self.start != 0.0),
                                            ("--duration", self.duration is not None)) if on]
             if given:
-                raise ImportConfigError(f"{self.format} rows carry no timestamps, so "
-                                        f"{given[0]} has nothing to act on (replay the "
-                                        "traffic with --rate R or --users N)")
+                raise TraceImportConfigError(f"{self.format} rows carry no timestamps, so "
+                                             f"{given[0]} has nothing to act on (replay the "
+                                             "traffic with --rate R or --users N)")
         evals_given = [f"--{name.replace('_', '-')}" for name in EVAL_FIELDS
                        if getattr(self, name) != _DEFAULTS[name]]
         if evals_given and not fmt.references:
-            raise ImportConfigError(f"{evals_given[0]} is for the eval layouts (qa, "
-                                    f"multiple-choice, openai-evals), not {self.format}")
+            raise TraceImportConfigError(f"{evals_given[0]} is for the eval layouts (qa, "
+                                         f"multiple-choice, openai-evals), not {self.format}")
         if self.responses is not None and self.format != "openai-batch":
-            raise ImportConfigError(f"--responses is the output file of an OpenAI batch, "
-                                    f"for --format openai-batch, not {self.format}")
+            raise TraceImportConfigError(f"--responses is the output file of an OpenAI batch, "
+                                         f"for --format openai-batch, not {self.format}")
         if self.answer_kind not in ANSWER_KINDS:
-            raise ImportConfigError(f"--answer-kind must be one of {', '.join(ANSWER_KINDS)}: "
-                                    f"{self.answer_kind!r}")
+            raise TraceImportConfigError(f"--answer-kind must be one of {', '.join(ANSWER_KINDS)}: "
+                                         f"{self.answer_kind!r}")
         if self.scenario is not None and not self.scenario.strip():
-            raise ImportConfigError("--scenario must not be empty")
+            raise TraceImportConfigError("--scenario must not be empty")
         checks = {"block_size": self.block_size >= 1, "time_scale": self.time_scale > 0,
                   "start": self.start >= 0, "sample": 0 < self.sample <= 1,
                   "duration": self.duration is None or self.duration > 0,
@@ -126,7 +126,7 @@ class ImportConfig:
                   "answer_tokens": self.answer_tokens >= 1}
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
-            raise ImportConfigError(f"{bad[0]} out of range: {getattr(self, bad[0])!r}")
+            raise TraceImportConfigError(f"{bad[0]} out of range: {getattr(self, bad[0])!r}")
 
     @property
     def eval_options(self) -> formats.EvalOptions:
@@ -147,4 +147,4 @@ class ImportConfig:
         return out
 
 
-_DEFAULTS = {f.name: f.default for f in dataclasses.fields(ImportConfig)}
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(TraceImportConfig)}

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from layergate.exporters.answers import extract_number
+from layergate.exporters.answer_extraction import extract_number
 from layergate.exporters.references import BadReference, parse_reference
 from layergate.exporters.traffic import CHAT
 from layergate.harness.traces.formats import ReadContext

@@ -40,7 +40,7 @@ class ReadContext:
     evals: EvalOptions = field(default_factory=EvalOptions)
     # openai-batch: the batch's output file, whose response bodies are the recorded answers
     responses: Path | None = None
-    # a remark for the import report about no one row: (a `report.Tally` list, an id)
+    # a remark for the import report about no one row: (a `report.ImportTally` list, an id)
     note: Callable[[str, str], None] = lambda _list, _id: None
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from layergate.exporters.answers import labels
+from layergate.exporters.answer_extraction import labels
 from layergate.harness.traces import evals
 from layergate.harness.traces.formats import ReadContext, trace_format
 from layergate.harness.traces.rows import RequestRow

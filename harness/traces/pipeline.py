@@ -31,14 +31,14 @@ from layergate.exporters.traffic import (
     write_traffic_lines,
 )
 from layergate.harness.traces import formats
-from layergate.harness.traces.config import ImportConfig
+from layergate.harness.traces.config import TraceImportConfig
 from layergate.harness.traces.embedded import tokenizer_path
 from layergate.harness.traces.report import (
     OUTSIDE_WINDOW,
     SAMPLED_OUT,
     TOO_LONG,
     ImportReport,
-    Tally,
+    ImportTally,
 )
 from layergate.harness.traces.rows import LengthRow, RequestRow, SessionTurn, Skipped
 from layergate.harness.traces.sniff import check_format
@@ -64,7 +64,7 @@ class _Tokens:
         return tokenizer.count(self.get(), text)
 
 
-def import_trace(config: ImportConfig, note: Callable[[str], None] = lambda _: None
+def import_trace(config: TraceImportConfig, note: Callable[[str], None] = lambda _: None
                  ) -> ImportReport:
     """Write `config.out` and its report from `config.source`; a TraceError (a bad row, a
     wrong format) or a TokenizerError leaves nothing behind."""
@@ -72,7 +72,7 @@ def import_trace(config: ImportConfig, note: Callable[[str], None] = lambda _: N
     check_format(config.source, fmt)
     tokens = _Tokens(config.tokenizer, note)
     synth = PromptSynth(tokens.get(), config.seed) if fmt.length_only else None
-    tally = Tally()
+    tally = ImportTally()
     rows = fmt.read(config.source, formats.ReadContext(
         config.block_size, tokens.count, config.eval_options, config.responses,
         lambda name, rid: getattr(tally, name).append(rid)))
@@ -84,8 +84,8 @@ def import_trace(config: ImportConfig, note: Callable[[str], None] = lambda _: N
 
 
 class _Lines:
-    def __init__(self, config: ImportConfig, fmt: formats.TraceFormat, tokens: _Tokens,
-                 synth: PromptSynth | None, tally: Tally) -> None:
+    def __init__(self, config: TraceImportConfig, fmt: formats.TraceFormat, tokens: _Tokens,
+                 synth: PromptSynth | None, tally: ImportTally) -> None:
         self.config, self.fmt, self.tokens, self.synth, self.tally = (config, fmt, tokens,
                                                                       synth, tally)
         self.t0: float | None = None  # trace time of the first row

@@ -1,4 +1,4 @@
-"""What an import did, row by row in sums: `Tally` counts while the rows stream past, and
+"""What an import did, row by row in sums: `ImportTally` counts while the rows stream past, and
 becomes the frozen `ImportReport` written next to the traffic (JSON) and printed."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ OUTSIDE_WINDOW, SAMPLED_OUT, TOO_LONG, AFTER_LIMIT = (
 
 
 @dataclass
-class Tally:
+class ImportTally:
     rows: int = 0  # data rows read (a sharegpt conversation counts each human turn)
     written: int = 0
     bad: int = 0
@@ -55,7 +55,7 @@ class Tally:
 class ImportReport:
     config: dict[str, Any]
     tokenizer: str | None
-    tally: Tally
+    tally: ImportTally
     shared_leads: int = 0  # mooncake blocks whose first token repeats a sibling block's
 
     def to_json(self) -> dict[str, Any]:

@@ -44,7 +44,7 @@ class RequestRow:
     messages: list[dict[str, Any]] = field(default_factory=list)
     reference: dict[str, Any] | None = None  # eval layouts: what a right answer is
     # what the import report lists this request under when it is written (names of
-    # `report.Tally` lists of ids, e.g. "tools_missing")
+    # `report.ImportTally` lists of ids, e.g. "tools_missing")
     notes: tuple[str, ...] = ()
 
 

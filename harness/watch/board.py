@@ -26,7 +26,7 @@ from layergate.exporters.catalogue import (
     ROLLBACK,
 )
 from layergate.exporters.figures.canary import Window
-from layergate.harness.watch.flagger import Answer, Payload, WeightReading, answer
+from layergate.harness.watch.flagger import Payload, WebhookReply, WeightReading, answer
 from layergate.harness.watch.journal import Journal, window_entry, window_of
 from layergate.harness.watch.stages import StageFigure, StageMachine, Transition, WatchStatus
 
@@ -175,7 +175,7 @@ class Board:
                 self.journal.save()
         return body
 
-    def flagger(self, hook: str, payload: Payload, now: float | None = None) -> Answer:
+    def flagger(self, hook: str, payload: Payload, now: float | None = None) -> WebhookReply:
         """Flagger webhook `hook` (KeyError for an unknown one). A payload naming a new
         revision starts the stages over first. Recorded, and saved before it is sent."""
         now = time.time() if now is None else now

@@ -85,7 +85,7 @@ class WeightReading:
 
 
 @dataclass(frozen=True)
-class Answer:
+class WebhookReply:
     code: int
     message: str
     grant: bool = False  # a confirm-traffic-increase let through
@@ -97,37 +97,37 @@ def wants_rollback(status: WatchStatus, inconclusive: str) -> bool:
 
 
 def answer(hook: str, status: WatchStatus, plan: StagePlan, reading: WeightReading | None,
-           last_grant_at: float | None, inconclusive: str) -> Answer:
+           last_grant_at: float | None, inconclusive: str) -> WebhookReply:
     """The answer to Flagger webhook `hook` (one of HOOKS; KeyError otherwise)."""
     rollback = wants_rollback(status, inconclusive)
     if hook == "rollout":
-        return Answer(HALT, _why(status)) if rollback else \
-            Answer(GO, f"{status.state} at stage {status.stage:g} %")
+        return WebhookReply(HALT, _why(status)) if rollback else \
+            WebhookReply(GO, f"{status.state} at stage {status.stage:g} %")
     if hook == "rollback":
-        return Answer(GO, _why(status)) if rollback else \
-            Answer(HALT, f"no rollback ({status.state})")
+        return WebhookReply(GO, _why(status)) if rollback else \
+            WebhookReply(HALT, f"no rollback ({status.state})")
     if hook == "confirm-promotion":
-        return Answer(GO, "every stage passed") if status.verdict == PASS else \
-            Answer(HALT, _why(status) if status.verdict != PENDING
-                   else f"stage {status.stage:g} % not decided yet")
+        return WebhookReply(GO, "every stage passed") if status.verdict == PASS else \
+            WebhookReply(HALT, _why(status) if status.verdict != PENDING
+                         else f"stage {status.stage:g} % not decided yet")
     if hook != "confirm-traffic-increase":
         raise KeyError(hook)
     if status.verdict not in (PENDING, PASS):
-        return Answer(HALT, _why(status))
+        return WebhookReply(HALT, _why(status))
     if reading is None:  # never a free step: a restarted watch would hand out one more
-        return Answer(HALT, "no reading of the canary weight yet (one comes with each "
-                      "window)")
+        return WebhookReply(HALT, "no reading of the canary weight yet (one comes with each "
+                            "window)")
     if last_grant_at is not None and reading.as_of <= last_grant_at:
-        return Answer(HALT, "waiting for a reading of the canary weight taken after the "
-                      "last step was granted")
+        return WebhookReply(HALT, "waiting for a reading of the canary weight taken after the "
+                            "last step was granted")
     at = plan.nearest(reading.weight)
     decided = max(status.history, default=0.0)
     if at <= decided:
         what = "no traffic on the canary yet" if at == 0 else f"stage {at:g} % passed"
-        return Answer(GO, f"weight {reading.weight:g} % ({reading.source}): {what}",
-                      grant=True)
-    return Answer(HALT, f"weight {reading.weight:g} % ({reading.source}): stage {at:g} % "
-                  f"not decided yet ({status.state})")
+        return WebhookReply(GO, f"weight {reading.weight:g} % ({reading.source}): {what}",
+                            grant=True)
+    return WebhookReply(HALT, f"weight {reading.weight:g} % ({reading.source}): stage {at:g} % "
+                        f"not decided yet ({status.state})")
 
 
 def _why(s: WatchStatus) -> str:

@@ -26,7 +26,7 @@ from typing import Any
 
 from layergate.exporters import bundled
 from layergate.exporters.catalogue import FIGURES, HOLD, LIVE_FIGURES, ROLLBACK
-from layergate.harness.gate.policy import DEFAULT_PROCESS_SPREAD, MetricRule
+from layergate.harness.gate import DEFAULT_PROCESS_SPREAD, MetricRule
 from layergate.harness.policy_file import (
     PolicyError,
     Where,

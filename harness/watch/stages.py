@@ -1,8 +1,8 @@
 """The staged-rollout decision, one window at a time.
 
-Each stage collects windows with data. After every window each policy figure is judged as
-the gate judges a figure (`layergate.harness.gate.checks.judge`), on its anytime-valid interval over
-the stage's windows:
+Each stage collects windows with data. After every window each policy figure is checked as
+the gate checks a figure (`layergate.harness.gate.checks.check_figure`), on its
+anytime-valid interval over the stage's windows:
 
 - any critical figure decided bad: roll back, at once;
 - every critical figure decided good, after the stage's `min_windows`: advance (past the
@@ -71,8 +71,7 @@ from layergate.exporters.figures.canary import (
     evidence,
     process_margin,
 )
-from layergate.harness.gate.checks import SKIPPED, Check, judge
-from layergate.harness.gate.policy import MetricRule
+from layergate.harness.gate import SKIPPED, Check, MetricRule, check_figure
 from layergate.harness.policy_file import PolicyError
 from layergate.harness.watch.config import WatchConfig
 from layergate.harness.watch.policy import WatchPolicy
@@ -248,7 +247,7 @@ class StageMachine:
                                   window_end=window.end)
             return self.status, None
         self._windows.append(window)
-        figures = tuple(self._judge(rule) for rule in self.policy.rules)
+        figures = tuple(self._stage_figure(rule) for rule in self.policy.rules)
         base = replace(self.status, windows=len(self._windows), missing=0, no_data_reason=None,
                        figures=figures, window_end=window.end, held=0, held_at=None)
         gating = [f.check for f in figures if f.check.critical]
@@ -271,13 +270,13 @@ class StageMachine:
         self.status = replace(base, reasons=())
         return self.status, None
 
-    def _judge(self, rule: MetricRule) -> StageFigure:
+    def _stage_figure(self, rule: MetricRule) -> StageFigure:
         if rule.name in self.unavailable:
-            return StageFigure(judge(rule, Figure(rule.name, None, status="not_computable",
-                                                  reason=self.unavailable[rule.name]),
-                                     OVERALL, counts=True))
+            return StageFigure(check_figure(rule, Figure(
+                rule.name, None, status="not_computable", reason=self.unavailable[rule.name]),
+                OVERALL, counts=True))
         ev = evidence(rule.name, self._windows, self.alpha / 2, self.n_opt, self.margin)
-        whole = StageFigure(_judge(rule, ev), ev.last, ev.history)
+        whole = StageFigure(_checked(rule, ev), ev.last, ev.history)
         if whole.check.status == FAIL:
             return whole
         j = 1
@@ -285,7 +284,7 @@ class StageMachine:
             start = j * self.restart
             alpha = self.alpha / 2 * 6 / (math.pi ** 2 * j * j)
             recent = evidence(rule.name, self._windows[start:], alpha, self.n_opt, self.margin)
-            check = _judge(rule, recent)
+            check = _checked(rule, recent)
             if check.status == FAIL:
                 return StageFigure(replace(check, reason=f"over windows {start + 1}-"
                                            f"{len(self._windows)}: {check.reason}"), ev.last,
@@ -334,9 +333,9 @@ class StageMachine:
         return self.status, transition
 
 
-def _judge(rule: MetricRule, ev: Evidence) -> Check:
+def _checked(rule: MetricRule, ev: Evidence) -> Check:
     """The gate's judgement, worded for a confidence sequence rather than a CI."""
-    check = judge(rule, _as_figure(ev), OVERALL, counts=True)
+    check = check_figure(rule, _as_figure(ev), OVERALL, counts=True)
     return replace(check, reason=check.reason.replace("CI [", "interval [", 1))
 
 

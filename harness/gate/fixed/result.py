@@ -9,12 +9,12 @@ from typing import Any
 
 from layergate.exporters.catalogue import exit_code
 from layergate.exporters.figures import OVERALL, Figure
-from layergate.exporters.figures.answers import Tally
+from layergate.exporters.figures.answer_tally import Tally
 from layergate.exporters.figures.schedule_lag import ScheduleLag
 from layergate.exporters.records import ArmResult
 from layergate.harness.gate.checks import Check
+from layergate.harness.gate.fixed.recommendation import Rollout
 from layergate.harness.gate.policy import Policy
-from layergate.harness.gate.recommendation import Rollout
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,8 @@ class GateResult:
     results: Sequence[ArmResult] = ()  # the run's results, for reports of single requests
     # how many requests `results` were sampled from (Run.shown; None: they are all)
     shown_sampled_from: int | None = None
-    tallies: tuple[Tally, ...] = ()  # every answer counted (layergate.exporters.figures.answers)
+    # every answer counted (layergate.exporters.figures.answer_tally)
+    tallies: tuple[Tally, ...] = ()
     schedule: ScheduleLag | None = None  # the run's send lag (None: not recorded)
     run_dir: Path | None = None
 

@@ -40,7 +40,6 @@ judged once, by the fixed gate, from the run's `determinism/` sub-run when it ha
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -78,9 +77,8 @@ from layergate.harness.gate.checks import (
     reason_line,
 )
 from layergate.harness.gate.policy import Policy, load_policy
-from layergate.harness.gate.send_order import Requests, Source, default_budget, load
-from layergate.harness.gate.sequential_rule import RuleInputs, RuleState, Track, state_at, track
-from layergate.harness.stops import Stop
+from layergate.harness.gate.sequential.rule import RuleInputs, RuleState, Track, state_at, track
+from layergate.harness.gate.sequential.send_order import Requests, Source, default_budget, load
 
 
 @dataclass(frozen=True)
@@ -185,8 +183,8 @@ def _context(prefix: _Prefix, policy: Policy, confidence: float) -> RuleInputs:
     cols: dict[str, np.ndarray] = {}
     for calc in (rer, termination, consistency, latency, cache_hit):
         cols |= calc.columns(al, config)
-    cols |= accuracy.columns(al, config, accuracy.judge(al, prefix.got.references,
-                                                       prefix.got.verdicts))
+    scores = accuracy.score_outputs(al, prefix.got.references, prefix.got.verdicts)
+    cols |= accuracy.columns(al, config, scores)
     cols = {k: dense(v)[perm] for k, v in cols.items()}  # a column may come Sparse
     scenario = np.array([al.scenario_names[s] for s in al.strata[perm]])
     return RuleInputs(prefix.available, prefix.got.determinism, config, al, cols, scenario,
@@ -366,34 +364,3 @@ def error_rate_within(errors: np.ndarray, limit: float, alpha: float) -> np.ndar
             within[k:] = True
             break
     return within
-
-
-def until_decided(policy_path: str | Path | Policy | None, budget: int | None = None
-                  ) -> Callable[[Source], Stop | None]:
-    """The replay's stop predicate: given the run so far (its directory, or its rows), a
-    `Stop` naming each candidate whose sequential verdict is decided (sending to it stops,
-    the others go on) and, once every candidate is decided or the budget is spent, the
-    reason to stop the run; None while nothing is decided.
-    The policy is read once, here, so a bad one is an error before anything is sent."""
-    policy = policy_path if isinstance(policy_path, Policy) else load_policy(policy_path)
-    # the intervals' scipy.special takes a second to import on a busy host: pay that before
-    # sending, not at the first look (a fast run could end before that look returns)
-    import scipy.special  # noqa: F401
-
-    def stop(source: Source) -> Stop | None:
-        from layergate.harness.gate.family import decide_each
-
-        decisions = decide_each(source, policy, budget)
-        decided = {name: f"sequential verdict {d.verdict} after {d.n} requests"
-                   for name, d in decisions.items() if d.decided}
-        if len(decided) == len(decisions):
-            words = ", ".join(f"{d.verdict} after {d.n} requests" if len(decisions) == 1
-                              else f"{name} {d.verdict} after {d.n}"
-                              for name, d in decisions.items())
-            return Stop(run=f"sequential verdict {words}")
-        if any(d.exhausted for d in decisions.values()):
-            budget_spent = next(d.budget for d in decisions.values() if d.exhausted)
-            return Stop(decided, f"budget of {budget_spent} requests spent: inconclusive")
-        return Stop(decided) if decided else None
-
-    return stop

@@ -11,10 +11,10 @@ from layergate.exporters.figures.columns import ResultColumns
 from layergate.exporters.figures.compute import compute_figures
 from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.figures.conversations import conversations, turn_positions
+from layergate.harness.gate.fixed.result import GateResult
+from layergate.harness.gate.fixed.unpaired import unpaired_figures, with_unpaired
+from layergate.harness.gate.fixed.verdict import apply_policy
 from layergate.harness.gate.policy import Policy, load_policy
-from layergate.harness.gate.result import GateResult
-from layergate.harness.gate.unpaired import unpaired_figures, with_unpaired
-from layergate.harness.gate.verdict import apply_policy
 from layergate.harness.rundir import TRAFFIC, Run, RunDirError, load_run
 
 
@@ -51,7 +51,7 @@ def evaluate_run(run: Run, policy: Policy, config: MetricsConfig | None = None) 
     """The verdict on a loaded run; `config` (default: `metrics_config(policy, run)`) is how
     its figures are computed."""
     config = config if config is not None else metrics_config(policy, run)
-    return judge_figures(run, policy, run_figures(run, config))
+    return evaluate_figures(run, policy, run_figures(run, config))
 
 
 def run_figures(run: Run, config: MetricsConfig) -> list:
@@ -93,7 +93,7 @@ def _taken(run: Run) -> ResultColumns:
     return columns
 
 
-def judge_figures(run: Run, policy: Policy, figures: list) -> GateResult:
+def evaluate_figures(run: Run, policy: Policy, figures: list) -> GateResult:
     """`policy` applied to figures already computed from `run` (so a caller that shows
     them judges exactly what it shows)."""
     sub = run.determinism.manifest.to_json() if run.determinism is not None else None

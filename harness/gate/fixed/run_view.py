@@ -10,15 +10,15 @@ from typing import Any
 
 from layergate.exporters.figures import Figure
 from layergate.exporters.figures.config import MetricsConfig
-from layergate.harness.gate.evaluation import judge_figures, metrics_config
-from layergate.harness.gate.family import (
+from layergate.harness.gate.fixed.evaluation import evaluate_figures, metrics_config
+from layergate.harness.gate.fixed.family import (
     FamilyResult,
     candidate_figures,
     candidates_of,
     evaluate_family,
 )
+from layergate.harness.gate.fixed.result import GateResult
 from layergate.harness.gate.policy import Policy
-from layergate.harness.gate.result import GateResult
 from layergate.harness.rundir import Run
 
 
@@ -56,4 +56,4 @@ def view_run(run: Run, policy: Policy | None, config: MetricsConfig) -> RunView:
         return RunView(run, figures, None)
     if len(candidates_of(run)) > 1:
         return RunView(run, figures, evaluate_family(run, policy))
-    return RunView(run, figures, judge_figures(run, policy, figures))
+    return RunView(run, figures, evaluate_figures(run, policy, figures))

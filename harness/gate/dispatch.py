@@ -1,5 +1,11 @@
-"""`layergate gate RUN_DIR` on a run: its candidates judged as a family (a single
-candidate is a family of one), with the warnings the verdict needs beside it."""
+"""What `layergate gate DIR` decides, always as a family (a single candidate or a sweep is a
+family of one), by the fixed gate: replicate sweeps (`capacity --replicates`), one capacity
+sweep, or a run, whose candidates may take their leaderboard saving from their sweeps
+(`--capacity`); with the warnings the verdict needs beside it.
+
+The capacity room writes the sweeps and reads them back as figures; it runs above the gate
+(it replays and reports), so it hands the gate its readers (`Sweeps`) rather than the gate
+importing it."""
 
 from __future__ import annotations
 
@@ -8,12 +14,15 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from layergate.exporters.catalogue import BASELINE
+from layergate.exporters.catalogue import BASELINE, CANDIDATE
+from layergate.exporters.cli_options import named_values
 from layergate.exporters.figures import Figure
-from layergate.harness.gate.family import FamilyResult, evaluate_family
+from layergate.harness.gate.fixed.family import CapacityError, FamilyResult, evaluate_family
+from layergate.harness.gate.fixed.result import GateResult
 from layergate.harness.gate.policy import Policy
 from layergate.harness.manifest import Manifest
 from layergate.harness.rundir import Run, load_run
+from layergate.harness.sweepdir import is_sweep
 
 Busy = Callable[[str], AbstractContextManager]  # wraps a slow step: a spinner, or nothing
 
@@ -23,20 +32,52 @@ def quietly(_what: str) -> AbstractContextManager:
 
 
 @dataclass(frozen=True)
-class Judged:
+class Sweeps:
+    """How the gate reads capacity sweeps (harness/capacity/verdict.py `SWEEPS`)."""
+
+    replicated: Callable[[str | Path], bool]  # a directory of replicate sweeps
+    replicates: Callable[[str | Path, Policy], GateResult]  # their verdict
+    sweep: Callable[[str | Path, Policy], GateResult]  # one sweep's verdict
+    ratio: Callable[[str | Path], Figure]  # a sweep's capacity ratio, for `--capacity`
+
+
+@dataclass(frozen=True)
+class GateOutcome:
     family: FamilyResult
     notes: tuple[str, ...] = ()  # said before the reports: "warning: ...", "note: ..."
 
 
-def judge_run(run_dir: str | Path, policy: Policy, require: str,
-              capacity: dict[str, Figure], busy: Busy = quietly) -> Judged:
+def gate_dir(path: str | Path, policy: Policy, require: str, sweeps: Sweeps,
+             capacity: tuple[str, ...] = (), busy: Busy = quietly) -> GateOutcome:
+    """The verdict on the directory at `path`; `capacity`: `--capacity [NAME=]SWEEP_DIR`
+    values (a run's only: a sweep is judged on its own figures)."""
+    if sweeps.replicated(path):  # the capacity ratio across the replicates
+        return GateOutcome(FamilyResult.of_one(sweeps.replicates(path, policy)))
+    if is_sweep(path):
+        with busy(f"judging the capacity sweep in {path}"):
+            return GateOutcome(FamilyResult.of_one(sweeps.sweep(path, policy)))
+    return gate_run(path, policy, require, capacity_ratios(capacity, sweeps), busy)
+
+
+def capacity_ratios(values: tuple[str, ...], sweeps: Sweeps) -> dict[str, Figure]:
+    """`--capacity [NAME=]SWEEP_DIR` values as candidate -> the sweep's capacity ratio (a
+    bare SWEEP_DIR: the candidate `candidate`)."""
+    try:
+        paths = named_values(values, CANDIDATE, CANDIDATE)
+    except ValueError as exc:
+        raise CapacityError(f"--capacity: {exc}") from exc
+    return {name: sweeps.ratio(path) for name, path in paths.items()}
+
+
+def gate_run(run_dir: str | Path, policy: Policy, require: str,
+             capacity: dict[str, Figure], busy: Busy = quietly) -> GateOutcome:
     """The family of the run in `run_dir` under `require`; `capacity`: candidate -> its
     sweep's capacity ratio, its saving on the leaderboard."""
     with busy(f"reading {run_dir}"):
         run = load_run(run_dir)
     with busy(f"computing figures for {run.result_count} results (bootstrap CIs)"):
         family = evaluate_family(run, policy, require, capacity=capacity)
-    return Judged(family, _notes(run, family, capacity))
+    return GateOutcome(family, _notes(run, family, capacity))
 
 
 def _notes(run: Run, family: FamilyResult, capacity: dict[str, Figure]) -> tuple[str, ...]:

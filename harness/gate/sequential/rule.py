@@ -1,6 +1,7 @@
-"""One rule of the sequential gate (`layergate.harness.gate.sequential`) over the judged requests in
-send order: its sticky pass / fail decisions after each request (`Track`) and its state at
-a look (`RuleState`), worded as the fixed gate words a check (`layergate.harness.gate.checks`).
+"""One rule of the sequential gate (`layergate.harness.gate.sequential.decision`) over the
+judged requests in send order: its sticky pass / fail decisions after each request (`Track`)
+and its state at a look (`RuleState`), worded as the fixed gate words a check
+(`layergate.harness.gate.checks`).
 
 A rule with an anytime-valid interval (`layergate.exporters.figures.sequential.figures.METHODS`)
 passes once its intersected confidence sequence lies wholly on the good side of the threshold, fails
@@ -17,12 +18,13 @@ from typing import Any
 import numpy as np
 
 from layergate.exporters.catalogue import DETERMINISM_FIGURES, FAIL, PASS, UNDECIDED
+from layergate.exporters.figures import determinism_figures
 from layergate.exporters.figures.aligned import Aligned
 from layergate.exporters.figures.config import MetricsConfig
 from layergate.exporters.figures.sequential import intersected
 from layergate.exporters.figures.sequential.figures import METHODS, FigurePath, figure_path
 from layergate.exporters.records import ArmResult
-from layergate.harness.gate.checks import SKIPPED, interval_reason, judge
+from layergate.harness.gate.checks import SKIPPED, check_figure, interval_reason
 from layergate.harness.gate.policy import MetricRule
 
 
@@ -143,13 +145,11 @@ def _untracked(rule: MetricRule, label: str, counts: bool, available: int, why: 
 
 
 def _determinism_suite(rule: MetricRule, label: str, counts: bool, ctx: RuleInputs) -> Track:
-    from layergate.exporters.figures import determinism_figures
-
     figs = determinism_figures.figures(ctx.determinism or (), replace(
         ctx.config, min_determinism_prompts=max(rule.min_samples, 1)))
     fig = next((f for f in figs if f.name == rule.name and f.arm == rule.arm
                 and f.scenario == label), None)
-    check = judge(rule, fig, label, True)
+    check = check_figure(rule, fig, label, True)
     state = _rule_state(rule, label, counts, state=check.status,
                         reason=f"repeat suite, fixed-sample: {check.reason}",
                         estimate=check.compared, low=check.compared_low,

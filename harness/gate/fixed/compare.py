@@ -17,11 +17,11 @@ from layergate.exporters.errors import UsageError
 from layergate.exporters.figures import OVERALL, Figure
 from layergate.exporters.records import ArmResult
 from layergate.harness.gate.checks import Check
-from layergate.harness.gate.evaluation import evaluate_run
-from layergate.harness.gate.family import as_candidate, candidates_of
+from layergate.harness.gate.fixed.evaluation import evaluate_run
+from layergate.harness.gate.fixed.family import as_candidate, candidates_of
+from layergate.harness.gate.fixed.result import GateResult
+from layergate.harness.gate.fixed.saving import Estimate
 from layergate.harness.gate.policy import Policy
-from layergate.harness.gate.result import GateResult
-from layergate.harness.gate.saving import Estimate
 from layergate.harness.rundir import Run
 
 

@@ -1,11 +1,11 @@
-"""Several candidates of one run, each judged against the same baseline and noise floor.
+"""The fixed gate on several candidates of one run, each judged against the same baseline
+and noise floor.
 
-A run's arms are baseline, baseline2 and one or more candidates (exporters.catalogue). Each
-candidate is judged by the one-candidate gate unchanged: `as_candidate` shows the run with
-that candidate as the arm `candidate` and the others left out. Across the family, the chance
-of passing any harmful candidate is held at the policy's alpha by the policy's
-`multiplicity` method (Holm's step-down by default), and `--require` turns the candidates'
-verdicts into the run's.
+Each candidate is judged by the one-candidate gate unchanged, on the run as that candidate
+sees it (`harness/gate/candidates.py`). Across the family, the chance of passing any
+harmful candidate is held at the policy's alpha by the policy's `multiplicity` method
+(Holm's step-down by default), and `--require` turns the candidates' verdicts into the
+run's.
 """
 
 from __future__ import annotations
@@ -14,121 +14,40 @@ import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from layergate.exporters.catalogue import (
     BONFERRONI,
     CANDIDATE,
-    FAIL,
     HOLM,
-    INCONCLUSIVE,
     NO_ADJUSTMENT,
     PASS,
     REQUIRE_ALL,
     REQUIRE_ANY,
     RER,
-    candidate_arms,
     did_you_mean,
     exit_code,
 )
 from layergate.exporters.errors import UsageError
 from layergate.exporters.figures import OVERALL, Figure
 from layergate.exporters.figures.config import MetricsConfig
-from layergate.exporters.records import ArmResult
-from layergate.harness.gate.best import (
+from layergate.harness.gate.candidates import as_candidate, candidates_of, check_require, combined
+from layergate.harness.gate.fixed.best import (
     Difference,
     not_worse_than_best,
     paired_differences,
     selected_bounds,
 )
-from layergate.harness.gate.evaluation import evaluate_run, metrics_config, run_figures
+from layergate.harness.gate.fixed.evaluation import evaluate_run, metrics_config, run_figures
+from layergate.harness.gate.fixed.result import GateResult
+from layergate.harness.gate.fixed.saving import Saving, saving_of
 from layergate.harness.gate.policy import Policy
-from layergate.harness.gate.result import GateResult
-from layergate.harness.gate.saving import Saving, saving_of
-from layergate.harness.gate.send_order import Source
-from layergate.harness.gate.sequential import SequentialDecision, decide
-from layergate.harness.rundir import LazyResults, Run, RunDir
-from layergate.harness.store.results import StoredResult
-
-
-class RequireError(UsageError, ValueError):
-    """A `--require` naming no candidate of the run (a usage error)."""
+from layergate.harness.rundir import Run
 
 
 class CapacityError(UsageError, ValueError):
     """A capacity sweep given for no candidate of the run (a usage error)."""
-
-
-def candidates_of(run: Run) -> tuple[str, ...]:
-    """The run's candidates in run order (from its manifest, else its rows)."""
-    arms = run.manifest.arms or dict.fromkeys(r.arm for r in run.results)
-    return candidate_arms(arms)
-
-
-def as_candidate(run: Run, name: str) -> Run:
-    """`run` with `name` as its one candidate: its rows, scrapes and manifest entries on the
-    arm `candidate`, the other candidates' left out."""
-    if candidates_of(run) == (CANDIDATE,) == (name,):
-        return run  # already so: its rows stay unread (figures read the store as columns)
-    arm = _renaming(candidates_of(run), name)
-
-    def keyed(d: dict) -> dict:
-        return {arm(k): v for k, v in d.items() if arm(k) is not None}
-
-    manifest = run.manifest
-    config = dict(manifest.config)
-    if isinstance(config.get("models"), dict):
-        config["models"] = keyed(config["models"])
-    manifest = dataclasses.replace(manifest, arms=keyed(manifest.arms),
-                                   counts=keyed(manifest.counts), config=config)
-    scrapes = [s if s.arm != name else dataclasses.replace(s, arm=CANDIDATE)
-               for s in run.scrapes if arm(s.arm) is not None]
-    sub = run.determinism
-    determinism = as_candidate(sub, name) if sub is not None and name in {
-        r.arm for r in sub.results} else sub
-    return run.seen_as(arm, manifest=manifest, scrapes=scrapes,
-                       results=LazyResults(functools.partial(
-                           rows_as_candidate, run.results, name, candidates_of(run))),
-                       determinism=determinism)
-
-
-def _renaming(names: tuple[str, ...], name: str):
-    others = set(names) - {name}
-    return lambda a: None if a in others else CANDIDATE if a == name else a
-
-
-def rows_as_candidate(rows: list[ArmResult], name: str, names: tuple[str, ...]
-                      ) -> list[ArmResult]:
-    """`rows` of the reference arms and of candidate `name` (as the arm `candidate`)."""
-    arm = _renaming(names, name)
-    return [r if r.arm != name else dataclasses.replace(r, arm=CANDIDATE)
-            for r in rows if arm(r.arm) is not None]
-
-
-def decide_each(source: Source, policy: Policy, budget: int | None = None
-                ) -> dict[str, SequentialDecision]:
-    """Each candidate's sequential verdict. Across several, the confidence sequences run at
-    1 - alpha/m (Bonferroni: Holm's steps would need each candidate's verdict at several
-    levels at every look) unless the policy's multiplicity is none."""
-    if isinstance(source, str | Path | RunDir):
-        run: Run | None = RunDir(source).load() if not isinstance(source, RunDir) \
-            else source.load()
-    else:
-        run = source if isinstance(source, Run) else None
-    rows = list(run.results) if run is not None else [
-        r.result if isinstance(r, StoredResult) else r for r in source]
-    names = candidates_of(run) if run is not None else candidate_arms(
-        dict.fromkeys(r.arm for r in rows))
-    if len(names) <= 1:  # one candidate (or no row yet): as it always was, in send order
-        return {names[0] if names else CANDIDATE: decide(source, policy, budget)}
-    m = 1 if policy.multiplicity == NO_ADJUSTMENT else len(names)
-    level = 1 - (1 - MetricsConfig.confidence) / m
-    if run is not None:
-        return {n: decide(as_candidate(run, n), policy, budget, level) for n in names}
-    return {n: decide(rows_as_candidate(rows, n, names), policy, budget, level)
-            for n in names}
 
 
 def candidate_figures(run: Run, config: MetricsConfig) -> list[Figure]:
@@ -169,7 +88,7 @@ class CandidateVerdict:
     @property
     def saving(self) -> Saving:
         """The leaderboard's saving: from its capacity sweep where given, else its RER over
-        the whole run (harness/gate/saving.py), with its family-wise interval."""
+        the whole run (harness/gate/fixed/saving.py), with its family-wise interval."""
         return saving_of(next((f for f in self.shown.figures if f.name == RER
                                and f.arm == CANDIDATE and f.scenario == OVERALL), None),
                          self.capacity_ratio)
@@ -273,44 +192,26 @@ class FamilyResult:
         return lines
 
 
-def combined(verdicts: dict[str, str], require: str) -> str:
-    """The run's verdict from its candidates' under `--require`: all must pass (any fail
-    fails), any may pass (all failing fails), or the named one's."""
-    chosen = list(verdicts.values())
-    if require == REQUIRE_ALL:
-        return FAIL if FAIL in chosen else INCONCLUSIVE if INCONCLUSIVE in chosen else PASS
-    if require == REQUIRE_ANY:
-        return PASS if PASS in chosen else INCONCLUSIVE if INCONCLUSIVE in chosen else FAIL
-    return verdicts[require]
-
-
-def check_require(require: str, names: tuple[str, ...]) -> str:
-    if require in (REQUIRE_ALL, REQUIRE_ANY) or require in names:
-        return require
-    raise RequireError(f"--require {require!r}: not all, any or a candidate of the run "
-                       f"({', '.join(names)}){did_you_mean(require, names)}")
-
-
 def evaluate_family(run: Run, policy: Policy, require: str = REQUIRE_ANY,
                     config: MetricsConfig | None = None,
                     capacity: dict[str, Figure] | None = None) -> FamilyResult:
     """Every candidate's verdict at its adjusted confidence, and the run's under `require`.
     `capacity`: candidate -> the capacity ratio of its sweep (its saving on the leaderboard).
 
-    The adjustment is `judge_family`'s.
+    The adjustment is `adjusted_verdicts`'s.
     """
     names = candidates_of(run)
     require = check_require(require, names)
     base = config if config is not None else metrics_config(policy, run)
     alpha = round(1 - base.confidence, 12)
 
-    def judge(name: str, level: float, keep: dict | None) -> CandidateVerdict:
+    def verdict_at(name: str, level: float, keep: dict | None) -> CandidateVerdict:
         # several candidates: each its own process draw, keyed by its name
         at = dataclasses.replace(base, confidence=level, keep_resamples=keep,
                                  process_key=name if len(names) > 1 else base.process_key)
         return CandidateVerdict(name, evaluate_run(as_candidate(run, name), policy, at), level)
 
-    judged = judge_family(names, policy.multiplicity, alpha, judge)
+    judged = adjusted_verdicts(names, policy.multiplicity, alpha, verdict_at)
     ratios = capacity or {}
     unknown = sorted(set(ratios) - set(names))
     if unknown:
@@ -320,10 +221,10 @@ def evaluate_family(run: Run, policy: Policy, require: str = REQUIRE_ANY,
                               for n in names), policy.multiplicity, alpha, require)
 
 
-def judge_family(names: tuple[str, ...], multiplicity: str, alpha: float,
-                 judge: Callable[[str, float, dict | None], CandidateVerdict]
-                 ) -> dict[str, CandidateVerdict]:
-    """Each candidate's verdict under `multiplicity`, `judge(name, level, keep)` judging
+def adjusted_verdicts(names: tuple[str, ...], multiplicity: str, alpha: float,
+                      verdict_at: Callable[[str, float, dict | None], CandidateVerdict]
+                      ) -> dict[str, CandidateVerdict]:
+    """Each candidate's verdict under `multiplicity`, `verdict_at(name, level, keep)` judging
     one at one level (`keep`: where its figures leave their resamples, on its first
     judgement only). Holm: all m at 1 - alpha/m; while some pass, the rest again at
     1 - alpha/(m - passed); a verdict is the one at its last level. Each verdict carries
@@ -337,7 +238,7 @@ def judge_family(names: tuple[str, ...], multiplicity: str, alpha: float,
         level = 1 - alpha / m
         for name in remaining:
             kept: dict = {}
-            judged[name] = judge(name, level, None if name in first else kept)
+            judged[name] = verdict_at(name, level, None if name in first else kept)
             if name not in first:
                 first[name] = (judged[name], kept.get((RER, CANDIDATE, OVERALL)))
         passed = [n for n in remaining if judged[n].verdict == PASS]

@@ -22,24 +22,24 @@ from layergate.exporters.catalogue import (
     judged_on_latency,
 )
 from layergate.exporters.figures import OVERALL, Figure
-from layergate.exporters.figures.answers import Tally, as_tallies
+from layergate.exporters.figures.answer_tally import Tally, as_tallies
 from layergate.exporters.figures.saturation import LOWER_THE_RATE, not_comparable, saturated_arms
 from layergate.exporters.figures.schedule_lag import ScheduleLag, schedule_lag
 from layergate.exporters.records import ArmResult
 from layergate.harness.gate.checks import (
     INFO,
     Check,
+    check_figure,
     complete_check,
     error_rate_check,
-    judge,
     reason_line,
     tied,
 )
-from layergate.harness.gate.imported import imported_checks, unpaired_reason
+from layergate.harness.gate.fixed.imported import imported_checks, unpaired_reason
+from layergate.harness.gate.fixed.recommendation import recommend
+from layergate.harness.gate.fixed.result import GateResult
+from layergate.harness.gate.fixed.schedule import schedule_check
 from layergate.harness.gate.policy import Policy
-from layergate.harness.gate.recommendation import recommend
-from layergate.harness.gate.result import GateResult
-from layergate.harness.gate.schedule import schedule_check
 
 
 def apply_policy(policy: Policy, figures: Sequence[Figure], manifest: dict[str, Any],
@@ -62,7 +62,7 @@ def apply_policy(policy: Policy, figures: Sequence[Figure], manifest: dict[str, 
               *_figure_checks(policy, figures, counted)]
     if determinism_manifest is not None and policy.require_complete:
         checks.append(complete_check("determinism_complete", determinism_manifest))
-    verdict, reasons = decide(checks)
+    verdict, reasons = verdict_of(checks)
     return GateResult(
         verdict=verdict, reasons=tuple(reasons), checks=tuple(checks), figures=tuple(figures),
         policy=policy, rollout=recommend(verdict, list(figures), policy),
@@ -71,7 +71,8 @@ def apply_policy(policy: Policy, figures: Sequence[Figure], manifest: dict[str, 
         run_dir=run_dir)
 
 
-def decide(checks: Iterable[Check]) -> tuple[str, list[str]]:
+def verdict_of(checks: Iterable[Check]) -> tuple[str, list[str]]:
+    """The verdict of gating checks, worst first, and the reasons of the checks that gave it."""
     gating = [c for c in checks if c.gating]
     failed = [c for c in gating if c.status == FAIL]
     if failed:
@@ -114,7 +115,7 @@ def _figure_checks(policy: Policy, figures: Sequence[Figure],
         for rule in rules:
             gated.add((rule.name, rule.arm))
             figure = index.get((rule.name, rule.arm, scenario))
-            check = unpaired_reason(judge(rule, figure, scenario, counts), figure)
+            check = unpaired_reason(check_figure(rule, figure, scenario, counts), figure)
             checks.append(tied(_unsaturated(check, queued)))
         checks += [_info(f) for f in figures
                    if f.scenario == scenario and f.arm == CANDIDATE
