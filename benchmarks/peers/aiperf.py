@@ -105,12 +105,20 @@ def _base(venv: Path, load: Load, artifacts: Path) -> list[str]:
 def _synthetic(load: Load) -> list[str]:
     return ["--isl", str(load.prompt_tokens), "--isl-stddev", "0",
             "--osl", str(load.output_tokens), "--osl-stddev", "0",
-            "--request-count", str(load.requests), "--arrival-pattern", "poisson"]
+            "--request-count", str(load.requests)]
+
+
+POISSON = ["--arrival-pattern", "poisson"]
 
 
 def command(load: Load, artifacts: Path, venv: Path) -> list[str]:
-    """`aiperf profile ... --request-rate R --arrival-pattern poisson --request-count N`."""
-    return [*_base(venv, load, artifacts), *_synthetic(load), "--request-rate", f"{load.rate:g}"]
+    """`aiperf profile ... --request-count N --request-rate R --arrival-pattern poisson`, or
+    for a closed loop of U users `--concurrency U` and no rate (its `concurrency` phase: the
+    next request goes out as soon as one of the U in flight is done; aiperf refuses an
+    arrival pattern there)."""
+    pacing = (["--concurrency", str(load.users)] if load.closed
+              else ["--request-rate", f"{load.rate:g}", *POISSON])
+    return [*_base(venv, load, artifacts), *_synthetic(load), *pacing]
 
 
 def run(load: Load, work: Path, venv: Path) -> Measured:
@@ -179,10 +187,12 @@ def read_summary(path: Path, cpu_s: float = 0.0, wall_s: float = 0.0) -> Measure
 
 def _arrivals(data: Mapping[str, Any]) -> str:
     """How the requests were sent, as the summary's own copy of its config says (Poisson for
-    `run`: --arrival-pattern poisson)."""
+    `run`: --arrival-pattern poisson; `concurrency` for a closed loop: --concurrency)."""
     phases = (data.get("input_config") or {}).get("phases") or ()
     phase = next((p for p in phases if isinstance(p, dict) and p.get("name") == "profiling"), {})
     rate = f" at {phase['rate']:g}/s" if isinstance(phase.get("rate"), int | float) else ""
+    if phase.get("type") == "concurrency":
+        rate = f" of {phase.get('concurrency', '?')} (closed loop: --concurrency)"
     return (f"arrivals: {phase.get('type', 'not recorded')}{rate}, "
             f"{phase.get('requests', '?')} requests (aiperf's input_config)")
 
@@ -232,7 +242,7 @@ def sweep(load: Load, rates: Sequence[float], work: Path, venv: Path) -> dict[fl
     variation's `profile_export_aiperf.json`, keyed by the rate its config records. cpu_s and
     wall_s are the whole sweep's (one process), repeated on each."""
     artifacts = _fresh(work)
-    cmd = [*_base(venv, load, artifacts), *_synthetic(load),
+    cmd = [*_base(venv, load, artifacts), *_synthetic(load), *POISSON,
            "--request-rate", ",".join(f"{r:g}" for r in rates)]
     _, cpu, wall = run_counted(cmd, cwd=work, env=_env(work), timeout=900 + 60 * len(rates))
     return read_sweep(artifacts, cpu, wall)
@@ -265,7 +275,8 @@ def slo_search(load: Load, slas: Mapping[str, float], low: float, high: float, w
     Its recipes (`--search-recipe max-goodput-under-slo` etc.) search the concurrency, not the
     rate, so the rate search is spelled out with --search-space."""
     artifacts = _fresh(work)
-    cmd = [*_base(venv, load, artifacts), *_synthetic(load), "--request-rate", f"{low:g}",
+    cmd = [*_base(venv, load, artifacts), *_synthetic(load), *POISSON, "--request-rate",
+           f"{low:g}",
            "--search-space", f"phases.profiling.rate:{low:g},{high:g}:real",
            "--search-metric", "request_throughput", "--search-direction", "maximize",
            "--search-max-iterations", str(iterations), "--search-initial-points", str(initial),

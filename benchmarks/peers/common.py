@@ -29,9 +29,11 @@ TOKENIZER = Path.home() / ".cache" / "layergate" / "models" / "smollm2-135m"
 
 @dataclass(frozen=True)
 class Load:
-    """One run of a tool against one server: `requests` requests at `rate` per second
-    (Poisson where the tool has it, else constant), each a prompt of about `prompt_tokens`
-    tokens asking for exactly `output_tokens`."""
+    """One run of a tool against one server: `requests` requests, each a prompt of about
+    `prompt_tokens` tokens asking for exactly `output_tokens`. Sent open loop at `rate` per
+    second (Poisson where the tool has it, else constant) when `users` is 0; else closed
+    loop: `users` concurrent users, each sending its next request when its last is done, as
+    fast as the server answers (`rate` unused), through the tool's own concurrency option."""
 
     url: str  # base URL of an OpenAI-compatible server, no /v1
     model: str
@@ -41,6 +43,11 @@ class Load:
     output_tokens: int
     tokenizer: Path  # a local Hugging Face tokenizer directory (no hub access here)
     seed: int = 0
+    users: int = 0  # 0: open loop at `rate`; N: closed loop of N users
+
+    @property
+    def closed(self) -> bool:
+        return self.users > 0
 
 
 @dataclass(frozen=True)

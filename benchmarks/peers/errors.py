@@ -23,6 +23,9 @@ ADAPTERS = {"layergate": "benchmarks.peers.layergate", "aiperf": "benchmarks.pee
             "inference-perf": "benchmarks.peers.inference_perf",
             "vllm-bench": "benchmarks.peers.vllm_bench"}
 FIRST_TOKEN_S, TOKEN_S = 0.1, 0.02
+# the echo server's pacing: the errors table's, or none at all (an instant server, a flood's)
+TIMED = ("--token-delay", str(TOKEN_S), "--first-token-delay", str(FIRST_TOKEN_S))
+INSTANT: tuple[str, ...] = ()
 
 
 def adapter_of(tool: str) -> tuple[Any, Path | None]:
@@ -38,9 +41,10 @@ def adapter_of(tool: str) -> tuple[Any, Path | None]:
 @dataclasses.dataclass(frozen=True)
 class Row:
     tool: str
-    rate: float
+    rate: float  # offered, open loop; unused when `users`
     measured: Measured
     truth: Truth
+    users: int = 0  # a closed loop of this many users (Load.users)
 
     def errors_ms(self, name: str) -> dict[int, float | None]:
         got, true = getattr(self.measured, name), getattr(self.truth, name)
@@ -55,17 +59,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-tokens", type=int, default=16)
 
 
-def one_run(tool: str, rate: float, args: argparse.Namespace, work: Path) -> Row:
+def one_run(tool: str, rate: float, args: argparse.Namespace, work: Path, users: int = 0,
+            pacing: tuple[str, ...] = TIMED) -> Row:
+    """`tool` against a fresh echo server paced by `pacing` (its arguments), open loop at
+    `rate`, or closed loop of `users` users when not 0."""
     adapter, venv = adapter_of(tool)
     timeline = work / "timeline.jsonl"
     load = Load(url="", model="echo", rate=rate, requests=args.requests,
                 prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
-                tokenizer=TOKENIZER, seed=args.seed)
-    with echo_server("--token-delay", str(TOKEN_S), "--first-token-delay", str(FIRST_TOKEN_S),
-                     "--timeline", str(timeline)) as url:
+                tokenizer=TOKENIZER, seed=args.seed, users=users)
+    with echo_server(*pacing, "--timeline", str(timeline)) as url:
         started = time.time()
         measured = adapter.run(dataclasses.replace(load, url=url), work / "out", venv)
-    return Row(tool, rate, measured, read_truth(timeline, since=started))
+    return Row(tool, rate, measured, read_truth(timeline, since=started), users)
 
 
 def _cell(x: float | None) -> str:

@@ -114,7 +114,18 @@ def _max_requests(count: int) -> str:
     return _obj({"kind": "max_requests", "count": count})
 
 
-def _arrivals(workers: int | None) -> str:
+def profile(load: Load) -> dict[str, Any]:
+    """GuideLLM's `poisson` profile at the rate, or for a closed loop of U users its
+    `concurrent` profile of U streams (each stream's next request when its last is done)."""
+    if load.closed:
+        return {"kind": "concurrent", "streams": [load.users]}
+    return {"kind": "poisson", "rate": [load.rate]}
+
+
+def _arrivals(load: Load, workers: int | None) -> str:
+    if load.closed:
+        return (f"closed loop: GuideLLM's concurrent profile of {load.users} streams, from "
+                f"{workers or 'up to 10'} worker process(es)")
     if workers == 1:
         return "arrivals: Poisson (GuideLLM's poisson profile, one worker process)"
     return (f"arrivals: GuideLLM's poisson profile from {workers or 'up to 10'} worker "
@@ -130,7 +141,8 @@ def _run(cmd: list[str], work: Path, report: Path, workers: int | None
 
 def run(load: Load, work: Path, venv: Path, workers: int | None = WORKERS) -> Measured:
     """`load.requests` requests at `load.rate` req/s, Poisson arrivals (GuideLLM's
-    `poisson` profile, seeded by `load.seed`) from `workers` processes (see WORKERS):
+    `poisson` profile, seeded by `load.seed`) from `workers` processes (see WORKERS), or
+    from `load.users` concurrent streams (`--profile '{"kind":"concurrent","streams":[U]}'`):
 
         GUIDELLM__MAX_WORKER_PROCESSES=1 HF_HUB_OFFLINE=1 guidellm run
             --backend '{"kind":"openai_http","target":URL,"model":M,
@@ -142,10 +154,10 @@ def run(load: Load, work: Path, venv: Path, workers: int | None = WORKERS) -> Me
             --output '{"kind":"json","path":WORK/benchmarks.json}' --disable-console-interactive
     """
     report = work / REPORT
-    cmd = command(venv, load, report, {"kind": "poisson", "rate": [load.rate]},
-                  _synthetic(load), "--constraint", _max_requests(load.requests))
+    cmd = command(venv, load, report, profile(load), _synthetic(load),
+                  "--constraint", _max_requests(load.requests))
     doc, cpu, wall = _run(cmd, work, report, workers)
-    return measured(doc, report, cpu, wall, index=0, notes=(_arrivals(workers),))
+    return measured(doc, report, cpu, wall, index=0, notes=(_arrivals(load, workers),))
 
 
 def sweep(load: Load, work: Path, venv: Path, size: int = 10,

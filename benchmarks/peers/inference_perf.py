@@ -22,7 +22,8 @@ What the run asks of the tool:
 - `load: poisson`, one stage of `rate` x `duration` s; the tool sends int(rate x duration)
   requests and a stage's duration is a whole number of seconds, so the stage is
   round(requests / rate) s long and its rate requests / duration (60 at 8/s: 7.5/s for 8 s);
-  `Measured.notes` says the rate sent.
+  `Measured.notes` says the rate sent. A closed loop of U users (`Load.users`) is
+  `load: concurrent`, one stage of `num_requests` N at `concurrency_level` U.
 - `report.request_lifecycle.use_server_output_tokens: true`: its time per output token is
   (last token - first token) / (tokens - 1), and the tokens are the server's `usage` count
   rather than its own re-tokenization of the streamed words.
@@ -125,17 +126,28 @@ def invoke(cfg: dict[str, Any], work: Path, venv: Path,
     return cpu, wall
 
 
-def run(load: Load, work: Path, venv: Path) -> Measured:
-    """`load.requests` requests at about `load.rate`/s (Poisson), one stage."""
+def load_section(load: Load) -> tuple[dict[str, Any], str]:
+    """The config's `load` stages for `load`, and what they ask in words: one Poisson stage
+    at about `load.rate`/s, or for a closed loop of U users one `concurrent` stage of
+    `load.requests` requests at concurrency U (the tool queues them all at once, its
+    worker's semaphore of U lets the next go when one is done: main.py, loadgen)."""
+    if load.closed:
+        return ({"type": "concurrent", "stages": [{"num_requests": load.requests,
+                                                   "concurrency_level": load.users}]},
+                f"load: closed loop, the tool's 'concurrent' stage at concurrency_level "
+                f"{load.users}, {load.requests} requests")
     rate, duration = stage_of(load)
+    return ({"type": "poisson", "stages": [{"rate": rate, "duration": duration}]},
+            f"load: Poisson arrivals (the tool's 'poisson' timer: a Poisson count per "
+            f"second, spread over that second), {rate:g} req/s for {duration} s")
+
+
+def run(load: Load, work: Path, venv: Path) -> Measured:
+    """`load.requests` requests in one stage (see `load_section`)."""
     reports = work / "reports"
-    cfg = config(load, reports, {"type": "poisson",
-                                 "stages": [{"rate": rate, "duration": duration}]})
-    cpu, wall = invoke(cfg, work, venv)
-    return parse(reports / SUMMARY, cpu, wall, notes=(
-        f"load: Poisson arrivals (the tool's 'poisson' timer: a Poisson count per second, "
-        f"spread over that second), {rate:g} req/s for {duration} s",
-        *_definitions()))
+    section, words = load_section(load)
+    cpu, wall = invoke(config(load, reports, section), work, venv)
+    return parse(reports / SUMMARY, cpu, wall, notes=(words, *_definitions()))
 
 
 def _definitions() -> tuple[str, ...]:

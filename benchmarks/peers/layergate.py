@@ -1,10 +1,12 @@
 """layergate itself in the side-by-side: `layergate replay` (Poisson arrivals at the rate,
-every request to the baseline and to the candidate at once, as in a shadow replay) and the
-figures `layergate metrics --json` writes for it. Both arms are the one server, so each
-arrival is two requests there; the CPU is counted per arm-request and per paired request.
+or a closed loop of `Load.users` users with `--users U`; every request to the baseline and
+to the candidate at once, as in a shadow replay) and the figures `layergate metrics --json`
+writes for it. Both arms are the one server, so each arrival is two requests there (a closed
+loop of U users has up to 2U in flight there); the CPU is counted per arm-request and per
+paired request.
 
-    layergate replay --traffic T --baseline URL --candidate URL --rate R --seed S
-        --out RUN --no-progress
+    layergate replay --traffic T --baseline URL --candidate URL (--rate R | --users U)
+        --seed S --out RUN --no-progress
     layergate metrics RUN --json figures.json
 """
 
@@ -44,13 +46,18 @@ def run(load: Load, work: Path, venv: Path | None = None,
     out = work / "run"
     env = environment(checkout)
     _, cpu, wall = run_counted(layergate_command(
-        "replay", "--traffic", str(traffic(load, work / "traffic.jsonl")), "--baseline",
-        load.url, "--candidate", load.url, "--rate", f"{load.rate:g}", "--seed",
-        str(load.seed), "--out", str(out), "--no-progress"), cwd=work, env=env)
+        *replay_args(load, traffic(load, work / "traffic.jsonl"), out)), cwd=work, env=env)
     figures = work / "figures.json"
     run_counted(layergate_command("metrics", str(out), "--json", str(figures)), cwd=work,
                 env=env)
-    return parse(figures, out / "manifest.json", cpu, wall, load.requests)
+    return parse(figures, out / "manifest.json", cpu, wall, load.requests, load.users)
+
+
+def replay_args(load: Load, traffic_file: Path, out: Path) -> list[str]:
+    """`layergate replay`'s arguments for `load`: open loop at the rate, or closed loop."""
+    pacing = ["--users", str(load.users)] if load.closed else ["--rate", f"{load.rate:g}"]
+    return ["replay", "--traffic", str(traffic_file), "--baseline", load.url, "--candidate",
+            load.url, *pacing, "--seed", str(load.seed), "--out", str(out), "--no-progress"]
 
 
 def environment(checkout: Path | None) -> dict[str, str] | None:
@@ -73,8 +80,10 @@ def at_checkout(tool: str) -> types.SimpleNamespace:
         TOOL=tool, run=lambda load, work, venv=None: run(load, work, venv, checkout))
 
 
-def parse(figures: Path, manifest: Path, cpu: float, wall: float, paired: int) -> Measured:
-    """Measured from the files layergate wrote; an unreadable one is named."""
+def parse(figures: Path, manifest: Path, cpu: float, wall: float, paired: int,
+          users: int = 0) -> Measured:
+    """Measured from the files layergate wrote (a replay closed loop of `users` users, or
+    Poisson when 0); an unreadable one is named."""
     try:
         got = json.loads(figures.read_text())["figures"]
         counts = json.loads(manifest.read_text())["counts"]
@@ -87,8 +96,10 @@ def parse(figures: Path, manifest: Path, cpu: float, wall: float, paired: int) -
         return {q: value[f"{name}_p{q}"] for q in QUANTILES if value.get(f"{name}_p{q}")}
 
     ok = sum(arm.get("ok", 0) for arm in counts.values())
+    sent = (f"closed loop of {users} users (--users {users}), each request" if users
+            else "Poisson arrivals, each")
     return Measured(TOOL, latency("ttft"), latency("itl"), latency("e2e"), ok, cpu, wall,
-                    figures, notes=(f"Poisson arrivals, each to 2 arms ({ok} arm-requests, "
+                    figures, notes=(f"{sent} to 2 arms ({ok} arm-requests, "
                                     f"{paired} paired); the baseline arm's figures",
                                     "TTFT and E2E from the intended send time; ITL: the gaps "
                                     "between streamed chunks after the first"))

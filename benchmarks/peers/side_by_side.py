@@ -8,7 +8,9 @@ a venv of its own (benchmarks/peers/venvs.py).
 
 Sections (each its own module in benchmarks/peers/, `SECTIONS` below):
 - errors: TTFT / ITL / E2E percentiles against an echo server's own timeline;
-- cost: client CPU per run and per request, over repeated pairs of runs (median, range);
+- cost: client CPU per run and per request, over repeated pairs of runs (median, range),
+  one table per load level: 16 users in a closed loop, and a flood of 64 against an
+  instant server (`--cost-users`; 0 the open loop at `--cost-rate`);
 - capacity: each tool's own capacity search on slot servers of known capacity, its ratio
   beside the true one.
 - engines: TTFT / ITL / E2E percentiles against real engines (layergate's, llama.cpp), the
@@ -48,7 +50,7 @@ class Section:
 
 SECTIONS: dict[str, Section] = {
     "errors": Section(errors.measure_errors, errors.print_table, errors.add_arguments),
-    "cost": Section(cost.measure, cost.print_table, cost.add_arguments),
+    "cost": Section(cost.measure, cost.print_tables, cost.add_arguments),
     "capacity": Section(capacity.measure, capacity.print_table, capacity.add_arguments),
     "engines": Section(engines.measure, engines.print_table, engines.add_arguments),
     "fidelity": Section(schedule.measure_fidelity, schedule.print_fidelity,

@@ -7,6 +7,9 @@
         --save-result --save-detailed --result-dir WORK --result-filename result.json
         --disable-tqdm
 
+A closed loop of U users (`Load.users`) runs with `--request-rate inf --max-concurrency U`
+in place of the rate and burstiness.
+
 It writes one JSON object (WORK/result.json): `completed`, `failed`, and per metric
 `p50_ttft_ms` ... `p99_e2el_ms` (milliseconds), which `read_result` takes as they are.
 
@@ -92,10 +95,17 @@ def bench_args(load: Load, venv: Path) -> list[str]:
             "--tokenizer", str(load.tokenizer), "--dataset-name", "random",
             "--random-input-len", str(load.prompt_tokens),
             "--random-output-len", str(load.output_tokens), "--ignore-eos",
-            "--num-prompts", str(load.requests), "--request-rate", str(load.rate),
-            "--burstiness", "1.0", "--seed", str(load.seed),
+            "--num-prompts", str(load.requests), *pacing(load), "--seed", str(load.seed),
             "--percentile-metrics", METRICS, "--metric-percentiles", PERCENTILES,
             "--disable-tqdm"]
+
+
+def pacing(load: Load) -> list[str]:
+    """Poisson at the rate, or a closed loop: every request due at once, at most `users` in
+    flight (serve.py: a semaphore of --max-concurrency around each request)."""
+    if load.closed:
+        return ["--request-rate", "inf", "--max-concurrency", str(load.users)]
+    return ["--request-rate", str(load.rate), "--burstiness", "1.0"]
 
 
 def saving(work: Path) -> list[str]:
@@ -145,10 +155,15 @@ def measured(path: Path, cpu_s: float, wall_s: float) -> Measured:
 
 
 def notes(result: dict[str, Any], tpot: dict[int, float]) -> tuple[str, ...]:
-    rate = result.get("request_rate")
-    arrivals = ("arrivals: the trace's own timestamps" if rate in (None, "inf") else
-                f"arrivals: Poisson at {rate} req/s (burstiness {result.get('burstiness')}), "
-                "gaps rescaled to end at N/R")
+    rate, users = result.get("request_rate"), result.get("max_concurrency")
+    if users:
+        arrivals = (f"closed loop: {users} users (--max-concurrency {users} --request-rate "
+                    f"{rate}), each request sent when one in flight is done")
+    elif rate in (None, "inf"):
+        arrivals = "arrivals: the trace's own timestamps"
+    else:
+        arrivals = (f"arrivals: Poisson at {rate} req/s (burstiness "
+                    f"{result.get('burstiness')}), gaps rescaled to end at N/R")
     return (arrivals,
             "ttft: POST to the first SSE event with choices; e2e: POST to the last such event",
             "itl: the tool's ITL, gaps between consecutive events, pooled over all requests",
