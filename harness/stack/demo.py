@@ -4,8 +4,8 @@ gate and its reports, and the finished-run exporter — then where to look.
 
 Every process it starts is stopped on the way out (Ctrl-C included): `NativeStack`.
 
-The terminal gets one screen: the run directory, the replay's progress, the leaderboard, the
-run's verdict and where to look; the rest goes to the files it names (each candidate's
+The terminal gets one screen: the run directory, the stack's addresses, the replay's
+progress, the leaderboard, the run's verdict and where to look; the rest goes to the files it names (each candidate's
 checks in the reports, the verdict in plain words in `summary.md`, Locust's statistics in
 `locust_stats.csv`, every process's log under `stack/logs/`).
 """
