@@ -65,9 +65,10 @@ def test_quick_demo_ends_with_a_verdict_and_a_report(tmp_path: Path,
     assert {row["name"] for row in gate["leaderboard"]} == set(CANDIDATES)
     # the demo's mix (saas-qa) carries questions with reference answers: accuracy is shown
     assert all("accuracy_delta" in row for row in gate["leaderboard"]), gate["leaderboard"]
-    # one screen: the leaderboard, the run's verdict and where to look; each candidate's
-    # checks are in the reports, its verdict in plain words in summary.md
-    assert len(log.splitlines()) <= 60, log
+    # one screen: the leaderboard, the run's verdict and where to look (a saturated
+    # candidate's reasons run longest); each candidate's checks are in the reports, its
+    # verdict in plain words in summary.md
+    assert len(log.splitlines()) <= 70, log
     summary = (run_dir / "summary.md").read_text()
     for name in CANDIDATES:
         assert re.search(rf"{name}: (PASS|FAIL|INCONCLUSIVE)", summary), name
@@ -100,11 +101,11 @@ def test_quick_demo_ends_with_a_verdict_and_a_report(tmp_path: Path,
         assert (run_dir / "stack" / "logs" / f"{name}.log").is_file()
     leftovers = subprocess.run(["pgrep", "-f", str(run_dir)], capture_output=True, text=True)
     assert not leftovers.stdout.strip(), f"processes left running: {leftovers.stdout}"
-    engines = re.search(r"^engines on ([\d.]+): (.+)$", proc.stdout, re.M)
-    assert engines, proc.stdout[:3000]
-    urls = [*re.findall(r"^Prometheus: (http://\S+)$", proc.stdout, re.M),
-            *(f"http://{engines.group(1)}:{port}"
-              for port in re.findall(r" :(\d+)", engines.group(2)))]
+    scraped = yaml.safe_load((run_dir / "stack" / "prometheus" / "prometheus.yml").read_text())
+    urls = [*re.findall(r"^Prometheus: (http://\S+) ", proc.stdout, re.M),
+            *(f"http://{target}" for job in scraped["scrape_configs"]
+              if job["job_name"] == "layergate-engine"
+              for group in job["static_configs"] for target in group["targets"])]
     assert len(urls) == 2 + len(CANDIDATES) + 1, proc.stdout[:3000]
     for url in urls:
         with pytest.raises(httpx.ConnectError):

@@ -4,10 +4,11 @@ gate and its reports, and the finished-run exporter — then where to look.
 
 Every process it starts is stopped on the way out (Ctrl-C included): `NativeStack`.
 
-The terminal gets one screen: the run directory, the stack's addresses, the replay's
-progress, the leaderboard, the run's verdict and where to look; the rest goes to the files it names (each candidate's
-checks in the reports, the verdict in plain words in `summary.md`, Locust's statistics in
-`locust_stats.csv`, every process's log under `stack/logs/`).
+The terminal gets one screen: the run directory, Prometheus' address, the replay's
+progress, the leaderboard, the run's verdict and where to look; the rest goes to the files
+it names (each candidate's checks in the reports, the verdict in plain words in
+`summary.md`, Locust's statistics in `locust_stats.csv`, every process's log under
+`stack/logs/`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 from rich.console import Console
 
@@ -149,8 +149,8 @@ def run_demo(config: DemoConfig, console: Console | None = None) -> DemoOutcome:
                             "converts the model) and Prometheus") as status:
             stack = exits.enter_context(NativeStack(stack_config, progress=status.update))
         clock.lap("start")
-        console.print(f"Prometheus: {stack.prometheus.url}", soft_wrap=True, highlight=False)
-        console.print(_addresses(stack.arms), soft_wrap=True, highlight=False)
+        console.print(f"Prometheus: {stack.prometheus.url} (its /targets: the engines)",
+                      soft_wrap=True, highlight=False)
         _replay(config, stack, run_dir, console)
         clock.lap("replay")
         _determinism(config, stack, run_dir, console)
@@ -169,15 +169,6 @@ def run_demo(config: DemoConfig, console: Console | None = None) -> DemoOutcome:
         if config.hold:
             _hold(console)
     return outcome
-
-
-def _addresses(arms: dict[str, str]) -> str:
-    """The engines' addresses on one line: their ports, where they share a host."""
-    hosts = {urlsplit(url).hostname for url in arms.values()}
-    if len(hosts) != 1:
-        return "engines: " + ", ".join(f"{arm} {url}" for arm, url in arms.items())
-    return (f"engines on {hosts.pop()}: "
-            + ", ".join(f"{arm} :{urlsplit(url).port}" for arm, url in arms.items()))
 
 
 def _words(config: DemoConfig, c: CandidateVerdict) -> list[str]:
