@@ -94,3 +94,45 @@ def test_the_architecture_s_names_are_the_glossary_s() -> None:
              for n in GLOSSARY}
     assert set(rows) == {n.word for n in GLOSSARY}, sorted(set(rows) ^ {n.word for n in GLOSSARY})
     assert not {w: m for w, m in wrong.items() if m}, wrong
+
+
+SCREEN = 50  # lines: a doc's first screen
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation but - and _ dropped, a space a -."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_each_doc_opens_with_a_map_of_its_sections(doc: Path) -> None:
+    """Its first screen (the README's: after its two-command opening) links every section."""
+    text = doc.read_text()
+    if doc == README:
+        text = text.split("```", 2)[2]
+    prose = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)  # a `##` in code is no heading
+    sections = re.findall(r"^## (.+)$", prose, re.M)
+    first = "\n".join(text.splitlines()[:SCREEN])
+    missing = [s for s in sections if f"(#{_anchor(s)})" not in first]
+    assert sections and not missing, f"{doc.name}: the first {SCREEN} lines miss {missing}"
+
+
+VALIDITY = ROOT / "docs" / "VALIDITY.md"
+COMMAND = re.compile(r"`[^`]*(benchmarks/|make |pytest|layergate |python|tests/)[^`]*`")
+
+
+def test_every_number_table_of_validity_names_its_command() -> None:
+    """docs/VALIDITY.md keeps its numbers in tables, each with the command that measured
+    them beside it: in the text just above the table, or in a column of its own."""
+    lines = VALIDITY.read_text().splitlines()
+    bare = []
+    for i, line in enumerate(lines):
+        if not line.startswith("|") or lines[i - 1].startswith("|"):
+            continue
+        j = i - 1
+        while j >= 0 and not lines[j].startswith(("|", "#")):
+            j -= 1
+        above = "\n".join(lines[j + 1:i])
+        if not COMMAND.search(above) and not re.search(r"\| (command|test|where) \|", line):
+            bare.append(f"line {i + 1}: {line[:60]}")
+    assert not bare, f"tables without their command: {bare}"

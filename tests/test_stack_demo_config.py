@@ -99,3 +99,25 @@ def test_a_bad_gate_policy_fails_before_anything_starts(tmp_path: Path) -> None:
                                     str(tmp_path / "runs")])
     assert res.exit_code == 2 and "thresold" in res.output, res.output
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("name", ["strict", "no-regression"])
+def test_the_demo_takes_a_bundled_policy_name_as_gate_does(name: str, tmp_path: Path,
+                                                           monkeypatch) -> None:
+    from layergate.harness.gate import load_policy
+    from layergate.harness.stack import demo
+
+    given: list[DemoConfig] = []
+
+    def run_demo(config: DemoConfig) -> demo.DemoOutcome:  # the stack is not started
+        given.append(config)
+        return demo.DemoOutcome(tmp_path, "pass", "full", {"html": tmp_path / "report.html"},
+                                {})
+
+    monkeypatch.setattr(demo, "run_demo", run_demo)
+    res = CliRunner().invoke(main, ["demo", "--policy", name, "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    (config,) = given
+    assert load_policy(config.gate_policy).name == load_policy(name).name == name
+    unknown = CliRunner().invoke(main, ["demo", "--policy", "no-such-policy"])
+    assert unknown.exit_code == 2 and "no-regression" in unknown.output, unknown.output

@@ -33,8 +33,7 @@ def _demo_option(name: str, *flags: str, **attrs: Any):
 @_demo_option("rate")
 @_demo_option("repeats")
 @_demo_option("threads")
-@_demo_option("gate_policy", "--policy",
-              type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@_demo_option("gate_policy", "--policy", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--quick", is_flag=True,
               help="A much smaller run: a first look in a couple of minutes, and the test "
                    "suite's demo.")

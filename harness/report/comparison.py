@@ -13,6 +13,7 @@ from rich.table import Table
 
 from layergate.exporters.catalogue import CANDIDATE
 from layergate.harness.gate import Change, Comparison
+from layergate.harness.report.fit import Fit
 
 
 def _n(x: float | None) -> str:
@@ -49,7 +50,7 @@ def print_comparison(c: Comparison, console: Console) -> None:
                       _side(ch.b.value, ch.b.low, ch.b.high),
                       "—" if ch.delta is None else f"{ch.delta:+.4g}",
                       "yes" if ch.outside else "", mark)
-    console.print(table)
+    console.print(Fit(table))
     words = ", ".join(r.name for r in c.regressions)
     console.print(f"[bold red]REGRESSION[/]: {words}" if words else
                   "no gated figure regressed", highlight=False)

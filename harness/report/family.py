@@ -16,10 +16,11 @@ from rich.table import Table
 from layergate.exporters.catalogue import CANDIDATE, MULTIPLICITY
 from layergate.harness.gate import FamilyResult
 from layergate.harness.report import leaderboard, wording
+from layergate.harness.report.fit import Fit
 from layergate.harness.report.json_report import to_dict
 from layergate.harness.report.junit import add_suite, write_tree
 from layergate.harness.report.markdown import escape, render_markdown
-from layergate.harness.report.terminal import STYLES, VERDICT_STYLES, print_summary
+from layergate.harness.report.terminal import STYLES, VERDICT_STYLES, header, print_summary
 
 
 def family_dict(family: FamilyResult) -> dict[str, Any]:
@@ -121,7 +122,18 @@ def print_family(family: FamilyResult, console: Console | None = None) -> None:
     console = console or Console()
     for c in family.candidates:
         print_summary(c.result, console, candidate=c.name)
-    console.print(leaderboard_table(family))
+    print_brief(family, console)
+
+
+def print_brief(family: FamilyResult, console: Console | None = None) -> None:
+    """The verdict without the candidates' tables of checks (the reports hold them): a
+    family of one as its candidate's header, several as the leaderboard and the run's
+    verdict."""
+    console = console or Console()
+    if family.only is not None:
+        console.print(header(family.only))
+        return
+    console.print(Fit(leaderboard_table(family), keys=2, packed=False))
     lines = [f"[{VERDICT_STYLES[family.verdict]}] {wording.VERDICT_WORDS[family.verdict]} [/]"
              f" exit code {family.exit_code}; multiplicity {family.multiplicity} "
              f"(family-wise alpha {family.alpha:.3g})"]

@@ -22,6 +22,7 @@ from layergate.exporters.catalogue import (
 from layergate.exporters.figures import OVERALL, Figure
 from layergate.exporters.figures.answer_tally import answer_summary, describe
 from layergate.harness.gate import RunView
+from layergate.harness.report.fit import Fit
 
 # the figures of the per-scenario table
 KEY_FIGURES = (RER, RER_THEORETICAL, TERMINATION_ACCURACY, EXACT_MATCH, BLEU, LATENCY_RATIO,
@@ -72,7 +73,7 @@ def print_figures(view: RunView, console: Console | None = None) -> None:
     for f in figures:
         if f.scenario == OVERALL:
             table.add_row(*_row(f))
-    console.print(table)
+    console.print(Fit(table, keys=2))
     scenarios = sorted({f.scenario for f in figures} - {OVERALL})
     if scenarios:
         per = Table("figure", "arm", *scenarios, title="per scenario (value [CI])",
@@ -86,12 +87,12 @@ def print_figures(view: RunView, console: Console | None = None) -> None:
                     cells.append("—" if f is None or f.value is None else
                                  f"{_fmt(f.value, f.unit)} {_interval(f)}")
                 per.add_row(name, arm, *cells)
-        console.print(per)
+        console.print(Fit(per, keys=2))
     answers = Table("arm", "token counts from", "quirks (answers)",
                     title="what each arm's answers carried", title_justify="left")
     for arm, seen in answer_summary(run.tallies).items():
         answers.add_row(arm, describe(seen["tokens_from"]), describe(seen["quirks"]))
-    console.print(answers)
+    console.print(Fit(answers))
     if view.verdict is not None:
         console.print(f"gate verdict under the policy: [bold]{view.verdict}[/]")
 

@@ -9,6 +9,7 @@ from rich.table import Table
 from layergate.exporters.catalogue import FAIL, INCONCLUSIVE, PASS
 from layergate.harness.gate import INFO, SKIPPED, Check, GateResult
 from layergate.harness.report import wording
+from layergate.harness.report.fit import Fit
 
 STYLES = {PASS: "green", FAIL: "bold red", INCONCLUSIVE: "yellow", SKIPPED: "dim", INFO: "dim"}
 LEGEND = ("· = cannot change the verdict (not critical, or a scenario row not gated); "
@@ -24,18 +25,19 @@ def print_summary(result: GateResult, console: Console | None = None,
     does not gate are left to --json / --html unless `show_info`. `candidate` names the
     candidate judged, in a run of several."""
     console = console or Console()
-    console.print(_header(result, candidate))
-    console.print(_table("Run-wide", result.overall, show_info))
+    console.print(header(result, candidate))
+    console.print(Fit(_table("Run-wide", result.overall, show_info), keys=2))
     for scenario, checks in result.scenarios.items():
         gated = [c for c in checks if c.status != INFO]
         if gated:
             title = f"Scenario {scenario}" + ("" if result.policy.gate_scenarios
                                               else " (reported, not gating)")
-            console.print(_table(title, gated, show_info=False))
+            console.print(Fit(_table(title, gated, show_info=False), keys=2))
     console.print(LEGEND, style="dim")
 
 
-def _header(result: GateResult, candidate: str | None = None) -> Panel:
+def header(result: GateResult, candidate: str | None = None) -> Panel:
+    """The verdict, its reasons, the rollout and the request counts, in a box."""
     verdict = wording.VERDICT_WORDS[result.verdict]
     lines = [f"[{VERDICT_STYLES[result.verdict]}] {verdict} [/] "
              f"run [bold]{result.run_id}[/], policy [bold]{result.policy.name}[/], "

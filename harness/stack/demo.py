@@ -3,6 +3,12 @@ Prometheus, the bundled mix replayed through Locust, the repeat suite on a sampl
 gate and its reports, and the finished-run exporter — then where to look.
 
 Every process it starts is stopped on the way out (Ctrl-C included): `NativeStack`.
+
+The terminal gets one screen: the run directory, Prometheus' address, the replay's
+progress, the leaderboard, the run's verdict and where to look; the rest goes to the files
+it names (each candidate's checks in the reports, the verdict in plain words in
+`summary.md`, Locust's statistics in `locust_stats.csv`, every process's log under
+`stack/logs/`).
 """
 
 from __future__ import annotations
@@ -15,13 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.panel import Panel
 
-from layergate.exporters.catalogue import BASELINE2, COMPLETE, FAIL, PASS
+from layergate.exporters.catalogue import BASELINE2, COMPLETE
 from layergate.exporters.errors import InfrastructureError
 from layergate.harness.rundir import RunDir
 from layergate.harness.stack.demo_config import DemoConfig
-from layergate.harness.stack.demo_locust import locust_table
 from layergate.harness.stack.demo_traffic import demo_traffic, determinism_sample
 from layergate.harness.stack.demo_words import plain_words
 from layergate.harness.stack.native import NativeStack, RunningStack, StackConfig
@@ -60,7 +64,6 @@ class DemoOutcome:
     links: dict[str, str]
     timings: dict[str, float] = field(default_factory=dict)
     words: tuple[str, ...] = ()
-    replayed: int = 0  # (request, arm) results of the replay
 
 
 class _Clock:
@@ -108,14 +111,14 @@ def _gate_and_reports(config: DemoConfig, run_dir: Path,
                       console: Console) -> tuple[FamilyResult, dict[str, Path]]:
     from layergate.harness.gate import evaluate_family, load_policy
     from layergate.harness.report import formats
-    from layergate.harness.report.family import print_verdict
+    from layergate.harness.report.family import print_brief
     from layergate.harness.rundir import load_run
 
     with console.status("computing figures (bootstrap CIs) and the gate's verdicts"):
         family = evaluate_family(load_run(run_dir), load_policy(config.gate_policy))
         reports = formats.GATE.write(family, {name: run_dir / file
                                               for name, file in REPORT_FILES.items()})
-    print_verdict(family, console)
+    print_brief(family, console)
     return family, reports
 
 
@@ -136,9 +139,8 @@ def run_demo(config: DemoConfig, console: Console | None = None) -> DemoOutcome:
                             f"{'-'.join(config.candidates)}")
     (run_dir / "stack").mkdir(parents=True)
     (run_dir / "stack" / "demo-config.json").write_text(json.dumps(config.to_json(), indent=2))
-    console.print(Panel(f"candidates: [bold]{', '.join(config.candidates)}[/] — "
-                        f"{config.description}"
-                        f"\nrun directory: {run_dir}", title="layergate demo"))
+    console.rule(f"layergate demo: {', '.join(config.candidates)}")
+    console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)
     stack_config = StackConfig(engines=config.engines(), workdir=run_dir / "stack",
                                scrape_interval_s=SCRAPE_S)
     with ExitStack() as exits:
@@ -146,9 +148,8 @@ def run_demo(config: DemoConfig, console: Console | None = None) -> DemoOutcome:
                             "converts the model) and Prometheus") as status:
             stack = exits.enter_context(NativeStack(stack_config, progress=status.update))
         clock.lap("start")
-        for arm, url in stack.arms.items():
-            console.print(f"engine {arm}: {url}", soft_wrap=True, highlight=False)
-        console.print(f"Prometheus: {stack.prometheus.url}", soft_wrap=True, highlight=False)
+        console.print(f"Prometheus: {stack.prometheus.url} (its /targets: the engines)",
+                      soft_wrap=True, highlight=False)
         _replay(config, stack, run_dir, console)
         clock.lap("replay")
         _determinism(config, stack, run_dir, console)
@@ -160,12 +161,10 @@ def run_demo(config: DemoConfig, console: Console | None = None) -> DemoOutcome:
         words = [line for c in family.candidates for line in _words(config, c)]
         if len(family.candidates) > 1:
             words += family.reasons()
-        rows = sum(c["ok"] + c["error"] for c in RunDir(run_dir).read_manifest()
-                   .counts.values())
         outcome = DemoOutcome(run_dir, family.verdict, best.result.rollout.label, reports,
-                              links, clock.timings, tuple(words), rows)
-        _write_summary(outcome, best.result.rollout.reason)
-        _where_to_look(outcome, best.result.rollout.reason, config.hold, console)
+                              links, clock.timings, tuple(words))
+        _write_summary(outcome, best.result.rollout.reason, config.description)
+        _where_to_look(outcome, config.hold, console)
         if config.hold:
             _hold(console)
     return outcome
@@ -181,34 +180,29 @@ def _words(config: DemoConfig, c: CandidateVerdict) -> list[str]:
     return [f"{c.name}: {c.verdict.upper()} — {why}", *(f"  {w}" for w in words)]
 
 
-def _where_to_look(outcome: DemoOutcome, rollout_reason: str, hold: bool,
-                   console: Console) -> None:
-    style = {PASS: "green", FAIL: "red"}.get(outcome.verdict, "yellow")
-    lines = [f"verdict: [bold {style}]{outcome.verdict.upper()}[/]",
-             f"rollout stage: [bold]{outcome.rollout}[/] — {rollout_reason}", ""]
-    lines += list(outcome.words)
+def _where_to_look(outcome: DemoOutcome, held: bool, console: Console) -> None:
+    """The files to read, one a line, unwrapped so that a path can be copied from any
+    terminal width; with the stack `held` up, Prometheus' graphs of the run too."""
     timing = ", ".join(f"{k} {v:.0f}s" for k, v in outcome.timings.items())
-    console.print(Panel("\n".join(lines), title="verdict", subtitle=timing))
-    # paths and links unwrapped, so they can be copied from any terminal width
-    say = [f"{kind:9s} {path}" for kind, path in outcome.reports.items()]
-    locust_stats = RunDir(outcome.run_dir).locust_stats
-    say.append(f"{'locust':9s} {locust_stats}")
-    say += [f"{name}: {url}" for name, url in outcome.links.items()]
-    if not hold:
-        say.append("(Prometheus stops with the demo: pass --hold to keep the stack up)")
-    table = locust_table(locust_stats, outcome.replayed)
-    if table is not None:
-        console.print(table)
-    console.rule("where to look")
+    console.rule(f"where to look ({timing})")
+    first = sorted(outcome.reports, key=lambda kind: kind != "summary")  # the plain words
+    say = [f"{kind:9s} {outcome.reports[kind]}" for kind in first]
+    say.append(f"{'locust':9s} {RunDir(outcome.run_dir).locust_stats}")
+    say.append(f"{'logs':9s} {outcome.run_dir / 'stack' / 'logs'}")
+    if not held:
+        say.append("(the stack stopped with the demo: --hold keeps it up, with Prometheus' "
+                   "graphs of the run)")
+    else:
+        say += [f"{name}: {url}" for name, url in outcome.links.items()]
     for line in say:
         console.print(line, soft_wrap=True, highlight=False, markup=False)
 
 
-def _write_summary(outcome: DemoOutcome, rollout_reason: str) -> None:
+def _write_summary(outcome: DemoOutcome, rollout_reason: str, candidates: str) -> None:
     """The verdict in plain words next to the reports (`summary.md`)."""
     path = outcome.run_dir / "summary.md"
     timing = ", ".join(f"{k} {v:.0f} s" for k, v in outcome.timings.items())
-    text = [f"# layergate demo: {outcome.verdict}", "",
+    text = [f"# layergate demo: {outcome.verdict}", "", f"Candidates: {candidates}.", "",
             f"Rollout stage: **{outcome.rollout}** ({rollout_reason}).", "",
             *outcome.words, "", f"Timings: {timing}.", ""]
     path.write_text("\n".join(text))
