@@ -7,11 +7,11 @@ is written as its candidate's own report, as a one-candidate run always was."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from layergate.exporters.atomic import write_json_atomic
 from layergate.harness.gate.compare import Comparison
 from layergate.harness.gate.family import FamilyResult
 from layergate.harness.gate.result import GateResult
@@ -53,7 +53,6 @@ FIGURES.register("json")(write_figures_json)
 @SEQUENTIAL.register("json")
 @WATCH.register("json")
 def write_state_json(result: HasJson, path: Path) -> Path:
-    """What `to_json` says, indented, ASCII."""
-    path.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
-    return path
+    """What `to_json` says, indented."""
+    return write_json_atomic(path, result.to_json())
 

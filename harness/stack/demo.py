@@ -7,7 +7,6 @@ Every process it starts is stopped on the way out (Ctrl-C included): `NativeStac
 
 from __future__ import annotations
 
-import json
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.panel import Panel
 
+from layergate.exporters.atomic import write_json_atomic
 from layergate.exporters.catalogue import BASELINE2, COMPLETE, FAIL, PASS
 from layergate.exporters.errors import InfrastructureError
 from layergate.harness.rundir import RunDir
@@ -136,7 +136,7 @@ def run_demo(config: DemoConfig, console: Console | None = None) -> DemoOutcome:
     run_dir = config.out / (f"demo-{time.strftime('%Y%m%d-%H%M%S')}-"
                             f"{'-'.join(config.candidates)}")
     (run_dir / "stack").mkdir(parents=True)
-    (run_dir / "stack" / "demo-config.json").write_text(json.dumps(config.to_json(), indent=2))
+    write_json_atomic(run_dir / "stack" / "demo-config.json", config.to_json())
     console.print(Panel(f"candidates: [bold]{', '.join(config.candidates)}[/] — "
                         f"{config.description}"
                         f"\nrun directory: {run_dir}", title="layergate demo"))
