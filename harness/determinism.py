@@ -31,13 +31,15 @@ from layergate.exporters.records import ArmResult
 from layergate.exporters.traffic import TrafficRecord, read_traffic
 from layergate.harness.manifest import Manifest
 from layergate.harness.replay.client import Target, send
-from layergate.harness.replay.config import (
+from layergate.harness.replay.config import check_tokenizer
+from layergate.harness.replay.httpx_transport import HttpxTransport
+from layergate.harness.replay.settings import (
     ConfigError,
-    check_tokenizer,
     logprobs_field,
+    progress_field,
+    timeout_field,
     tokenizer_field,
 )
-from layergate.harness.replay.httpx_transport import HttpxTransport
 from layergate.harness.replay.transport import Transport
 from layergate.harness.rundir import RunDir
 
@@ -61,14 +63,12 @@ class DeterminismConfig:
         "help": "Concurrency levels: requests in flight at once, e.g. 1,4."})
     requests: int | None = field(default=None, metadata={
         "help": "Use only the first K records.", "min": 1})
-    timeout: float = field(default=120.0, metadata={
-        "help": "Seconds from the intended send until the whole answer must be in.",
-        "min": 0, "min_open": True})
+    timeout: float = timeout_field()
     model: str | None = field(default=None, metadata={
         "help": "`model` to put in every request body."})
     skip_invalid: bool = field(default=False, metadata={
         "help": "Skip (and report) bad traffic lines."})
-    progress: bool = field(default=True, metadata={"help": "Show a progress bar."})
+    progress: bool = progress_field()
     logprobs: int = logprobs_field()
     tokenizer: str | None = tokenizer_field()
 

@@ -38,7 +38,7 @@ class RequestSampler:
         scaled = logits.float().cpu() / p.temperature
         probs = torch.softmax(scaled, dim=-1)
         if p.top_p < 1.0:
-            probs = _top_p(probs, p.top_p)
+            probs = nucleus(probs, p.top_p)
         return int(torch.multinomial(probs, 1, generator=self.generator))
 
     def sample(self, logits: torch.Tensor) -> SampledToken:
@@ -58,8 +58,9 @@ class RequestSampler:
         return SampledToken(token, float(logp[token]), top)
 
 
-def _top_p(probs: torch.Tensor, top_p: float) -> torch.Tensor:
-    """Keep the smallest set of most likely tokens whose mass reaches top_p."""
+def nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Nucleus (top-p) filtering: keep the smallest set of most likely tokens whose mass
+    reaches top_p."""
     sorted_p, order = torch.sort(probs, descending=True)
     cumulative = torch.cumsum(sorted_p, dim=-1)
     drop = cumulative - sorted_p >= top_p  # the token that crosses top_p stays

@@ -17,7 +17,7 @@ from layergate.exporters.figures import capacity as cap
 from layergate.exporters.figures.capacity_step import StepArm
 from layergate.exporters.figures.slo import SLO, SLOError, parse_slo
 from layergate.exporters.records import ArmResult
-from layergate.harness.capacity.config import CapacityConfig
+from layergate.harness.capacity.config import CapacityConfig, sweep_arms
 from layergate.harness.capacity.ladder import DONE_BRACKETED, DONE_NONE, next_step, propose
 from layergate.harness.capacity.report import build_report
 from layergate.harness.capacity.sweep import step_size
@@ -381,3 +381,16 @@ def test_an_unbounded_interval_end_prints_as_infinity(tmp_path: Path) -> None:
     assert "capacity candidate: 4.4 users [4.213, ∞]" in lines
     assert f"capacity ratio {CANDIDATE} / baseline: 1.400" in lines
     assert f"capacity ratio {BASELINE2} / baseline: 1.200 [0.900, ∞]" in lines
+
+
+def test_a_sweep_takes_one_candidate_whatever_its_name() -> None:
+    arms = {BASELINE: "http://a", "fast": "http://f"}
+    assert sweep_arms(arms, {"fast": "m"}) == ({BASELINE: "http://a", CANDIDATE: "http://f"},
+                                               {CANDIDATE: "m"})
+    with pytest.raises(ValueError, match="takes one candidate, got 2: fast, slow"):
+        sweep_arms({**arms, "slow": "http://s"}, {})
+    got = CliRunner().invoke(main, ["capacity", "--scenario", "smoke", "--baseline",
+                                    "http://a", "--candidate", "fast=http://f", "--candidate",
+                                    "slow=http://s", "--out", "sweep", "--slo", "ttft:1s"])
+    assert got.exit_code == 2 and "--candidate: a capacity sweep takes one candidate" in \
+        got.output

@@ -164,7 +164,7 @@ def test_replicates_have_their_own_seed_directory_and_dithered_start(tmp_path):
                             replicates=3)
     subs = [replicate_config(config, i) for i in range(3)]
     assert [s.out.name for s in subs] == ["replicate-00", "replicate-01", "replicate-02"]
-    assert [s.seed for s in subs] == [0, 1, 2] and all(s.replicates == 1 for s in subs)
+    assert [s.seed for s in subs] == [0, 1, 2] and all(s.replicates == 3 for s in subs)
     assert all(1 < s.start <= 2 for s in subs) and len({s.start for s in subs}) == 3
     assert dithered(4, 2, 5, users=True) == float(round(4 / 2 ** __import__(
         "random").Random(5).random()))

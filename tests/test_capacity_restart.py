@@ -6,6 +6,7 @@ processes' spread from the replicates' own (the signed-rank interval) instead of
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import sys
 import threading
@@ -15,13 +16,19 @@ from pathlib import Path
 
 import pytest
 
-from layergate.exporters.catalogue import BASELINE, CANDIDATE, COMPLETE
+from layergate.exporters.catalogue import BASELINE, CANDIDATE, CAPACITY_RATIO, COMPLETE, ExitCode
 from layergate.exporters.figures.capacity_replicates import replicated_ratio, restarted_ratio
 from layergate.exporters.figures.capacity_step import StepArm
 from layergate.harness.capacity.config import CapacityConfig
-from layergate.harness.capacity.replicates import replicates_lines, run_replicates
+from layergate.harness.capacity.replicates import (
+    replicate_config,
+    replicates_exit,
+    replicates_lines,
+    run_replicates,
+)
 from layergate.harness.capacity.restart import RestartFailed, restart_arms
 from layergate.harness.processes import free_port
+from layergate.harness.replay.settings import ConfigError
 from layergate.harness.sweepdir import Step, SweepDir, SweepState
 from tests.support.http_server import serving
 
@@ -156,6 +163,18 @@ def test_a_failing_restart_or_an_arm_that_stays_down_ends_the_sweep(arm) -> None
     with pytest.raises(RestartFailed, match="did not end within"):
         restart_arms("sleep 5", {BASELINE: url}, 0.5)
     assert RestartFailed("x").exit_code == 4  # infrastructure
+
+
+def test_the_config_refuses_a_restart_with_too_few_replicates(tmp_path) -> None:
+    # the config's rule, so the Python API and a resumed sweep hold it as the CLI does
+    url = "http://127.0.0.1:1"
+    with pytest.raises(ConfigError, match="--replicates 6 or more"):
+        dataclasses.replace(_config(tmp_path, url), restart="true", replicates=5)
+    run = _config(tmp_path, url, restart="true")
+    # each replicate records that it is one of 6, restarted: a valid config of its own
+    assert all(replicate_config(run, i).restart == "true" for i in range(6))
+    assert replicates_exit({"replicates": [], CAPACITY_RATIO: None}) == ExitCode.INCONCLUSIVE
+    assert replicates_exit({"replicates": [], CAPACITY_RATIO: {"value": 1.1}}) == ExitCode.PASS
 
 
 def test_restart_needs_replicates(tmp_path) -> None:

@@ -119,3 +119,20 @@ def test_an_old_flag_keeps_its_checks() -> None:
     result = CliRunner().invoke(main, ["serve", "--policy", "shallow"])
     assert result.exit_code == 2
     assert "'shallow' is not one of" in result.output
+
+
+def test_the_settings_replay_and_capacity_share_are_declared_once() -> None:
+    """Every setting both commands take is one field of RunSettings, never redeclared, so
+    its --help and its default are the same in both (the timeout once drifted: 120 s in one,
+    60 s in the other)."""
+    from layergate.harness.replay.settings import RunSettings
+
+    names = [{f.name for f in dataclasses.fields(c)} for c in (ReplayConfig, CapacityConfig)]
+    base = {f.name: f for f in dataclasses.fields(RunSettings)}
+    assert names[0] & names[1] == set(base)
+    helps = {}
+    for command, config in (("replay", ReplayConfig), ("capacity", CapacityConfig)):
+        assert all(config_field(config, name) is f for name, f in base.items()), config
+        helps[command] = {p.name: (p.help, p.default) for p in _command(command).params
+                          if isinstance(p, FieldOption) and p.name in base}
+    assert helps["replay"] == helps["capacity"] and len(helps["replay"]) == len(base) - 2

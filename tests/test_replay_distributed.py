@@ -129,8 +129,8 @@ def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(
     assert victim_info["lost"] is not None and victim_info["released"] > 0
     assert any(f"{victim} was lost" in n for n in run.manifest.notes)
     assert any("sent again" in n for n in run.manifest.notes)
-    # the master records the open loop's limit over both workers (32 splits evenly)
-    assert run.manifest.in_flight_limit == ReplayConfig.max_in_flight == 32
+    # the master records the open loop's limit over both workers (256 splits evenly)
+    assert run.manifest.in_flight_limit == ReplayConfig.max_in_flight == 256
 
 
 def test_the_late_results_of_a_worker_presumed_lost_are_dropped(

@@ -2,33 +2,29 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-from layergate.exporters.catalogue import ARMS, REQUIRED_ARMS
+from layergate.exporters.catalogue import ARMS, CANDIDATE, REQUIRED_ARMS, candidate_arms
+from layergate.exporters.figures.signed_rank import least_draws
 from layergate.exporters.figures.slo import SLO, SLOError, parse_slo
-from layergate.harness.replay.config import ConfigError
+from layergate.harness.replay.settings import ConfigError, RunSettings
 
 RATE, USERS = "rate", "users"
 UNITS = {RATE: "req/s", USERS: "users"}
+# replicates on restarted arms that the signed-rank interval needs for 95 %
+RESTARTED_LEAST = least_draws(0.95)
 
 
 @dataclass(frozen=True)
-class CapacityConfig:
-    out: Path = field(metadata={
-        "help": "Sweep directory to create (or to continue with --resume): capacity.json, "
-                "the report, and one replay run directory per step under steps/."})
-    arms: dict[str, str] = field(metadata={"help": "arm name -> OpenAI-compatible base URL"})
+class CapacityConfig(RunSettings):
+    """The run settings (`RunSettings`: out, arms, traffic, timeout, processes, metrics...),
+    given to every step's replay, and the sweep's own: its SLO, its ladder, its bounds and
+    its replicates."""
+
     slo: str = field(default="", metadata={
         "help": "Per-request latency limits, all of which a request must meet (and not "
                 "error): ttft, tpot, e2e, e.g. ttft:2s,tpot:150ms (s or ms; a bare number "
                 "is seconds)."})
-    traffic: Path | None = field(default=None, metadata={
-        "help": "JSONL traffic file whose requests every step draws, in order and cycled."})
-    scenario: str | None = field(default=None, metadata={
-        "help": "A bundled mix by name or a mix YAML path, instead of --traffic."})
     slo_attainment: float = field(default=0.95, metadata={
         "help": "An arm passes a step when at least this share of its measured requests "
                 "meet the SLO (and its error rate is within --max-error-rate, and it did "
@@ -71,28 +67,9 @@ class CapacityConfig:
     max_time: float = field(default=3600.0, metadata={
         "help": "Bound on the sweep's seconds of stepping (resumes included); no step "
                 "starts after it.", "min": 0, "min_open": True})
-    resume: bool = field(default=False, metadata={
-        "help": "Continue the sweep in --out with its stored SLO, ladder and traffic (this "
-                "call's arm URLs and bounds): its stored steps count, the step that was in "
-                "flight is sent again from its start, and the ladder goes on; start a sweep "
-                "where --out holds none."})
-    timeout: float = field(default=60.0, metadata={
-        "help": "Seconds from the intended send until the whole answer must be in (else "
-                "the request is an error).", "min": 0, "min_open": True})
-    max_in_flight: int = field(default=256, metadata={
-        "help": "Open loop: requests in flight at once per step (each to every arm); "
-                "reaching it counts as saturation.", "min": 1})
-    processes: int = field(default=1, metadata={
-        "help": "Locust worker processes on this machine for each step.", "min": 1})
-    preflight_timeout: float = field(default=10.0, metadata={
-        "help": "Before the first step, check that every arm answers GET /v1/models "
-                "within S seconds (0: no check).", "min": 0})
     resamples: int = field(default=1000, metadata={
         "help": "Bootstrap resamples for the intervals of the capacities and ratios.",
         "min": 10})
-    seed: int = field(default=0, metadata={
-        "help": "Seed of the Poisson arrivals (each step its own stream, drawn from the "
-                "seed and the step's index) and of the resamples."})
     idle_timeout: float = field(default=30.0, metadata={
         "help": "Before each step, probe every arm (one request cut to one token) until "
                 "it answers as fast as it did idle, for at most S seconds (0: no check).",
@@ -119,19 +96,6 @@ class CapacityConfig:
     target_half_width: float = field(default=0.08, metadata={
         "help": "The log half-width the replicates report sizes the replicates for (0.08: "
                 "about +-8 %).", "min": 0, "min_open": True})
-    models: dict[str, str] = field(default_factory=dict,
-                                   metadata={"help": "arm -> model name to put in the body"})
-    metrics_port: int | None = field(default=None, metadata={
-        "help": "Serve each step's figures and the capacity figures so far as Prometheus "
-                "metrics on port P (layergate_capacity_step_*, layergate_run_capacity*).",
-        "min": 1, "max": 65535})
-    metrics_linger_s: float = field(default=15.0, metadata={
-        "help": "With --metrics-port: keep serving S seconds after the sweep, so "
-                "Prometheus scrapes the final figures.", "min": 0})
-    bind_host: str = field(default="127.0.0.1", metadata={
-        "help": "Address for --metrics-port (0.0.0.0 inside a container)."})
-    progress: bool = field(default=True, metadata={
-        "help": "Show each step's progress bar (--no-progress for logs and CI)."})
 
     def __post_init__(self) -> None:
         try:
@@ -139,8 +103,7 @@ class CapacityConfig:
                 parse_slo(self.slo)
         except SLOError as exc:
             raise ConfigError(f"--slo: {exc}") from exc
-        if (self.traffic is None) == (self.scenario is None) and not self.resume:
-            raise ConfigError("give exactly one of traffic (--traffic) or scenario (--scenario)")
+        super().__post_init__()
         for name in REQUIRED_ARMS:
             if name not in self.arms:
                 raise ConfigError(f"the {name} arm needs a URL (--{name})")
@@ -151,6 +114,13 @@ class CapacityConfig:
             raise ConfigError(f"--start {self.start:g}: a number of users is whole")
         if self.max_load is not None and self.max_load < self.start:
             raise ConfigError(f"--max-load {self.max_load:g} is below --start {self.start:g}")
+        if self.processes < 1:
+            raise ConfigError("--processes: a step sends from this machine's workers: give 1 "
+                              "or more")
+        if self.restart and self.replicates < RESTARTED_LEAST:
+            raise ConfigError(
+                f"--restart restarts the arms between replicates, whose interval (signed-rank, "
+                f"95 %) needs {RESTARTED_LEAST}: give --replicates {RESTARTED_LEAST} or more")
 
     @property
     def parsed_slo(self) -> SLO:
@@ -160,8 +130,18 @@ class CapacityConfig:
     def unit(self) -> str:
         return UNITS[self.load]
 
-    def to_json(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        for key in ("out", "traffic"):
-            out[key] = None if out[key] is None else str(out[key])
-        return out
+
+def sweep_arms(arms: dict[str, str], models: dict[str, str]
+               ) -> tuple[dict[str, str], dict[str, str]]:
+    """A sweep's arms and models from the replay's options: it judges one candidate (the
+    others would need their own sweeps), whatever its name, as the arm `candidate`."""
+    candidates = candidate_arms(arms)
+    if len(candidates) > 1:
+        raise ConfigError(f"--{CANDIDATE}: a capacity sweep takes one candidate, got "
+                          f"{len(candidates)}: {', '.join(candidates)}")
+    arms, models = dict(arms), dict(models)
+    for name in candidates:
+        arms[CANDIDATE] = arms.pop(name)
+        if name in models:
+            models[CANDIDATE] = models.pop(name)
+    return arms, models

@@ -21,23 +21,20 @@ adding the `--process-spread` prior.
 from __future__ import annotations
 
 import dataclasses
-import json
 import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from layergate.exporters.catalogue import CANDIDATE, CAPACITY_RATIO, COMPLETE
+from layergate.exporters.atomic import write_json_atomic
+from layergate.exporters.catalogue import CANDIDATE, CAPACITY_RATIO, COMPLETE, ExitCode
 from layergate.exporters.figures.capacity_replicates import replicated_ratio, restarted_ratio
-from layergate.exporters.figures.signed_rank import least_draws
-from layergate.harness.capacity.config import USERS, CapacityConfig
+from layergate.harness.capacity.config import RESTARTED_LEAST, USERS, CapacityConfig
 from layergate.harness.capacity.report import sweep_figures
 from layergate.harness.capacity.restart import restart_arms
 from layergate.harness.sweepdir import SweepDir
 
 REPORT = "replicates.json"
-# replicates on restarted arms that the signed-rank interval needs for 95 %
-RESTARTED_LEAST = least_draws(0.95)
 
 
 def dithered(start: float, factor: float, seed: int, users: bool = False) -> float:
@@ -48,10 +45,11 @@ def dithered(start: float, factor: float, seed: int, users: bool = False) -> flo
 
 
 def replicate_config(config: CapacityConfig, i: int) -> CapacityConfig:
-    """Replicate i's sweep: its own directory, seed and dithered start."""
+    """Replicate i's sweep: its own directory, seed and dithered start. It keeps the run's
+    --replicates and --restart: its state records that it is one of R, restarted or not."""
     seed = config.seed + i
     return dataclasses.replace(
-        config, out=config.out / f"replicate-{i:02d}", seed=seed, replicates=1,
+        config, out=config.out / f"replicate-{i:02d}", seed=seed,
         start=dithered(config.start, config.factor, seed, config.load == USERS),
         resume=(config.out / f"replicate-{i:02d}").exists())
 
@@ -71,7 +69,7 @@ def run_replicates(config: CapacityConfig, run: Callable[[CapacityConfig], Any],
             echo(f"replicate {sub.out.name}: arms restarted, answering after {took:.1f}s")
         run(sub)
     report = replicates_report(config)
-    (config.out / REPORT).write_text(json.dumps(report, indent=2) + "\n")
+    write_json_atomic(config.out / REPORT, report)
     return report
 
 
@@ -121,6 +119,11 @@ def replicates_report(config: CapacityConfig) -> dict[str, Any]:
         f"no number of replicates reaches a log half-width of {config.target_half_width:g}: "
         f"the process term alone (tau {out['process_spread']:g}) is wider")
     return out
+
+
+def replicates_exit(report: dict[str, Any]) -> ExitCode:
+    """0 when the replicates gave the ratio an interval, 3 (inconclusive) when too few did."""
+    return ExitCode.PASS if report.get(CAPACITY_RATIO) else ExitCode.INCONCLUSIVE
 
 
 def replicates_lines(report: dict[str, Any]) -> list[str]:

@@ -4,18 +4,17 @@ one URL and one model option per catalogued arm (as `replay`'s)."""
 
 from __future__ import annotations
 
-import signal
-import threading
 from pathlib import Path
 from typing import Any
 
 import click
 
-from layergate.exporters.catalogue import CANDIDATE, CAPACITY_RATIO, ExitCode, candidate_arms
+from layergate.exporters.catalogue import ExitCode
 from layergate.exporters.cli_options import config_values, field_option
-from layergate.harness.capacity.config import CapacityConfig
+from layergate.harness.capacity.config import CapacityConfig, sweep_arms
 from layergate.harness.cli.exits import exits
-from layergate.harness.cli.replay import _arm_options, _interrupt, arms_and_models
+from layergate.harness.cli.interrupts import sigterm_interrupts
+from layergate.harness.cli.options import arm_options, arms_and_models
 
 
 def _option(name: str, *flags: str, **attrs: Any):
@@ -31,7 +30,7 @@ def _option(name: str, *flags: str, **attrs: Any):
 @click.command(name="capacity")
 @_option("traffic", type=click.Path(dir_okay=False, path_type=Path))
 @_option("scenario", metavar="NAME")
-@_arm_options
+@arm_options
 @_option("out", required=True, type=click.Path(file_okay=False, path_type=Path))
 @_option("slo", metavar="KEY:LIMIT,...")
 @_option("slo_attainment", metavar="SHARE")
@@ -71,13 +70,16 @@ def command(ctx: click.Context, **params: Any) -> None:
     capacity against the baseline's, with baseline2's as the noise floor.
 
     A geometric ladder (--start, --factor) finds each arm's bracket, bisection refines it
-    (--bisections); every step replays the same requests at the same intended times to
-    every arm still stepping (open loop: Poisson at the step's rate; --load users: closed
-    loop). An arm passes a step when --slo-attainment of its measured requests (after
-    --warmup) meet every --slo limit, its errors are within --max-error-rate and it did not
-    saturate. Each step is stored as it completes (capacity.json, steps/NNN/ replay run
+    (--bisections); every step replays the same requests (drawn from --traffic or
+    --scenario in order, cycled) at the same intended times to every arm still stepping
+    (open loop: Poisson at the step's rate; --load users: closed loop). An arm passes a
+    step when --slo-attainment of its measured requests (after --warmup) meet every --slo
+    limit, its errors are within --max-error-rate and it did not saturate. Each step is
+    stored as it completes (OUT/capacity.json, the report, steps/NNN/ replay run
     directories); Ctrl-C leaves the sweep interrupted with its partial report, and
-    --resume goes on. `layergate gate OUT` judges the report under a policy.
+    --resume goes on with the stored SLO, ladder and traffic (this call's arm URLs and
+    bounds): the stored steps count, and the step that was in flight is sent again from
+    its start. `layergate gate OUT` judges the report under a policy.
 
     --replicates R runs R sweeps (OUT/replicate-NN/, each its own seed and a dithered
     start) and gives the capacity ratio's interval across them (OUT/replicates.json, with
@@ -86,30 +88,14 @@ def command(ctx: click.Context, **params: Any) -> None:
     --restart CMD each replicate runs on freshly restarted arms, and the interval needs no
     --process-spread prior.
     """
-    from layergate.harness.capacity.replicates import RESTARTED_LEAST
     from layergate.harness.capacity.report import exit_of, print_sweep, sweep_figures
     from layergate.harness.capacity.sweep import run_capacity
     from layergate.harness.sweepdir import SweepDir
 
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _interrupt)
-    arms, models = arms_and_models(params)
-    candidates = candidate_arms(arms)
-    if len(candidates) > 1:  # a sweep judges one candidate: the others would need their own
-        raise click.BadParameter(f"a capacity sweep takes one candidate, got "
-                                 f"{len(candidates)}: {', '.join(candidates)}",
-                                 param_hint=f"--{CANDIDATE}")
-    for name in candidates:  # its name is the sweep's arm `candidate`
-        arms[CANDIDATE] = arms.pop(name)
-        if name in models:
-            models[CANDIDATE] = models.pop(name)
+    sigterm_interrupts()
+    arms, models = sweep_arms(*arms_and_models(params))
     try:
         config = CapacityConfig(arms=arms, models=models, **config_values(ctx, CapacityConfig))
-        if config.restart and config.replicates < RESTARTED_LEAST:
-            raise click.BadParameter(
-                f"restarts the arms between replicates, whose interval (signed-rank, 95 %) "
-                f"needs {RESTARTED_LEAST}: give --replicates {RESTARTED_LEAST} or more",
-                param_hint="--restart")
         if config.replicates > 1:
             _replicated(config)
         state, config = run_capacity(config, echo=lambda line: click.echo(line, err=True))
@@ -125,7 +111,11 @@ def command(ctx: click.Context, **params: Any) -> None:
 
 def _replicated(config: CapacityConfig) -> None:
     """--replicates R: R sweeps from their own seeds, then the interval across them."""
-    from layergate.harness.capacity.replicates import replicates_lines, run_replicates
+    from layergate.harness.capacity.replicates import (
+        replicates_exit,
+        replicates_lines,
+        run_replicates,
+    )
     from layergate.harness.capacity.sweep import run_capacity
 
     def one(sub: CapacityConfig) -> None:
@@ -135,4 +125,4 @@ def _replicated(config: CapacityConfig) -> None:
     report = run_replicates(config, one, echo=lambda line: click.echo(line, err=True))
     for line in replicates_lines(report):
         click.echo(line)
-    raise SystemExit(ExitCode.PASS if report.get(CAPACITY_RATIO) else ExitCode.INCONCLUSIVE)
+    raise SystemExit(replicates_exit(report))

@@ -21,8 +21,9 @@ def _demo_option(name: str, *flags: str, **attrs: Any):
     return field_option(DemoConfig, name, *flags, default_note=note, **attrs)
 
 
-@exits(ExitCode.PASS, ExitCode.USAGE, ExitCode.INFRASTRUCTURE,
+@exits(ExitCode.PASS, ExitCode.FAIL, ExitCode.USAGE, ExitCode.INFRASTRUCTURE,
        PASS="the demo reached a verdict (whatever it is: a fail is a finding, not an error)",
+       FAIL="interrupted (Ctrl-C): every process it started is stopped",
        INFRASTRUCTURE="a part of the stack failed")
 @click.command(name="demo")
 @_demo_option("out", type=click.Path(file_okay=False, path_type=Path))
@@ -66,6 +67,6 @@ def command(ctx: click.Context, quick: bool, **_: Any) -> None:
         raise InfrastructureError(str(exc)) from exc
     except KeyboardInterrupt:
         click.echo("interrupted: every process the demo started has been stopped", err=True)
-        raise SystemExit(130) from None
+        raise SystemExit(ExitCode.FAIL) from None
     click.echo(f"verdict: {outcome.verdict}  rollout: {outcome.rollout}  "
                f"report: {outcome.reports['html']}")

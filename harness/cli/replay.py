@@ -3,78 +3,21 @@ candidates. Its options are `ReplayConfig`'s fields, and the arms' URLs and mode
 
 from __future__ import annotations
 
-import signal
-import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from layergate.exporters.catalogue import (
-    ARM_ROLES,
-    CANDIDATE,
-    COMPLETE,
-    REFERENCE_ARMS,
-    REQUIRED_ARMS,
-    ExitCode,
-    candidate_arms,
-    check_candidate_name,
-)
-from layergate.exporters.cli_options import config_values, field_option, named_values
+from layergate.exporters.catalogue import COMPLETE, ExitCode
+from layergate.exporters.cli_options import config_values, field_option
 from layergate.harness.cli.exits import exits
+from layergate.harness.cli.interrupts import sigterm_interrupts
+from layergate.harness.cli.options import arm_options, arms_and_models
 from layergate.harness.replay.config import ReplayConfig
 
 
 def _replay_option(name: str, *flags: str, **attrs: Any):
     return field_option(ReplayConfig, name, *flags, **attrs)
-
-
-def _arm_options(fn: Callable) -> Callable:
-    """--baseline URL, --baseline2 URL, --candidate [NAME=]URL (repeatable: several
-    candidates in one replay) and a --model-ARM NAME beside each."""
-    fn = click.option(f"--model-{CANDIDATE}", multiple=True, metavar="[NAME=]MODEL",
-                      help="`model` to send to the candidates (NAME=MODEL: to candidate "
-                           "NAME only). Repeatable.")(fn)
-    for arm in reversed(REFERENCE_ARMS):
-        fn = click.option(f"--model-{arm}", metavar="NAME",
-                          help=f"`model` to send to {arm}.")(fn)
-    fn = click.option(f"--{CANDIDATE}", multiple=True, required=True, metavar="[NAME=]URL",
-                      help=f"{ARM_ROLES[CANDIDATE]} Repeat it as NAME=URL to judge several "
-                           f"candidates against the same baseline and noise floor in one "
-                           f"replay (a bare URL is the arm `{CANDIDATE}`).")(fn)
-    for arm in reversed(REFERENCE_ARMS):
-        fn = click.option(f"--{arm}", required=arm in REQUIRED_ARMS, metavar="URL",
-                          help=ARM_ROLES[arm])(fn)
-    return fn
-
-
-def _named(values: tuple[str, ...], option: str) -> dict[str, str]:
-    """`[NAME=]VALUE` options as NAME -> VALUE (a bare VALUE is the arm `candidate`), each
-    name a valid candidate's."""
-    try:
-        out = named_values(values, CANDIDATE, CANDIDATE)
-        for name in out:
-            check_candidate_name(name)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint=option) from exc
-    return out
-
-
-def arms_and_models(params: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
-    """The replay's arms (name -> URL, in run order) and models from its options."""
-    arms = {arm: params[arm] for arm in REFERENCE_ARMS if params[arm]}
-    arms.update(_named(params[CANDIDATE], f"--{CANDIDATE}"))
-    models = {arm: params[f"model_{arm}"] for arm in REFERENCE_ARMS if params[f"model_{arm}"]}
-    named = _named(params[f"model_{CANDIDATE}"], f"--model-{CANDIDATE}")
-    for name in named:
-        if name != CANDIDATE and name not in arms:
-            raise click.BadParameter(f"no candidate named {name!r}",
-                                     param_hint=f"--model-{CANDIDATE}")
-    for name in candidate_arms(arms):
-        if name in named or CANDIDATE in named:
-            models[name] = named.get(name, named.get(CANDIDATE))
-    return arms, models
 
 
 @exits(ExitCode.PASS, ExitCode.FAIL, ExitCode.USAGE, ExitCode.INFRASTRUCTURE, PASS=COMPLETE,
@@ -85,7 +28,7 @@ def arms_and_models(params: dict[str, Any]) -> tuple[dict[str, str], dict[str, s
 @click.command(name="replay")
 @_replay_option("traffic", type=click.Path(dir_okay=False, path_type=Path))
 @_replay_option("scenario", metavar="NAME")
-@_arm_options
+@arm_options
 @_replay_option("out", required=True, type=click.Path(file_okay=False, path_type=Path))
 @_replay_option("rate")
 @_replay_option("users")
@@ -128,18 +71,17 @@ def command(ctx: click.Context, **params: Any) -> None:
     Latencies count from the intended send time (open loop, no coordinated omission).
     An arm that fails (timeout, HTTP error, refused connection) gets an error row per
     request; the run goes on. Ctrl-C leaves a consistent run marked `interrupted`;
-    `--resume` sends what is missing. `--resume` is start-or-resume, so one command line can
-    be run again and again (a container's): it starts the run where --out holds none,
-    fills an interrupted one (or the error rows of a complete one), and leaves a complete run
-    without error rows alone (exit 0, nothing sent).
+    `--resume` sends what is missing: the (request, arm) pairs with no ok result. It is
+    start-or-resume, so one command line can be run again and again (a container's): it
+    starts the run where --out holds none, fills an interrupted one (or the error rows of a
+    complete one), and leaves a complete run without error rows alone (exit 0, nothing
+    sent).
     """
     from layergate.harness.policy_file import PolicyError
     from layergate.harness.replay import ConfigError, run_replay
     from layergate.harness.rundir import RunDir
 
-    # a SIGTERM (e.g. from a scheduler) ends the run like Ctrl-C: marked interrupted
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _interrupt)
+    sigterm_interrupts()
     _traffic_replaces_environment_mix(ctx)
     arms, models = arms_and_models(params)
     try:
@@ -179,7 +121,3 @@ def _traffic_replaces_environment_mix(ctx: click.Context) -> None:
     if ctx.params.get("traffic") is not None and \
             ctx.get_parameter_source("scenario") is environment:
         ctx.params["scenario"] = None
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt

@@ -22,6 +22,7 @@ from typing import Any
 import gevent
 from gevent.event import Event
 
+from layergate.exporters.catalogue import ExitCode
 from layergate.exporters.records import ArmResult
 from layergate.harness.replay import auth, channel
 from layergate.harness.replay.work import WorkerPlan
@@ -154,11 +155,11 @@ class ChannelWork:
     def _refuse(self, environment: Any, msg: Any) -> None:
         print(f"error: the master refused this worker: {msg.data['reason']}", file=sys.stderr,
               flush=True)
-        environment.process_exit_code = 2
+        environment.process_exit_code = ExitCode.USAGE  # replay-worker's: refused
         # not from this handler's own greenlet (quit kills it); and a refused worker holds
         # nothing, so if Locust does not wind down in time, leave anyway
         gevent.spawn(environment.runner.quit)
-        gevent.spawn_later(QUIT_GRACE_S, os._exit, 2)
+        gevent.spawn_later(QUIT_GRACE_S, os._exit, ExitCode.USAGE)
 
     def _work(self, environment: Any, msg: Any) -> None:
         for obj in msg.data["items"]:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from layergate.exporters import tokenizer
 from layergate.exporters.catalogue import (
@@ -16,30 +15,14 @@ from layergate.exporters.catalogue import (
     candidate_arms,
     check_candidate_name,
 )
-from layergate.exporters.errors import UsageError
 from layergate.harness.replay.channel import parse_address
 from layergate.harness.replay.own import CONVERSATION_MODES, OWN, REASONING_BACK, RECORDED
-
-
-class ConfigError(UsageError, ValueError):
-    """A replay configuration that cannot run; the message names the option."""
-
-
-def logprobs_field() -> Any:
-    """`logprobs`: a setting of every command that sends requests (replay, determinism)."""
-    return field(default=0, metadata={
-        "help": "Ask every arm for the top-K logprobs of each token: token KL needs them, and "
-                "they count the tokens of servers that send no usage. 0: as the traffic asks. "
-                "A server that refuses them is asked again without.", "min": 0})
-
-
-def tokenizer_field() -> Any:
-    """`tokenizer`: a setting of every command that sends requests (replay, determinism)."""
-    return field(default=None, metadata={
-        "help": "A tokenizer.json (or a directory holding one, or a model name already in the "
-                "Hugging Face cache) that counts the tokens of answers without usage or "
-                "logprobs. Default: the arm's model name when found there; else such answers "
-                "are counted in characters, and figures per token leave them out."})
+from layergate.harness.replay.settings import (
+    ConfigError,
+    RunSettings,
+    logprobs_field,
+    tokenizer_field,
+)
 
 
 def check_tokenizer(spec: str | None) -> None:
@@ -53,18 +36,14 @@ def check_tokenizer(spec: str | None) -> None:
 
 
 @dataclass(frozen=True)
-class ReplayConfig:
+class ReplayConfig(RunSettings):
+    """The run settings (`RunSettings`: out, arms, traffic, timeout, processes, metrics...)
+    and what only a replay has: its load (rate, users, speed), its other hosts' workers, its
+    circuit breaker, its conversations and its stop once decided."""
+
     # arms a run must have; a capacity step sends only to the arms still stepping
     required_arms: ClassVar[tuple[str, ...]] = REQUIRED_ARMS
 
-    out: Path = field(metadata={
-        "help": "Run directory to create (or to start or fill with --resume)."})
-    arms: dict[str, str] = field(metadata={"help": "arm name -> OpenAI-compatible base URL"})
-    traffic: Path | None = field(default=None, metadata={
-        "help": "JSONL traffic file to replay (docs/FORMATS.md)."})
-    scenario: str | None = field(default=None, metadata={
-        "help": "A bundled mix by name (e.g. saas-mix; `layergate scenarios` lists them) or "
-                "a mix YAML path."})
     rate: float | None = field(default=None, metadata={
         "help": "Open loop: Poisson arrivals at R requests/s instead of the recorded times.",
         "min": 0, "min_open": True})
@@ -75,10 +54,6 @@ class ReplayConfig:
         "help": "Send only the first N records.", "min": 1})
     speed: float = field(default=1.0, metadata={
         "help": "Timestamp replay: divide recorded offsets by S.", "min": 0, "min_open": True})
-    processes: int = field(default=1, metadata={
-        "help": "Locust worker processes on this machine. They get their work from Locust's "
-                "master over its messages, like workers on other hosts (0: only those).",
-        "min": 0})
     expect_workers: int = field(default=0, metadata={
         "help": "Workers on other hosts (`layergate replay-worker --master`) to wait for "
                 "before sending, besides --processes.", "min": 0})
@@ -96,44 +71,14 @@ class ReplayConfig:
         "help": "Refuse a worker whose clock is more than S seconds off the master's; a "
                 "smaller offset is measured at its join and corrected.", "min": 0,
         "min_open": True})
-    preflight_timeout: float = field(default=10.0, metadata={
-        "help": "Before sending, check that every arm answers GET /v1/models within S "
-                "seconds; an arm that does not is an error (exit 4) and nothing is sent. "
-                "0: no check.", "min": 0})
     breaker: int = field(default=10, metadata={
         "help": "Stop the run (interrupted, exit 4; finish it with --resume) once an arm's "
                 "last K requests all failed to connect. 0: never.", "min": 0})
-    resume: bool = field(default=False, metadata={
-        "help": "Start or resume: fill the run in --out (send only the (request, arm) "
-                "pairs with no ok result), leave it alone when complete with no error rows, "
-                "start a run where --out holds none (then --traffic or --scenario is "
-                "needed)."})
-    timeout: float = field(default=120.0, metadata={
-        "help": "Seconds from the intended send until the whole answer must be in (else the "
-                "request counts as an error).", "min": 0, "min_open": True})
-    metrics_port: int | None = field(default=None, metadata={
-        "help": "Serve live layergate_replay_* Prometheus metrics on port P.", "min": 1,
-        "max": 65535})
     web_port: int | None = field(default=None, metadata={
         "help": "Run Locust with its web UI on port P (default: headless).", "min": 1,
         "max": 65535})
-    metrics_linger_s: float = field(default=15.0, metadata={
-        "help": "With --metrics-port: keep serving the live metrics S seconds after the run, "
-                "so Prometheus scrapes the final counts (one scrape interval is enough).",
-        "min": 0})
-    bind_host: str = field(default="127.0.0.1", metadata={
-        "help": "Address for --metrics-port and --web-port (0.0.0.0 inside a container)."})
-    models: dict[str, str] = field(default_factory=dict,
-                                   metadata={"help": "arm -> model name to put in the body"})
-    max_in_flight: int = field(default=32, metadata={
-        "help": "Open loop: Locust users, i.e. records in flight at once (each to every arm).",
-        "min": 1})
-    seed: int = field(default=0, metadata={
-        "help": "Seed for scenario sampling and Poisson arrivals."})
     skip_invalid: bool = field(default=False, metadata={
         "help": "Skip bad traffic lines (each is reported) instead of stopping."})
-    progress: bool = field(default=True, metadata={
-        "help": "Show a progress bar (--no-progress for logs and CI)."})
     logprobs: int = logprobs_field()
     tokenizer: str | None = tokenizer_field()
     until_decided: Path | None = field(default=None, metadata={
@@ -168,8 +113,7 @@ class ReplayConfig:
     def __post_init__(self) -> None:
         check_tokenizer(self.tokenizer)
         self._check_until_decided()
-        if (self.traffic is None) == (self.scenario is None) and not self.resume:
-            raise ConfigError("give exactly one of traffic (--traffic) or scenario (--scenario)")
+        super().__post_init__()
         if not self.arms:
             raise ConfigError("no arm to send to")
         candidates = candidate_arms(self.arms)
@@ -208,8 +152,7 @@ class ReplayConfig:
             raise ConfigError("--expect-workers needs --master-bind HOST[:PORT], an address "
                               "the workers on other hosts can reach")
         positive = {"rate": self.rate, "users": self.users, "requests": self.requests,
-                    "speed": self.speed, "timeout": self.timeout,
-                    "max_in_flight": self.max_in_flight}
+                    "speed": self.speed}
         for name, value in positive.items():
             if value is not None and value <= 0:
                 raise ConfigError(f"{name} must be > 0, got {value}")
@@ -242,9 +185,3 @@ class ReplayConfig:
         Locust users); None for a closed loop, always at its users. The run's manifest
         records it, for the gate's saturation check."""
         return None if self.closed_loop else self.locust_users
-
-    def to_json(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        for key in ("out", "traffic", "until_decided", "worker_token_file"):
-            out[key] = None if out[key] is None else str(out[key])
-        return out

@@ -27,6 +27,7 @@ from gevent import GreenletExit
 from locust import User, constant, events, task
 from locust.runners import STATE_MISSING, MasterRunner, WorkerRunner
 
+from layergate.exporters.catalogue import ExitCode
 from layergate.exporters.records import ArmResult
 from layergate.exporters.traffic import TrafficRecord
 from layergate.harness.replay.auth import TOKEN_ENV
@@ -133,7 +134,8 @@ def _disconnect(runner: Any, client_id: str) -> None:
 def _give_up(environment: Any, master: WorkMaster) -> None:
     if master.started is None:
         master.give_up()
-        environment.process_exit_code = 4  # the parent reads why from workers.json
+        # the parent reads why from workers.json
+        environment.process_exit_code = ExitCode.INFRASTRUCTURE
         _quit(environment.runner)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from matplotlib.figure import Figure as Canvas
 
-from layergate.harness.report.html_plots import ARM_COLOURS, _png
+from layergate.harness.report.html_plots import ARM_COLOURS, plot_png
 
 # file stem -> (title, the step keys drawn, y label)
 FRONTIER = {
@@ -47,7 +47,7 @@ def _plot(report: dict[str, Any], keys: tuple[str, ...], ylabel: str) -> bytes:
         if drawn:
             ax.legend(fontsize=8)
         return drawn
-    return _png(draw, empty="no step stored yet")
+    return plot_png(draw, empty="no step stored yet")
 
 
 def write_frontier(report: dict[str, Any], directory: Path) -> list[Path]:

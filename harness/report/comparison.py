@@ -3,7 +3,6 @@ side by side on the terminal, and as JSON."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from layergate.exporters.atomic import write_json_atomic
 from layergate.exporters.catalogue import CANDIDATE
 from layergate.harness.gate import Change, Comparison
 from layergate.harness.report.fit import Fit
@@ -77,5 +77,4 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
 
 
 def write_comparison_json(comparison: Comparison, path: Path) -> Path:
-    path.write_text(json.dumps(comparison_json(comparison), indent=2) + "\n")
-    return path
+    return write_json_atomic(path, comparison_json(comparison))

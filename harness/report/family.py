@@ -4,7 +4,6 @@ one-candidate writers, applied to each)."""
 
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
+from layergate.exporters.atomic import write_json_atomic
 from layergate.exporters.catalogue import CANDIDATE, MULTIPLICITY
 from layergate.harness.gate import FamilyResult
 from layergate.harness.report import leaderboard, wording
@@ -49,9 +49,7 @@ def family_dict(family: FamilyResult) -> dict[str, Any]:
 
 
 def write_family_json(family: FamilyResult, path: str | Path) -> Path:
-    path = Path(path)
-    path.write_text(json.dumps(family_dict(family), indent=2, ensure_ascii=False) + "\n")
-    return path
+    return write_json_atomic(path, family_dict(family))
 
 
 def write_family_junit(family: FamilyResult, path: str | Path) -> Path:

@@ -7,11 +7,11 @@ is written as its candidate's own report, as a one-candidate run always was."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from layergate.exporters.atomic import write_json_atomic
 from layergate.harness.gate import Comparison, FamilyResult, GateResult, RunView
 from layergate.harness.report import family, html, json_report, junit, markdown
 from layergate.harness.report.comparison import write_comparison_json
@@ -50,7 +50,6 @@ FIGURES.register("json")(write_figures_json)
 @SEQUENTIAL.register("json")
 @WATCH.register("json")
 def write_state_json(result: HasJson, path: Path) -> Path:
-    """What `to_json` says, indented, ASCII."""
-    path.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
-    return path
+    """What `to_json` says, indented."""
+    return write_json_atomic(path, result.to_json())
 

@@ -37,8 +37,10 @@ TERMINATION = ((TERMINATION_ACCURACY, "correct", "#4caf50"),
                (TERMINATION_OVERRUN, "overrun", "#8e24aa"))
 
 
-def _png(draw: Callable[[Canvas], bool], size: tuple[float, float] = (7.0, 3.6),
-         empty: str = "no data in this run") -> bytes:
+def plot_png(draw: Callable[[Canvas], bool], size: tuple[float, float] = (7.0, 3.6),
+             empty: str = "no data in this run") -> bytes:
+    """One plot as PNG bytes: `draw` fills the canvas and says whether it drew anything
+    (if not, the plot says `empty`)."""
     fig = Canvas(figsize=size, dpi=110, layout="constrained")
     ax = fig.add_subplot()
     if not draw(fig):
@@ -74,7 +76,7 @@ def latency_cdf(results: Sequence[ArmResult]) -> bytes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="lower right")
         return drawn
-    return _png(draw)
+    return plot_png(draw)
 
 
 def rer_by_scenario(figures: Sequence[Figure], target: float | None) -> bytes:
@@ -103,7 +105,7 @@ def rer_by_scenario(figures: Sequence[Figure], target: float | None) -> bytes:
         ax.grid(axis="y", alpha=0.3)
         ax.legend(fontsize=8)
         return True
-    return _png(draw)
+    return plot_png(draw)
 
 
 def termination_breakdown(figures: Sequence[Figure]) -> bytes:
@@ -125,7 +127,7 @@ def termination_breakdown(figures: Sequence[Figure]) -> bytes:
         ax.invert_yaxis()
         fig.legend(fontsize=8, ncols=4, loc="outside lower center")
         return True
-    return _png(draw)
+    return plot_png(draw)
 
 
 def consistency_by_position(results: Sequence[ArmResult]) -> bytes:
@@ -150,7 +152,7 @@ def consistency_by_position(results: Sequence[ArmResult]) -> bytes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
         return drawn
-    return _png(draw)
+    return plot_png(draw)
 
 
 def layers_histogram(results: Sequence[ArmResult]) -> bytes:
@@ -184,8 +186,8 @@ def layers_histogram(results: Sequence[ArmResult]) -> bytes:
             ax.legend(fontsize=8)
         return drawn
     # only layergate's engine reports the layers it ran (its `layergate` extension)
-    return _png(draw, empty="no arm reported the layers it executed (layergate's engine "
-                            "does, in its response extension)")
+    return plot_png(draw, empty="no arm reported the layers it executed (layergate's engine "
+                                "does, in its response extension)")
 
 
 def _gap(fig: Figure | None, low: bool) -> float:
@@ -238,5 +240,5 @@ def saving_against_consistency(rows: Sequence) -> bytes:
                title=f"Candidates: saving against {against(list(rows))}")
         ax.grid(alpha=0.3)
         return bool(drawn)
-    return _png(draw, size=(7.0, 4.2),
-                empty=f"no candidate has both a saving and {vertical(list(rows))}")
+    return plot_png(draw, size=(7.0, 4.2),
+                    empty=f"no candidate has both a saving and {vertical(list(rows))}")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
+from layergate.exporters.atomic import write_json_atomic
 from layergate.exporters.catalogue import RRR
 from layergate.exporters.figures.answer_tally import answer_summary
 from layergate.harness.gate import Check, GateResult, names_arm
@@ -71,9 +71,7 @@ def _schedule(result: GateResult) -> dict[str, Any] | None:
 
 
 def write_json(result: GateResult, path: str | Path) -> Path:
-    path = Path(path)
-    path.write_text(json.dumps(to_dict(result), indent=2, ensure_ascii=False) + "\n")
-    return path
+    return write_json_atomic(path, to_dict(result))
 
 
 def finite(x: float | None) -> float | None:

@@ -50,12 +50,16 @@ class Reports(Generic[R]):
               ) -> dict[str, Path]:
         """Write `result` in each format given a path (None: not asked for), in the order
         given; `busy` wraps each write (a spinner), `wrote` hears of each written file. A
-        path that cannot be written is a ReportWriteError naming its option."""
+        path that cannot be written, or whose directory does not exist (the JSON writer would
+        create it), is a ReportWriteError naming its option."""
         written = {}
         for name, path in paths.items():
             if path is None:
                 continue
             write = self.writer(name)
+            if not Path(path).parent.is_dir():  # a mistyped directory is not created
+                raise ReportWriteError(f"--{name}: cannot write {path}: no directory "
+                                       f"{Path(path).parent}")
             try:
                 with busy(f"writing {path}"):
                     write(result, path)

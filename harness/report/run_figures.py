@@ -3,13 +3,13 @@ wide, per scenario, and what each arm's answers carried) and as JSON."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from layergate.exporters.atomic import write_json_atomic
 from layergate.exporters.catalogue import (
     BLEU,
     ERROR_RATE,
@@ -109,5 +109,4 @@ def figures_json(view: RunView) -> dict:
 
 def write_figures_json(view: RunView, path: Path) -> None:
     """`figures_json` to `path`; an OSError when it cannot be written."""
-    path.write_text(json.dumps(figures_json(view), indent=2, default=float) + "\n",
-                    encoding="utf-8")
+    write_json_atomic(path, figures_json(view), default=float)

@@ -13,7 +13,6 @@ it names (each candidate's checks in the reports, the verdict in plain words in
 
 from __future__ import annotations
 
-import json
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from layergate.exporters.atomic import write_json_atomic
 from layergate.exporters.catalogue import BASELINE2, COMPLETE
 from layergate.exporters.errors import InfrastructureError
 from layergate.harness.rundir import RunDir
@@ -138,7 +138,7 @@ def run_demo(config: DemoConfig, console: Console | None = None) -> DemoOutcome:
     run_dir = config.out / (f"demo-{time.strftime('%Y%m%d-%H%M%S')}-"
                             f"{'-'.join(config.candidates)}")
     (run_dir / "stack").mkdir(parents=True)
-    (run_dir / "stack" / "demo-config.json").write_text(json.dumps(config.to_json(), indent=2))
+    write_json_atomic(run_dir / "stack" / "demo-config.json", config.to_json())
     console.rule(f"layergate demo: {', '.join(config.candidates)}")
     console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)
     stack_config = StackConfig(engines=config.engines(), workdir=run_dir / "stack",

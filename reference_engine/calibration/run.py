@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any
 
 import torch
 
+from layergate.exporters.atomic import write_json_atomic
 from layergate.reference_engine.calibration import calibration_plots, choose, sweep
 from layergate.reference_engine.calibration.config import CalibrationConfig
 from layergate.reference_engine.calibration.profile import (
@@ -128,7 +128,7 @@ def _write_report(directory: Path, profile, cells, spec, rules: RulesFile) -> li
              sweep.write_csv(spec, directory / "speculative.csv"),
              calibration_plots.plot_speculative(spec, directory / "speculative.png")]
     summary = directory / "summary.json"
-    summary.write_text(json.dumps(rules.to_json(), indent=2) + "\n")
+    write_json_atomic(summary, rules.to_json())
     return [*files, summary]
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from layergate.exporters import bundled
+from layergate.exporters.atomic import write_json_atomic
 from layergate.exporters.errors import UsageError
 from layergate.reference_engine.skip_policies.decider import OPS, Condition, Rule
 from layergate.reference_engine.skip_policies.detector import FEATURES
@@ -78,10 +79,7 @@ class RulesFile:
 
 
 def save_rules(rules: RulesFile, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(rules.to_json(), indent=2) + "\n", encoding="utf-8")
-    return path
+    return write_json_atomic(path, rules.to_json())
 
 
 def load_rules(path: str | Path, *, model: str | None = None,

@@ -24,7 +24,7 @@ import torch
 from layergate.reference_engine.api import SamplingParams
 from layergate.reference_engine.config import EngineConfig
 from layergate.reference_engine.runner import ModelRunner
-from layergate.reference_engine.sampling import _top_p
+from layergate.reference_engine.sampling import nucleus
 from layergate.reference_engine.sequence import SequenceState
 from layergate.reference_engine.skip_policies.base import SkipPolicy, StepResult
 from layergate.reference_engine.skip_policies.decider import mask_without
@@ -181,7 +181,7 @@ def _probs(row: torch.Tensor, params: SamplingParams, vocab: int) -> torch.Tenso
     draft head puts zero mass on the rows it does not have."""
     probs = torch.softmax(row.float().cpu() / params.temperature, dim=-1)
     if params.top_p < 1.0:
-        probs = _top_p(probs, params.top_p)
+        probs = nucleus(probs, params.top_p)
     if probs.shape[-1] < vocab:
         probs = torch.nn.functional.pad(probs, (0, vocab - probs.shape[-1]))
     return probs
