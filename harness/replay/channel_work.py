@@ -57,7 +57,10 @@ class ChannelWork:
         self.idle = 0  # users waiting for a record
         self.dry = False  # the master's last answer held no record
         self.stats_due = False  # a stats report to the master is scheduled
-        self.arrived = Event()
+        # one event per user waiting for a record: a `work` answer wakes as many as it
+        # brought records (all of them when it brought none), not every idle user, which
+        # at hundreds of users (--max-in-flight) cost more than the records' own sending
+        self.waiting_users: collections.deque[Event] = collections.deque()
         self.outbox: list[dict[str, Any]] = []
         self.waiting: dict[int, Callable[[], None]] = {}  # seq -> report once kept
         self.sent_hello = 0.0
@@ -82,11 +85,15 @@ class ChannelWork:
         deadline = time.monotonic() + CLAIM_WAIT_S
         while not self.buffer:
             self.idle += 1
+            woken = Event()
+            self.waiting_users.append(woken)
             try:
                 self._ask()
-                self.arrived.wait(max(0.0, deadline - time.monotonic()))
+                woken.wait(max(0.0, deadline - time.monotonic()))
             finally:
                 self.idle -= 1
+                if not woken.is_set():  # timed out (or stopped): no longer waiting
+                    self.waiting_users.remove(woken)
             if not self.buffer and (self.dry or time.monotonic() >= deadline):
                 return None  # the master has nothing for now
         item = self.buffer.popleft()
@@ -97,7 +104,7 @@ class ChannelWork:
     def give_back(self, item: WorkItem) -> None:
         # still leased to this worker: the next of its users takes it, due as before
         self.buffer.appendleft(item)
-        self.arrived.set()
+        self._wake(1)
 
     def complete(self, item: WorkItem, results: Sequence[ArmResult], intended_at: float,
                  kept: Callable[[], None]) -> None:
@@ -128,7 +135,6 @@ class ChannelWork:
         if self.asked or self.plan is None:
             return
         self.asked = True
-        self.arrived.clear()
         # as many as there are users waiting (plus the closed loop's prefetch): the rest of
         # the schedule stays with the master, for whichever worker has a user free first
         n = max(1, self.idle, self._prefetch() - len(self.buffer))
@@ -168,7 +174,12 @@ class ChannelWork:
             self.buffer.append(dataclasses.replace(item, due_at=item.due_at - self.offset))
         self.asked = False
         self.dry = not msg.data["items"]
-        self.arrived.set()
+        self._wake(len(msg.data["items"]) or len(self.waiting_users))
+
+    def _wake(self, n: int) -> None:
+        """Wake `n` of the users waiting for a record, the longest waiting first."""
+        for _ in range(min(n, len(self.waiting_users))):
+            self.waiting_users.popleft().set()
 
     def _ack(self, environment: Any, msg: Any) -> None:
         for seq in msg.data["kept"]:
