@@ -77,7 +77,7 @@ def render_family_markdown(family: FamilyResult) -> str:
         out.append(f"| `{r.name}` | {wording.ICONS[r.verdict]} {r.verdict} | "
                    f"{r.confidence:.4g} | {cells} | {'yes' if r.pareto else ''} | "
                    f"{'**recommended**' if r.recommended else ''} |")
-    out.append("")
+    out += ["", *(f"- {escape(n)}" for n in leaderboard.notes(board))]
     for c in family.candidates:
         text = render_markdown(c.result, candidate=c.name)
         out.append("\n".join("#" + line if line.startswith("##") else line
@@ -132,6 +132,8 @@ def print_brief(family: FamilyResult, console: Console | None = None) -> None:
         console.print(header(family.only))
         return
     console.print(Fit(leaderboard_table(family), keys=2, packed=False))
+    for note in leaderboard.notes(leaderboard.rows(family)):
+        console.print(f"note: {note}", highlight=False)
     lines = [f"[{VERDICT_STYLES[family.verdict]}] {wording.VERDICT_WORDS[family.verdict]} [/]"
              f" exit code {family.exit_code}; multiplicity {family.multiplicity} "
              f"(family-wise alpha {family.alpha:.3g})"]
@@ -172,7 +174,8 @@ def render_family_html(family: FamilyResult) -> str:
            f"<b>{html(family.multiplicity)}</b> ({html(MULTIPLICITY[family.multiplicity])}),"
            f" family-wise alpha {family.alpha:.3g}</p><ul class=reasons>{reasons}</ul></div>"
            f"<h2 id=leaderboard>Leaderboard</h2><div class=card><table><tr>{head}</tr>{body}"
-           f"</table></div><div class=plots><figure id=plot-leaderboard><img alt='saving "
+           f"</table>{''.join(f'<p class=meta>{html(n)}</p>' for n in leaderboard.notes(board))}"
+           f"</div><div class=plots><figure id=plot-leaderboard><img alt='saving "
            f"against consistency' src='data:image/png;base64,{png}'><figcaption><b>Saving "
            f"against consistency.</b> One point per candidate with its intervals, coloured "
            f"by verdict; the dashed line is the Pareto front. The saving is the RER, or "

@@ -107,12 +107,22 @@ def cell_text(row: Row, column: str) -> str:
     return f"{fmt(row.cells[column])} (capacity ×{fmt(row.saving.measured)})"
 
 
+def notes(board: list[Row]) -> list[str]:
+    """What a reader must know beside the table: a saving whose capacity interval is not
+    what the other intervals are (a single sweep's is its sampling noise only)."""
+    return [f"{r.name}: its saving's capacity interval is {r.saving.interval}; for one "
+            "that covers, sweep again with --replicates 8 --restart CMD"
+            for r in board if r.saving.interval]
+
+
 def to_json(family: FamilyResult) -> list[dict]:
     return [{"name": r.name, "verdict": r.verdict, "confidence": r.confidence,
              "pareto": r.pareto, "recommended": r.recommended,
              **{n: _json(c) for n, c in r.cells.items()},
              "saving": {**_json(r.saving.estimate), "source": r.saving.source,
-                        "measured": _json(r.saving.measured)}} for r in rows(family)]
+                        "measured": _json(r.saving.measured),
+                        **({"interval": r.saving.interval} if r.saving.interval else {})}}
+            for r in rows(family)]
 
 
 def _json(c: Estimate) -> dict:

@@ -32,6 +32,9 @@ class Saving:
     source: str  # RER or CAPACITY_RATIO: what it was measured as
     measured: Estimate  # as measured (the RER, or the capacity ratio)
     estimate: Estimate  # on the one scale (a share of the baseline's cost)
+    # what the measured interval is, where its figure says (a single capacity sweep's:
+    # that sweep's sampling noise only), shown beside it wherever the saving is
+    interval: str | None = None
 
     @property
     def key(self) -> float:
@@ -45,8 +48,10 @@ def saving_of(rer: Figure | None, capacity_ratio: Figure | None = None) -> Savin
         measured = Estimate.of(rer)
         return Saving(RER, measured, measured)
     measured = Estimate.of(capacity_ratio)
+    label = (capacity_ratio.detail or {}).get("interval")
     return Saving(CAPACITY_RATIO, measured,
-                  Estimate(*(_share(x) for x in (measured.value, measured.low, measured.high))))
+                  Estimate(*(_share(x) for x in (measured.value, measured.low, measured.high))),
+                  label if isinstance(label, str) else None)
 
 
 def _share(ratio: float | None) -> float | None:
