@@ -20,6 +20,7 @@ from layergate.exporters.figures.columns import (
     TokenIds,
     flat_token_ids,
     from_results,
+    unique_codes,
 )
 from layergate.exporters.records import ArmResult
 
@@ -113,6 +114,8 @@ class Aligned:
 
 
 def _take(values: np.ndarray, src: np.ndarray, fill: object) -> np.ndarray:
+    if len(src) and src.min() >= 0:  # the arm answered every request: no fill
+        return values[src]
     out = np.full(src.shape + values.shape[1:], fill, dtype=values.dtype)
     got = src >= 0
     out[got] = values[src[got]]
@@ -137,12 +140,14 @@ def _arm_columns(cols: ResultColumns, src: np.ndarray, itl_start: np.ndarray) ->
         _take(cols.part_keys, src, 0), src, cols.outputs, cols.token_ids)
 
 
-def _first_per_group(keys: np.ndarray, priority: np.ndarray) -> np.ndarray:
-    """Per distinct key (0..k-1, all present), the row of least priority."""
-    order = np.lexsort((priority, keys))
-    first = np.ones(order.size, dtype=bool)
-    first[1:] = keys[order][1:] != keys[order][:-1]
-    return order[first]
+def _first_rows(keys: np.ndarray, k: int, preferred: np.ndarray) -> np.ndarray:
+    """Per key 0..k-1 (each present), its `preferred` row (at most one per key), else its
+    first row."""
+    first = np.full(k, len(keys), dtype=np.intp)
+    np.minimum.at(first, keys, np.arange(len(keys)))
+    rows = np.flatnonzero(preferred)
+    first[keys[rows]] = rows
+    return first
 
 
 def align(results: Iterable[ArmResult] | ResultColumns) -> Aligned:
@@ -154,17 +159,19 @@ def align(results: Iterable[ArmResult] | ResultColumns) -> Aligned:
     rids, rid_code = cols.codes("request_id")
     arms, arm_code = cols.codes("arm")
     key = rid_code.astype(np.int64) * max(len(arms), 1) + arm_code
-    uniq, first, counts = np.unique(key, return_index=True, return_counts=True)
-    if (counts > 1).any():
-        dup = first[np.argmax(counts > 1)]
+    counts = np.bincount(key, minlength=len(rids) * len(arms))
+    if (counts > 1).any():  # the first row of the least duplicated key
+        dup = int(np.flatnonzero(key == np.flatnonzero(counts > 1)[0])[0])
         raise ValueError(f"duplicate result for request {cols.request_id[dup]!r} on arm "
                          f"{cols.arm[dup]!r}")
     baseline = arm_code == np.searchsorted(arms, BASELINE) if BASELINE in arms else \
         np.zeros(len(cols), dtype=bool)
-    pick = _first_per_group(rid_code, np.where(baseline, -1, np.arange(len(cols))))
-    values, codes = cols.codes("scenario")
-    names, scen_code = np.unique(values[codes[pick]], return_inverse=True)
-    order = np.lexsort((np.arange(len(rids)), scen_code))  # rids are sorted already
+    pick = _first_rows(rid_code, len(rids), baseline)
+    values, codes = cols.codes("scenario")  # values distinct and sorted: codes sort alike
+    used, scen_code = unique_codes(codes[pick], len(values))
+    names = values[used]
+    # by scenario, then request id (rids are sorted already)
+    order = np.argsort(scen_code.astype(np.min_scalar_type(len(names))), kind="stable")
     position = np.empty(len(rids), dtype=np.int64)
     position[order] = np.arange(len(rids))
     strata = scen_code[order].astype(np.int64)

@@ -153,8 +153,21 @@ class ResultColumns:
         known = self.factorised.get(name)
         if known is None:
             return np.unique(getattr(self, name).astype(str), return_inverse=True)
-        used, codes = np.unique(known.codes, return_inverse=True)
+        used, codes = unique_codes(known.codes, len(known.values))
         return known.values[used], codes
+
+
+def unique_codes(codes: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """numpy.unique(codes, return_inverse=True) of codes in 0..k-1, counted, not sorted: a
+    million rows in milliseconds, the same arrays (the inverse as intp)."""
+    if not len(codes):
+        return np.zeros(0, dtype=codes.dtype), np.zeros(0, dtype=np.intp)
+    seen = np.bincount(codes, minlength=k) > 0
+    used = np.flatnonzero(seen).astype(codes.dtype)
+    if len(used) == k:  # every value used: the codes are their own inverse
+        return used, codes.astype(np.intp, copy=False)
+    rank = np.cumsum(seen) - 1
+    return used, rank[codes].astype(np.intp, copy=False)
 
 
 # the fields holding a value per row (the rest say how to read more of the rows)

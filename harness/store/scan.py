@@ -21,7 +21,7 @@ from layergate.exporters.figures.answers import Tally
 from layergate.exporters.figures.columns import ROW_FIELDS, Factorised, ResultColumns
 from layergate.harness.store.column_read import REPLAY, read_columns
 from layergate.harness.store.outputs import empty, with_rowids
-from layergate.harness.store.parts_read import read_parts
+from layergate.harness.store.parts_read import placed_parts
 from layergate.harness.store.rows import present_columns
 from layergate.harness.store.sqlite import connect
 from layergate.harness.store.summary import NAME_KEYS
@@ -62,7 +62,7 @@ def _scan_binary(conn: sqlite3.Connection, path: Path) -> Scan | None:
     read = read_summaries(conn)
     if read is None:
         return None
-    arrays, itl = read
+    arrays, itl = read.arrays, read.itl
     if not len(arrays["rowid"]):
         return Scan(empty(), np.zeros(0, dtype=np.int64), [], np.zeros(0))
     named = read_names(conn, {k: arrays.pop(k) for k in NAME_KEYS})
@@ -73,7 +73,7 @@ def _scan_binary(conn: sqlite3.Connection, path: Path) -> Scan | None:
     counted = tally_factorised(arm, scen, tags, arrays["ok"])
     rowids = arrays.pop("rowid")
     factorised = {"request_id": rid, "arm": arm, "scenario": scen}
-    arrays |= read_parts(conn, rowids, arrays["ttft"])
+    arrays |= placed_parts(rowids, arrays["ttft"], read.part_rows, read.parts)
     replay = with_rowids(arrays | {name: _shared_names(f) for name, f in factorised.items()}
                          | {"itl": itl}, rowids, path, factorised)
     lags = replay.send_lag
