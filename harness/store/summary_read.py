@@ -6,7 +6,10 @@ it from its columns instead (`column_read.py`)."""
 
 from __future__ import annotations
 
+import contextlib
+import queue
 import sqlite3
+import threading
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -14,7 +17,7 @@ import numpy as np
 
 from layergate.exporters.figures.columns import Factorised
 from layergate.harness.store.rows import present_columns
-from layergate.harness.store.sqlite import CHUNK
+from layergate.harness.store.sqlite import CHUNK, connect
 from layergate.harness.store.summary import LAYOUT, PARTS
 
 _FLAGS = ("ok", "length_stop", "tokens_counted", "has_extension", "has_top_logprobs", "has_ids")
@@ -46,17 +49,10 @@ class _Chunk(NamedTuple):
     parts: bytes  # their PARTS, end to end
 
 
-def _binary_chunks(conn: sqlite3.Connection, sql: str) -> Iterator[_Chunk]:
-    """CHUNK rows at a time, in rowid order (`sql`: _chunk_sql's); _Unreadable for a row
-    without a summary and gaps, or in an earlier layout."""
-    cur = conn.cursor()
-    cur.row_factory = None
-    last = 0
-    while True:
-        n, n_summary, n_gaps, top, rowids, summaries, lengths, gaps, part_rows, parts = \
-            cur.execute(sql, (last, CHUNK)).fetchone()
-        if not n:
-            return
+def _binary_chunks(found: Iterator[tuple]) -> Iterator[_Chunk]:
+    """Each chunk's answer to _chunk_sql taken apart; _Unreadable for a row without a
+    summary and gaps, or in an earlier layout."""
+    for n, n_summary, n_gaps, _top, rowids, summaries, lengths, gaps, part_rows, parts in found:
         if n_summary != n or n_gaps != n or len(summaries) != n * LAYOUT.itemsize:
             raise _Unreadable  # written before the binary summary, or in an earlier layout
         per_row = _ints(lengths, n) // 8
@@ -68,7 +64,59 @@ def _binary_chunks(conn: sqlite3.Connection, sql: str) -> Iterator[_Chunk]:
             raise _Unreadable
         yield _Chunk(_ints(rowids, n), np.frombuffer(summaries, dtype=LAYOUT),
                      np.frombuffer(gaps or b"", dtype="<f8"), per_row, held, parts or b"")
-        last = top
+
+
+class _Reader:
+    """The store's row count, then _chunk_sql's answer for each chunk of rows, in rowid
+    order, from one snapshot, queried on a thread of its own (SQLite works without the GIL)
+    while this one takes the chunk before apart."""
+
+    def __init__(self, path: str, sql: str) -> None:
+        self._ahead: queue.Queue = queue.Queue(maxsize=1)  # one answer waiting, no more
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, args=(path, sql),
+                                        name="store-reader", daemon=True)
+        self._thread.start()
+
+    def _read(self, path: str, sql: str) -> None:
+        try:
+            with contextlib.closing(connect(path)) as conn:
+                conn.text_factory = bytes  # the concatenated blobs are not UTF-8
+                cur = conn.cursor()
+                cur.row_factory = None
+                cur.execute("BEGIN")  # one snapshot: rows written meanwhile are not half in
+                self._ahead.put(cur.execute("SELECT count(*) FROM results").fetchone()[0])
+                last = 0
+                while not self._stop.is_set():
+                    found = cur.execute(sql, (last, CHUNK)).fetchone()
+                    self._ahead.put(found)
+                    if not found[0]:
+                        return
+                    last = found[3]
+        except BaseException as exc:  # noqa: BLE001 - raised again on the reading side
+            self._ahead.put(exc)
+
+    def _next(self) -> object:
+        found = self._ahead.get()
+        if isinstance(found, BaseException):
+            raise found
+        return found
+
+    def count(self) -> int:
+        return self._next()  # type: ignore[return-value]
+
+    def __iter__(self) -> Iterator[tuple]:
+        while (found := self._next())[0]:  # type: ignore[index]
+            yield found  # type: ignore[misc]
+
+    def __enter__(self) -> _Reader:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        while self._thread.is_alive():  # take what it holds, so it sees the stop
+            with contextlib.suppress(queue.Empty):
+                self._ahead.get(timeout=0.05)
 
 
 def _ints(text: bytes, n: int) -> np.ndarray:
@@ -96,20 +144,22 @@ def read_summaries(conn: sqlite3.Connection) -> Summaries | None:
     if "result_names" not in {r[0] for r in conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table'")}:
         return None
-    conn.execute("BEGIN")
+    sql = _chunk_sql("parts" if "parts" in present_columns(conn) else "NULL")
+    path = conn.execute("PRAGMA database_list").fetchone()[2]
     try:
-        return _read_binary(conn)
-    finally:
-        conn.execute("COMMIT")
+        with _Reader(path, sql) as reader:
+            return _read_binary(reader.count(), _binary_chunks(iter(reader)))
+    except _Unreadable:
+        return None
 
 
 _BLOCK = 4096  # rows whose LAYOUT fields are copied out together: they stay in the cache
 
 
-def _read_binary(conn: sqlite3.Connection) -> Summaries | None:
-    """Each LAYOUT field written into in place chunk by chunk (no second copy of a column),
-    and every gap into one array grown as the chunks come (no list of them to join)."""
-    n = conn.execute("SELECT count(*) FROM results").fetchone()[0]
+def _read_binary(n: int, chunks: Iterator[_Chunk]) -> Summaries:
+    """The `n` rows' LAYOUT fields, each written into in place chunk by chunk (no second
+    copy of a column), and every gap into one array grown as the chunks come (no list of
+    them to join)."""
     arrays = {name: np.empty((n, *LAYOUT[name].shape),
                              dtype=bool if name in _FLAGS else LAYOUT[name].base)
               for name in LAYOUT.names}
@@ -117,28 +167,23 @@ def _read_binary(conn: sqlite3.Connection) -> Summaries | None:
     gaps = _Gaps(n)
     part_rows, parts = [], []
     at = 0
-    sql = _chunk_sql("parts" if "parts" in present_columns(conn) else "NULL")
-    conn.text_factory = bytes  # the concatenated blobs are not UTF-8
-    try:
-        for chunk in _binary_chunks(conn, sql):
-            rows = len(chunk.rowids)
-            if at + rows > n:
-                raise _Unreadable
-            for lo in range(0, rows, _BLOCK):
-                hi = min(lo + _BLOCK, rows)
-                block = chunk.rec[lo:hi]
-                for name in LAYOUT.names:
-                    arrays[name][at + lo:at + hi] = block[name]
-            arrays["rowid"][at:at + rows], arrays["itl_len"][at:at + rows] = \
-                chunk.rowids, chunk.itl_len
-            gaps.add(chunk.itl, at + rows)
-            part_rows.append(chunk.part_rows)
-            parts.append(chunk.parts)
-            at += rows
-    except _Unreadable:
-        return None
-    finally:
-        conn.text_factory = str
+    for chunk in chunks:
+        rows = len(chunk.rowids)
+        if at + rows > n:
+            raise _Unreadable
+        for lo in range(0, rows, _BLOCK):
+            hi = min(lo + _BLOCK, rows)
+            block = chunk.rec[lo:hi]
+            for name in LAYOUT.names:
+                arrays[name][at + lo:at + hi] = block[name]
+        arrays["rowid"][at:at + rows], arrays["itl_len"][at:at + rows] = \
+            chunk.rowids, chunk.itl_len
+        gaps.add(chunk.itl, at + rows)
+        part_rows.append(chunk.part_rows)
+        parts.append(chunk.parts)
+        at += rows
+    if at != n:
+        raise _Unreadable
     return Summaries(arrays, gaps.done(), np.concatenate(part_rows) if part_rows else
                      np.zeros(0, dtype=np.int64), b"".join(parts))
 
