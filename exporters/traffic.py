@@ -195,10 +195,17 @@ class Offsets(Mapping[str, float]):
     requests take tens of MB, where a dict of them takes hundreds."""
 
     def __init__(self, ids: Sequence[str], offsets: Sequence[float]) -> None:
-        # the last line of an id wins, as in a dict filled line by line
+        # the last line of an id wins, as in a dict filled line by line: sorted stably,
+        # each id's first in the lines reversed (numpy.unique's, in half its memory)
         reversed_ids = np.array(ids[::-1], dtype=str)
-        self._ids, first = np.unique(reversed_ids, return_index=True)
-        self._offsets = np.asarray(offsets[::-1], dtype=float)[first] if len(first) \
+        order = np.argsort(reversed_ids, kind="stable")
+        self._ids = reversed_ids[order]
+        del reversed_ids
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = self._ids[1:] != self._ids[:-1]
+        if not first.all():
+            self._ids = self._ids[first]
+        self._offsets = np.asarray(offsets[::-1], dtype=float)[order[first]] if len(order) \
             else np.zeros(0)
 
     def at(self, request_ids: Sequence[str]) -> np.ndarray:
@@ -239,8 +246,7 @@ def read_schedule(path: str | Path) -> Schedule:
     expression over the block); any other line is parsed, and the fields read are validated
     as `read_traffic` validates them (the rest is not looked at)."""
     path = Path(path)
-    ids: list[str] = []
-    offsets: list[float] = []
+    id_blocks, offset_blocks = [], []  # each block's as arrays: no million Python objects
     recorded: list[tuple[str, str, dict[str, Any]]] = []
     number = 0  # lines before the block
     try:
@@ -248,20 +254,25 @@ def read_schedule(path: str | Path) -> Schedule:
             for block in _line_blocks(fh):
                 lines = block.count("\n")
                 heads = _HEADS.findall(block) if '"response":' not in block else []
+                ids: list[str] = []
+                offsets: list[float] = []
                 if len(heads) == lines:  # every line as write_traffic wrote it
-                    named, at = zip(*heads) if heads else ((), ())
+                    named, at = zip(*heads, strict=True) if heads else ((), ())
                     ids += named if "\\" not in block else [
                         i if "\\" not in i else json.loads(f'"{i}"') for i in named]
                     offsets += map(float, at)
                 else:
                     for at, text in enumerate(block[:-1].split("\n"), number + 1):
                         _schedule_line(path, at, text, ids, offsets, recorded)
+                id_blocks.append(np.array(ids, dtype=str))
+                offset_blocks.append(np.array(offsets, dtype=float))
                 number += lines
     except OSError as exc:
         raise TrafficError(path, 0, "(file)", f"cannot read: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
         raise TrafficError(path, 0, "(file)", f"not UTF-8: {exc}") from exc
-    return Schedule(Offsets(ids, offsets), recorded)
+    return Schedule(Offsets(np.concatenate(id_blocks) if id_blocks else [],
+                            np.concatenate(offset_blocks) if offset_blocks else []), recorded)
 
 
 def _line_blocks(fh: Iterator[str]) -> Iterator[str]:

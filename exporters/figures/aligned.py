@@ -7,7 +7,7 @@ results came in, and each scenario is a contiguous block (the bootstrap's strata
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -52,7 +52,8 @@ class ArmColumns:
     text_key: np.ndarray
     itl_start: np.ndarray  # int: where each row's gaps start in `all_itl`
     itl_len: np.ndarray  # int: how many gaps each row has (0 where absent)
-    all_itl: np.ndarray  # every result's gaps (`ResultColumns.itl`), shared by the arms
+    # every result's gaps (`ResultColumns.itl`), shared by the arms; None once let go
+    all_itl: np.ndarray | None
     # what each answer held besides its text (columns.PART_KEYS; defaults where absent)
     parts: np.ndarray
     part_keys: np.ndarray  # columns.PART_DIGESTS (0 where absent)
@@ -80,6 +81,8 @@ class ArmColumns:
     def gaps(self, rows: np.ndarray) -> np.ndarray:
         """The inter-token gaps of `rows`, concatenated in that order (copied a block of
         rows at a time: no index as long as the gaps)."""
+        if self.all_itl is None:
+            raise ValueError("the gaps were let go (Aligned.without_gaps)")
         lengths = self.itl_len[rows]
         out = np.empty(int(lengths.sum()))
         at = 0
@@ -106,6 +109,11 @@ class Aligned:
     def n(self) -> int:
         return len(self.request_ids)
 
+    def without_gaps(self) -> Aligned:
+        """The same rows without their inter-token gaps (the largest array of a run: tens
+        of gaps a row), once the figures that read them are made."""
+        return replace(self, arms={a: replace(x, all_itl=None) for a, x in self.arms.items()})
+
     def block(self, scenario: str) -> slice:
         """The contiguous rows of one scenario."""
         s = self.scenario_names.index(scenario)
@@ -114,6 +122,11 @@ class Aligned:
 
 
 def _take(values: np.ndarray, src: np.ndarray, fill: object) -> np.ndarray:
+    if len(src) and src[0] >= 0 and src[-1] - src[0] == len(src) - 1 \
+            and (np.diff(src) == 1).all():  # rows in align's order already (harness.store)
+        view = values[src[0]:src[-1] + 1]  # the same numbers, no copy: read-only
+        view.flags.writeable = False
+        return view
     if len(src) and src.min() >= 0:  # the arm answered every request: no fill
         return values[src]
     out = np.full(src.shape + values.shape[1:], fill, dtype=values.dtype)
@@ -175,7 +188,7 @@ def align(results: Iterable[ArmResult] | ResultColumns) -> Aligned:
     position = np.empty(len(rids), dtype=np.int64)
     position[order] = np.arange(len(rids))
     strata = scen_code[order].astype(np.int64)
-    itl_start = np.cumsum(cols.itl_len) - cols.itl_len
+    itl_start = cols.gap_starts()
     by_arm = {}
     for a, arm in enumerate(arms):
         rows = np.flatnonzero(arm_code == a)

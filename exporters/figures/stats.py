@@ -22,14 +22,17 @@ def _z(confidence: float) -> float:
     return (lo + hi) / 2
 
 
-def quantiles_ci(values: np.ndarray, qs: tuple[float, ...], confidence: float
-                 ) -> list[tuple[float | None, float | None, float | None]]:
+def quantiles_ci(values: np.ndarray, qs: tuple[float, ...], confidence: float,
+                 reorder: bool = False) -> list[tuple[float | None, float | None, float | None]]:
     """(quantile, ci_low, ci_high) per q, NaNs ignored: the point as numpy's default
     (linear) quantile, the CI from order statistics (the binomial interval for a
     quantile): distribution-free, where a bootstrap would sort per resample. CI bounds
     that fall outside the sample are None. Only the order statistics these read are put in
-    place (one partition, not a sort: the same values, in linear time)."""
-    x = values[np.isfinite(values)]  # a copy: partitioned in place, not copied again
+    place (one partition, not a sort: the same values, in linear time); `reorder`: in
+    `values` itself (the caller's to reorder), not in a copy, when all are finite."""
+    finite = np.isfinite(values)
+    # a copy (partitioned in place, not copied again) unless the caller lets them move
+    x = values if reorder and finite.all() else values[finite]
     n = x.size
     if n == 0:
         return [(None, None, None)] * len(qs)

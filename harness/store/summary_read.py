@@ -121,7 +121,8 @@ class _Reader:
 
 def _ints(text: bytes, n: int) -> np.ndarray:
     """n comma-separated integers (group_concat's), parsed in bulk."""
-    out = np.array(text.split(b","), dtype=np.int64) if n else np.zeros(0, dtype=np.int64)
+    out = np.fromstring(text.decode("ascii"), dtype=np.int64, sep=",") if n else \
+        np.zeros(0, dtype=np.int64)
     if out.size != n:
         raise _Unreadable
     return out
