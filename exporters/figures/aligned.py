@@ -121,36 +121,48 @@ class Aligned:
         return slice(int(lo), int(hi))
 
 
-def _take(values: np.ndarray, src: np.ndarray, fill: object) -> np.ndarray:
-    if len(src) and src[0] >= 0 and src[-1] - src[0] == len(src) - 1 \
-            and (np.diff(src) == 1).all():  # rows in align's order already (harness.store)
-        view = values[src[0]:src[-1] + 1]  # the same numbers, no copy: read-only
-        view.flags.writeable = False
-        return view
-    if len(src) and src.min() >= 0:  # the arm answered every request: no fill
-        return values[src]
-    out = np.full(src.shape + values.shape[1:], fill, dtype=values.dtype)
-    got = src >= 0
-    out[got] = values[src[got]]
-    return out
+class _Source:
+    """Where an arm's aligned rows are in the columns (`src`: a row each, -1 where absent),
+    and how to take them: a slice when they are there in order (a store read in align's
+    order, harness/store/row_order.py), so the arm's columns are views, not copies."""
+
+    def __init__(self, src: np.ndarray) -> None:
+        self.src = src
+        whole = len(src) and src[0] >= 0 and src[-1] - src[0] == len(src) - 1 \
+            and bool((np.diff(src) == 1).all())
+        self.run = slice(int(src[0]), int(src[-1]) + 1) if whole else None
+        self.full = self.run is not None or (len(src) and src.min() >= 0)
+
+    def take(self, values: np.ndarray, fill: object) -> np.ndarray:
+        if self.run is not None:
+            view = values[self.run]  # the same numbers, no copy: read-only
+            view.flags.writeable = False
+            return view
+        if self.full:  # the arm answered every request: no fill
+            return values[self.src]
+        out = np.full(self.src.shape + values.shape[1:], fill, dtype=values.dtype)
+        got = self.src >= 0
+        out[got] = values[self.src[got]]
+        return out
 
 
 def _arm_columns(cols: ResultColumns, src: np.ndarray, itl_start: np.ndarray) -> ArmColumns:
     present = src >= 0
-    ok = _take(cols.ok, src, False)
-    counted = ok & _take(cols.tokens_counted, src, False)
-    ext = _take(cols.ext, src, np.nan)
+    take = _Source(src).take
+    ok = take(cols.ok, False)
+    counted = ok & take(cols.tokens_counted, False)
+    ext = take(cols.ext, np.nan)
     return ArmColumns(
-        present, ok, _take(cols.e2e, src, np.nan), _take(cols.ttft, src, np.nan),
-        np.where(counted, _take(cols.output_tokens, src, np.nan), np.nan),  # characters: NaN
-        _take(cols.prompt_tokens, src, np.nan), _take(cols.length_stop, src, False),
+        present, ok, take(cols.e2e, np.nan), take(cols.ttft, np.nan),
+        np.where(counted, take(cols.output_tokens, np.nan), np.nan),  # characters: NaN
+        take(cols.prompt_tokens, np.nan), take(cols.length_stop, False),
         *ext.T,
-        {"tokens": counted, "extension": ok & _take(cols.has_extension, src, False),
-         "top_logprobs": ok & _take(cols.has_top_logprobs, src, False)},
-        _take(cols.has_ids, src, False), _take(cols.ids_len, src, 0),
-        _take(cols.ids_key, src, 0), _take(cols.text_key, src, 0), _take(itl_start, src, 0),
-        _take(cols.itl_len, src, 0), cols.itl, _take(cols.parts, src, np.nan),
-        _take(cols.part_keys, src, 0), src, cols.outputs, cols.token_ids)
+        {"tokens": counted, "extension": ok & take(cols.has_extension, False),
+         "top_logprobs": ok & take(cols.has_top_logprobs, False)},
+        take(cols.has_ids, False), take(cols.ids_len, 0),
+        take(cols.ids_key, 0), take(cols.text_key, 0), take(itl_start, 0),
+        take(cols.itl_len, 0), cols.itl, take(cols.parts, np.nan),
+        take(cols.part_keys, 0), src, cols.outputs, cols.token_ids)
 
 
 def _first_rows(keys: np.ndarray, k: int, preferred: np.ndarray) -> np.ndarray:
