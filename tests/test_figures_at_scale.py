@@ -136,3 +136,28 @@ def test_reports_show_a_seeded_sample_of_a_run_above_the_limit(
     assert result.shown_sampled_from == 300
     assert "From a seeded sample of 12 of the run&#x27;s 300 requests" in render_html(result) \
         or "From a seeded sample of 12 of the run's 300 requests" in render_html(result)
+
+
+@pytest.mark.parametrize("baseline_everywhere", [True, False])
+def test_rows_read_in_the_figures_order_give_the_figures_of_the_records(
+        tmp_path: Path, baseline_everywhere: bool) -> None:
+    """Every request with a baseline row: the store's rows come in align's order and the
+    aligned columns are slices of them; else in write order. The figures are the records'
+    either way (an arm missing a request, odd rows, gaps and parts included)."""
+    from layergate.exporters.figures.aligned import align
+    from layergate.exporters.figures.compute import compute_figures
+    from tests.test_figures_columnar import _write, varied_rows
+
+    rows = [r for r in varied_rows() if r.repeat == 0 and r.request_id != "r99"]
+    if not baseline_everywhere:
+        rows = [r for r in rows if (r.request_id, r.arm) != ("r5", "baseline")]
+    run = _write(tmp_path / "run", rows, {})
+    replay = scan.read_scan(run.results_path).replay
+    assert (replay.itl_start is not None) == baseline_everywhere
+    al = align(replay)
+    whole = al.arms["candidate"]  # answered every request
+    assert np.shares_memory(whole.e2e, replay.e2e) == baseline_everywhere
+    assert not np.shares_memory(al.arms["baseline2"].e2e, replay.e2e)  # lacks r12: a copy
+    offsets = {f"r{i}": i * 0.1 for i in range(30)}
+    assert_same_figures(run_figures(load_run(run.path), CFG),
+                        compute_figures(rows, config=CFG, offsets=offsets))

@@ -212,3 +212,41 @@ def test_the_lean_schedule_reads_what_the_full_reader_reads(tmp_path: Path) -> N
     lean = read_schedule(path)
     assert lean.offsets == {r.id: r.offset_s for r in full}
     assert lean.recorded == [("r2", "code", response)]
+
+
+def test_the_schedule_read_by_blocks_reads_what_the_lines_say(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks of lines as write_traffic writes them are read in bulk; a block holding any
+    other line (a response, another key order, a blank line) line by line; the blocks cut
+    lines anywhere, and an error names its line across them."""
+    from layergate.exporters import traffic
+
+    response = {"choices": [{"text": "x", "finish_reason": "stop"}]}
+    records = [TrafficRecord(f'r{i}' if i % 7 else f'q"{i}\\', i / 3, "chat",
+                             "/v1/completions", {"prompt": "p"},
+                             response if i == 40 else None) for i in range(120)]
+    path = traffic.write_traffic(tmp_path / "t.jsonl", records)
+    text = path.read_text().splitlines(keepends=True)
+    text[70:70] = ["\n", '{"offset_s": 9.5, "id": "r999", "endpoint": "/v1/completions", '
+                   '"body": {"prompt": "p"}}\r\n']
+    path.write_text("".join(text).rstrip("\n"))  # the last line without its newline
+    monkeypatch.setattr(traffic, "_BLOCK", 500)  # a few lines a block
+    lean = traffic.read_schedule(path)
+    assert lean.offsets == {r.id: r.offset_s for r in records} | {"r999": 9.5}
+    assert lean.recorded == [("r40", "chat", response)]
+    text[100] = '{"id": 5}\n'
+    path.write_text("".join(text))
+    with pytest.raises(traffic.TrafficError, match=":101"):
+        traffic.read_schedule(path)
+
+
+def test_a_file_mentions_a_text_across_the_blocks_it_is_read_in(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from layergate.exporters import traffic
+
+    monkeypatch.setattr(traffic, "_BLOCK", 8)
+    path = tmp_path / "t.jsonl"
+    for at in range(20):  # the text at every place a block can cut it
+        path.write_text("x" * at + '"assistant"' + "y" * 5)
+        assert traffic.mentions(path, '"assistant"')
+        assert not traffic.mentions(path, '"reference"')

@@ -44,6 +44,7 @@ from layergate.exporters.figures.estimate import SumStat, estimate, scenarios, s
 from layergate.exporters.judgements import FILE as JUDGEMENTS
 from layergate.exporters.judgements import digest, read_judgements, verdicts_of
 from layergate.exporters.references import BadReference, Reference, parse_reference, score
+from layergate.exporters.traffic import mentions
 
 JUDGE = "judge"  # the reference kind scored by a judge's verdicts
 EXAMPLES = 3  # request ids kept per direction and scenario, for the reports
@@ -56,9 +57,8 @@ def read_references(path: str | Path) -> dict[str, Reference]:
     """Request id -> its reference, from the traffic file at `path` (empty, and nothing
     parsed, when no line mentions one). A bad reference is a ValueError naming the line."""
     path = Path(path)
-    with path.open(encoding="utf-8") as fh:
-        if not any('"reference"' in line for line in fh):
-            return {}
+    if not mentions(path, '"reference"'):
+        return {}
     out: dict[str, Reference] = {}
     with path.open(encoding="utf-8") as fh:
         for number, line in enumerate(fh, 1):

@@ -7,7 +7,7 @@ results came in, and each scenario is a contiguous block (the bootstrap's strata
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from layergate.exporters.figures.columns import (
     TokenIds,
     flat_token_ids,
     from_results,
+    unique_codes,
 )
 from layergate.exporters.records import ArmResult
 
@@ -51,7 +52,8 @@ class ArmColumns:
     text_key: np.ndarray
     itl_start: np.ndarray  # int: where each row's gaps start in `all_itl`
     itl_len: np.ndarray  # int: how many gaps each row has (0 where absent)
-    all_itl: np.ndarray  # every result's gaps (`ResultColumns.itl`), shared by the arms
+    # every result's gaps (`ResultColumns.itl`), shared by the arms; None once let go
+    all_itl: np.ndarray | None
     # what each answer held besides its text (columns.PART_KEYS; defaults where absent)
     parts: np.ndarray
     part_keys: np.ndarray  # columns.PART_DIGESTS (0 where absent)
@@ -79,6 +81,8 @@ class ArmColumns:
     def gaps(self, rows: np.ndarray) -> np.ndarray:
         """The inter-token gaps of `rows`, concatenated in that order (copied a block of
         rows at a time: no index as long as the gaps)."""
+        if self.all_itl is None:
+            raise ValueError("the gaps were let go (Aligned.without_gaps)")
         lengths = self.itl_len[rows]
         out = np.empty(int(lengths.sum()))
         at = 0
@@ -105,6 +109,11 @@ class Aligned:
     def n(self) -> int:
         return len(self.request_ids)
 
+    def without_gaps(self) -> Aligned:
+        """The same rows without their inter-token gaps (the largest array of a run: tens
+        of gaps a row), once the figures that read them are made."""
+        return replace(self, arms={a: replace(x, all_itl=None) for a, x in self.arms.items()})
+
     def block(self, scenario: str) -> slice:
         """The contiguous rows of one scenario."""
         s = self.scenario_names.index(scenario)
@@ -112,37 +121,58 @@ class Aligned:
         return slice(int(lo), int(hi))
 
 
-def _take(values: np.ndarray, src: np.ndarray, fill: object) -> np.ndarray:
-    out = np.full(src.shape + values.shape[1:], fill, dtype=values.dtype)
-    got = src >= 0
-    out[got] = values[src[got]]
-    return out
+class _Source:
+    """Where an arm's aligned rows are in the columns (`src`: a row each, -1 where absent),
+    and how to take them: a slice when they are there in order (a store read in align's
+    order, harness/store/row_order.py), so the arm's columns are views, not copies."""
+
+    def __init__(self, src: np.ndarray) -> None:
+        self.src = src
+        whole = len(src) and src[0] >= 0 and src[-1] - src[0] == len(src) - 1 \
+            and bool((np.diff(src) == 1).all())
+        self.run = slice(int(src[0]), int(src[-1]) + 1) if whole else None
+        self.full = self.run is not None or (len(src) and src.min() >= 0)
+
+    def take(self, values: np.ndarray, fill: object) -> np.ndarray:
+        if self.run is not None:
+            view = values[self.run]  # the same numbers, no copy: read-only
+            view.flags.writeable = False
+            return view
+        if self.full:  # the arm answered every request: no fill
+            return values[self.src]
+        out = np.full(self.src.shape + values.shape[1:], fill, dtype=values.dtype)
+        got = self.src >= 0
+        out[got] = values[self.src[got]]
+        return out
 
 
 def _arm_columns(cols: ResultColumns, src: np.ndarray, itl_start: np.ndarray) -> ArmColumns:
     present = src >= 0
-    ok = _take(cols.ok, src, False)
-    counted = ok & _take(cols.tokens_counted, src, False)
-    ext = _take(cols.ext, src, np.nan)
+    take = _Source(src).take
+    ok = take(cols.ok, False)
+    counted = ok & take(cols.tokens_counted, False)
+    ext = take(cols.ext, np.nan)
     return ArmColumns(
-        present, ok, _take(cols.e2e, src, np.nan), _take(cols.ttft, src, np.nan),
-        np.where(counted, _take(cols.output_tokens, src, np.nan), np.nan),  # characters: NaN
-        _take(cols.prompt_tokens, src, np.nan), _take(cols.length_stop, src, False),
+        present, ok, take(cols.e2e, np.nan), take(cols.ttft, np.nan),
+        np.where(counted, take(cols.output_tokens, np.nan), np.nan),  # characters: NaN
+        take(cols.prompt_tokens, np.nan), take(cols.length_stop, False),
         *ext.T,
-        {"tokens": counted, "extension": ok & _take(cols.has_extension, src, False),
-         "top_logprobs": ok & _take(cols.has_top_logprobs, src, False)},
-        _take(cols.has_ids, src, False), _take(cols.ids_len, src, 0),
-        _take(cols.ids_key, src, 0), _take(cols.text_key, src, 0), _take(itl_start, src, 0),
-        _take(cols.itl_len, src, 0), cols.itl, _take(cols.parts, src, np.nan),
-        _take(cols.part_keys, src, 0), src, cols.outputs, cols.token_ids)
+        {"tokens": counted, "extension": ok & take(cols.has_extension, False),
+         "top_logprobs": ok & take(cols.has_top_logprobs, False)},
+        take(cols.has_ids, False), take(cols.ids_len, 0),
+        take(cols.ids_key, 0), take(cols.text_key, 0), take(itl_start, 0),
+        take(cols.itl_len, 0), cols.itl, take(cols.parts, np.nan),
+        take(cols.part_keys, 0), src, cols.outputs, cols.token_ids)
 
 
-def _first_per_group(keys: np.ndarray, priority: np.ndarray) -> np.ndarray:
-    """Per distinct key (0..k-1, all present), the row of least priority."""
-    order = np.lexsort((priority, keys))
-    first = np.ones(order.size, dtype=bool)
-    first[1:] = keys[order][1:] != keys[order][:-1]
-    return order[first]
+def _first_rows(keys: np.ndarray, k: int, preferred: np.ndarray) -> np.ndarray:
+    """Per key 0..k-1 (each present), its `preferred` row (at most one per key), else its
+    first row."""
+    first = np.full(k, len(keys), dtype=np.intp)
+    np.minimum.at(first, keys, np.arange(len(keys)))
+    rows = np.flatnonzero(preferred)
+    first[keys[rows]] = rows
+    return first
 
 
 def align(results: Iterable[ArmResult] | ResultColumns) -> Aligned:
@@ -154,21 +184,23 @@ def align(results: Iterable[ArmResult] | ResultColumns) -> Aligned:
     rids, rid_code = cols.codes("request_id")
     arms, arm_code = cols.codes("arm")
     key = rid_code.astype(np.int64) * max(len(arms), 1) + arm_code
-    uniq, first, counts = np.unique(key, return_index=True, return_counts=True)
-    if (counts > 1).any():
-        dup = first[np.argmax(counts > 1)]
+    counts = np.bincount(key, minlength=len(rids) * len(arms))
+    if (counts > 1).any():  # the first row of the least duplicated key
+        dup = int(np.flatnonzero(key == np.flatnonzero(counts > 1)[0])[0])
         raise ValueError(f"duplicate result for request {cols.request_id[dup]!r} on arm "
                          f"{cols.arm[dup]!r}")
     baseline = arm_code == np.searchsorted(arms, BASELINE) if BASELINE in arms else \
         np.zeros(len(cols), dtype=bool)
-    pick = _first_per_group(rid_code, np.where(baseline, -1, np.arange(len(cols))))
-    values, codes = cols.codes("scenario")
-    names, scen_code = np.unique(values[codes[pick]], return_inverse=True)
-    order = np.lexsort((np.arange(len(rids)), scen_code))  # rids are sorted already
+    pick = _first_rows(rid_code, len(rids), baseline)
+    values, codes = cols.codes("scenario")  # values distinct and sorted: codes sort alike
+    used, scen_code = unique_codes(codes[pick], len(values))
+    names = values[used]
+    # by scenario, then request id (rids are sorted already)
+    order = np.argsort(scen_code.astype(np.min_scalar_type(len(names))), kind="stable")
     position = np.empty(len(rids), dtype=np.int64)
     position[order] = np.arange(len(rids))
     strata = scen_code[order].astype(np.int64)
-    itl_start = np.cumsum(cols.itl_len) - cols.itl_len
+    itl_start = cols.gap_starts()
     by_arm = {}
     for a, arm in enumerate(arms):
         rows = np.flatnonzero(arm_code == a)

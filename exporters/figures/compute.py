@@ -71,6 +71,10 @@ def compute_figures(results: Iterable[ArmResult] | ResultColumns,
             results = replay
     al = align(results)
     del results  # the aligned arms hold what is needed: at a million rows, memory counts
+    # the percentiles read every inter-token gap: made first, the gaps let go before the
+    # columns and their resamples are made
+    percentiles = latency.percentiles(al, config)
+    al = al.without_gaps()
     columns = {}
     for calc in (*_SUM_CALCULATORS, cache_hit, speculative):
         columns |= {name: compact(col) for name, col in calc.columns(al, config).items()}
@@ -82,7 +86,8 @@ def compute_figures(results: Iterable[ArmResult] | ResultColumns,
     del columns  # the sums are all the figures need of them
     figures: list[Figure] = []
     for calc in _SUM_CALCULATORS:
-        figures += calc.figures(table, al, config)
+        figures += latency.figures(table, al, config, percentiles) if calc is latency else \
+            calc.figures(table, al, config)
     figures += cache_hit.figures(table, al, scrapes, config)
     figures += speculative.figures(table, al, scrapes, config)
     figures += accuracy.figures(table, al, config, scores)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from layergate.exporters.traffic import CHAT
+from layergate.exporters.traffic import CHAT, mentions
 
 
 def conversations(path: str | Path) -> dict[str, str]:
@@ -28,9 +28,8 @@ def conversations(path: str | Path) -> dict[str, str]:
     traffic file at `path` (empty when it has none: a cheap scan finds no assistant message,
     and nothing is parsed)."""
     path = Path(path)
-    with path.open(encoding="utf-8") as fh:
-        if not any('"assistant"' in line for line in fh):
-            return {}
+    if not mentions(path, '"assistant"'):
+        return {}
     first: dict[str, str] = {}  # id -> its first message's key
     later: set[str] = set()  # keys of conversations with a later turn
     turns: dict[str, set[int]] = {}  # key -> the turn positions (messages) seen

@@ -101,15 +101,21 @@ def _quantile_figures(al: Aligned, arm: str, config: MetricsConfig) -> list[Figu
               "e2e": np.where(x.ok, x.e2e, np.nan)}
     if reasoned(al):  # the first answer token differs from the first token only then
         series["ttfat"] = np.where(x.ok, x.part("answer_ttft"), np.nan)
+    rows = np.searchsorted(al.strata, np.arange(len(al.scenario_names) + 1))
+    found = {}
+    # each scenario's before the run's: the series are this function's to reorder, and a
+    # scenario's values stay in its block, so no series is copied (the gaps: tens of MB)
+    for stratum in [*range(len(al.scenario_names)), None]:
+        for kind, values in series.items():
+            bounds = itl_bounds if kind == "itl" else rows
+            v = values if stratum is None else values[bounds[stratum]:bounds[stratum + 1]]
+            found[stratum, kind] = int(np.isfinite(v).sum()), quantiles_ci(
+                v, tuple(QUANTILES.values()), config.confidence, reorder=True)
     out = []
     for label, stratum in scenarios(al.scenario_names):
-        for kind, values in series.items():
-            bounds = itl_bounds if kind == "itl" else np.searchsorted(
-                al.strata, np.arange(len(al.scenario_names) + 1))
-            v = values if stratum is None else values[bounds[stratum]:bounds[stratum + 1]]
-            n = int(np.isfinite(v).sum())
-            got = dict(zip(QUANTILES, quantiles_ci(v, tuple(QUANTILES.values()),
-                                                   config.confidence), strict=True))
+        for kind in series:
+            n, at = found[stratum, kind]
+            got = dict(zip(QUANTILES, at, strict=True))
             why = f"no {kind.upper()} measured"
             if kind == "tpot":  # per token: needs token counts
                 why = lacking(al, (arm,), "tokens", why)
@@ -144,10 +150,20 @@ def _paired_test(al: Aligned, table: SumTable, arm: str, stratum: int | None) ->
             "statistic": test.statistic, "method": test.method, "n_nonzero": test.n}
 
 
-def figures(table: SumTable, al: Aligned, config: MetricsConfig) -> list[Figure]:
+def percentiles(al: Aligned, config: MetricsConfig) -> dict[str, list[Figure]]:
+    """Each measured arm's percentile figures (TTFT, TPOT, ITL, E2E, jitter): the only
+    figures that read every inter-token gap, so a caller can make them first and let the
+    gaps go (`Aligned.without_gaps`) before the bootstrap."""
+    return {arm: _quantile_figures(al, arm, config) for arm in measured_arms(al)}
+
+
+def figures(table: SumTable, al: Aligned, config: MetricsConfig,
+            made: dict[str, list[Figure]] | None = None) -> list[Figure]:
+    """The latency figures; `made`: their percentiles made already (`percentiles`)."""
+    made = made if made is not None else percentiles(al, config)
     out: list[Figure] = []
     for arm in measured_arms(al):
-        out += _quantile_figures(al, arm, config)
+        out += made[arm]
         p = f"lat.{arm}."
         for name, stat in (
             (GOODPUT, SumStat(lambda g, n: g / n, (p + "good", p + "n"), p + "n")),

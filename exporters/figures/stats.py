@@ -22,26 +22,33 @@ def _z(confidence: float) -> float:
     return (lo + hi) / 2
 
 
-def quantiles_ci(values: np.ndarray, qs: tuple[float, ...], confidence: float
-                 ) -> list[tuple[float | None, float | None, float | None]]:
+def quantiles_ci(values: np.ndarray, qs: tuple[float, ...], confidence: float,
+                 reorder: bool = False) -> list[tuple[float | None, float | None, float | None]]:
     """(quantile, ci_low, ci_high) per q, NaNs ignored: the point as numpy's default
     (linear) quantile, the CI from order statistics (the binomial interval for a
-    quantile): distribution-free, one sort for all q, where a bootstrap would sort per
-    resample. CI bounds that fall outside the sample are None."""
-    x = values[np.isfinite(values)]  # a copy: sorted in place, not copied again
-    x.sort()
+    quantile): distribution-free, where a bootstrap would sort per resample. CI bounds
+    that fall outside the sample are None. Only the order statistics these read are put in
+    place (one partition, not a sort: the same values, in linear time); `reorder`: in
+    `values` itself (the caller's to reorder), not in a copy, when all are finite."""
+    finite = np.isfinite(values)
+    # a copy (partitioned in place, not copied again) unless the caller lets them move
+    x = values if reorder and finite.all() else values[finite]
     n = x.size
     if n == 0:
         return [(None, None, None)] * len(qs)
     z = _z(confidence)
-    out = []
+    plans = []
     for q in qs:
         pos = q * (n - 1)
         i = int(math.floor(pos))
-        j = min(i + 1, n - 1)
-        point = float(x[i] + (x[j] - x[i]) * (pos - i))
         half = z * math.sqrt(n * q * (1 - q))
         lo, hi = math.floor(n * q - half), math.ceil(n * q + half)  # 1-based ranks
+        plans.append((pos, i, min(i + 1, n - 1), lo, hi))
+    x.partition(sorted({k for _, i, j, lo, hi in plans
+                        for k in (i, j, lo - 1, hi - 1) if 0 <= k < n}))
+    out = []
+    for pos, i, j, lo, hi in plans:
+        point = float(x[i] + (x[j] - x[i]) * (pos - i))
         out.append((point, float(x[lo - 1]) if lo >= 1 else None,
                     float(x[hi - 1]) if hi <= n else None))
     return out

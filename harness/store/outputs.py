@@ -32,11 +32,12 @@ class _Outputs:
 
 
 def with_rowids(arrays: dict[str, np.ndarray], rowids: np.ndarray, path: Path,
-                factorised: dict[str, Factorised] | None = None) -> ResultColumns:
+                factorised: dict[str, Factorised] | None = None,
+                itl_start: np.ndarray | None = None) -> ResultColumns:
     """Columns of the store at `path` whose rows are `rowids`: their outputs read from it."""
     read = _Outputs(path, rowids)
     return ResultColumns(**arrays, outputs=read, factorised=factorised or {},
-                         token_ids=read.token_ids)
+                         token_ids=read.token_ids, itl_start=itl_start)
 
 
 def rowids(cols: ResultColumns) -> np.ndarray:

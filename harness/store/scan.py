@@ -18,10 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from layergate.exporters.figures.answer_tally import Tally
-from layergate.exporters.figures.columns import ROW_FIELDS, Factorised, ResultColumns
+from layergate.exporters.figures.columns import ROW_FIELDS, Factorised, ResultColumns, gap_index
 from layergate.harness.store.column_read import REPLAY, read_columns
 from layergate.harness.store.outputs import empty, with_rowids
-from layergate.harness.store.parts_read import read_parts
+from layergate.harness.store.parts_read import placed_parts
+from layergate.harness.store.row_order import aligned_order, reordered
 from layergate.harness.store.rows import present_columns
 from layergate.harness.store.sqlite import connect
 from layergate.harness.store.summary import NAME_KEYS
@@ -62,7 +63,7 @@ def _scan_binary(conn: sqlite3.Connection, path: Path) -> Scan | None:
     read = read_summaries(conn)
     if read is None:
         return None
-    arrays, itl = read
+    arrays, itl = read.arrays, read.itl
     if not len(arrays["rowid"]):
         return Scan(empty(), np.zeros(0, dtype=np.int64), [], np.zeros(0))
     named = read_names(conn, {k: arrays.pop(k) for k in NAME_KEYS})
@@ -72,10 +73,16 @@ def _scan_binary(conn: sqlite3.Connection, path: Path) -> Scan | None:
     repeat, concurrency = arrays.pop("repeat"), arrays.pop("concurrency")
     counted = tally_factorised(arm, scen, tags, arrays["ok"])
     rowids = arrays.pop("rowid")
+    arrays |= placed_parts(rowids, arrays["ttft"], read.part_rows, read.parts)
+    itl_start = None
+    order = None if (repeat > 0).any() else aligned_order(rid, arm, scen)
+    if order is not None:  # the figures' order: their columns are slices of these
+        itl_start = np.cumsum(arrays["itl_len"]) - arrays["itl_len"]
+        reordered(arrays | {"rowid": rowids, "itl_start": itl_start}, order)
+        rid, arm, scen = (Factorised(f.values, f.codes[order]) for f in (rid, arm, scen))
     factorised = {"request_id": rid, "arm": arm, "scenario": scen}
-    arrays |= read_parts(conn, rowids, arrays["ttft"])
     replay = with_rowids(arrays | {name: _shared_names(f) for name, f in factorised.items()}
-                         | {"itl": itl}, rowids, path, factorised)
+                         | {"itl": itl}, rowids, path, factorised, itl_start)
     lags = replay.send_lag
     suite = _determinism_suite(replay, repeat, concurrency)
     if suite.any():  # rare: a repeat suite inside the run; its rows leave the columns
@@ -107,6 +114,6 @@ def _subset(cols: ResultColumns, keep: np.ndarray, path: Path, rowids: np.ndarra
             ) -> ResultColumns:
     """The rows `keep` marks, their gaps with them."""
     arrays = {f: getattr(cols, f)[keep] for f in ROW_FIELDS if f != "itl"}
-    arrays["itl"] = cols.itl[np.repeat(keep, cols.itl_len)]
+    arrays["itl"] = cols.itl[gap_index(cols.gap_starts()[keep], cols.itl_len[keep])]
     return with_rowids(arrays, rowids[keep], path,
                        {k: f.take(keep) for k, f in cols.factorised.items()})

@@ -69,8 +69,11 @@ def run_figures(run: Run, config: MetricsConfig) -> list:
         positions = turn_positions(traffic) if clusters else None
         # the accuracy figures hold each arm's output to the reference its record carries
         references = read_references(traffic) if traffic.is_file() else None
-        columns = _taken(run)
-        figures = compute_figures(columns, run.scrapes, determinism=determinism,
+        # held here only when read again below: compute_figures lets them go once aligned
+        unpaired = run.manifest.imported.get("pairing") == UNPAIRED
+        columns = _taken(run) if unpaired else None
+        figures = compute_figures(columns if unpaired else _taken(run), run.scrapes,
+                                  determinism=determinism,
                                   config=config, offsets=offsets,
                                   max_in_flight=run.manifest.in_flight_limit,
                                   clusters=clusters, references=references,
@@ -78,7 +81,7 @@ def run_figures(run: Run, config: MetricsConfig) -> list:
                                   positions=positions)
     except ValueError as exc:  # two rows for one (request, arm), a malformed response...
         raise RunDirError(f"{run.path}: cannot compute figures from its results: {exc}") from exc
-    if run.manifest.imported.get("pairing") == UNPAIRED:  # imported runs of other prompts
+    if unpaired:  # imported runs of other prompts
         arms = [str(a) for a in dict.fromkeys(columns.arm.tolist())]
         scenarios = sorted({str(s) for s in columns.scenario.tolist()})
         figures = with_unpaired(figures, unpaired_figures(columns, arms, config, scenarios))
