@@ -250,6 +250,8 @@ def read_schedule(path: str | Path) -> Schedule:
     response, is read by its first two fields alone (a block of such lines by one regular
     expression over the block); any other line is parsed, and the fields read are validated
     as `read_traffic` validates them (the rest is not looked at)."""
+    import numpy as np  # the figures' reader: a Locust worker, which reads records, never
+
     path = Path(path)
     id_blocks, offset_blocks = [], []  # each block's as arrays: no million Python objects
     recorded: list[tuple[str, str, dict[str, Any]]] = []
