@@ -23,6 +23,10 @@ PYTEST_ARGS ?= --durations=25
 # no bytecode at install: compiling every file of torch and transformers is two thirds of
 # their install time; Python compiles (and caches) what is imported, when it is imported
 PIP_INSTALL := $(BIN)/pip install -q --no-compile
+# and that cache is kept even where the environment turns it off (PYTHONDONTWRITEBYTECODE):
+# without it every process the suite or the demo starts (each engine, replay, Locust worker
+# and command) compiles torch, Locust and the project anew (docs/TESTING.md)
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: install demo test test-fast lint dist demo-packages system-packages clean peers vllm \
 	validity

@@ -20,17 +20,23 @@ from tests.support.starts import KINDS, Starts
 STARTED = pytest.StashKey[set]()
 
 SOLO = {
-    "test_capacity_sweep.py": "measures a known capacity ratio within 10 %",
     "test_capacity_real.py": "an SLO set from the engines' own latency, measured first",
     "test_watch_engines.py": "a rollback within the windows the statistics promise",
-    "test_watch_restarts.py": "restarts within the webhooks' retries and a fixed deadline",
     "test_watch_scenarios.py": "controllers on their own clocks, retries within a scaled budget",
 }
-# single tests of files whose other tests hold no time bound (those run beside the rest)
+# single tests of files whose other tests hold no time bound (those run beside the rest: an
+# SLO missed or met whatever the load, a refusal, a hook's record)
 SOLO_TESTS = {
     ("test_replay_distributed.py",
      "test_clock_skew_is_corrected_or_refused_and_a_taken_name_is_refused"):
         "clock skew between workers held to a bound",
+    **{("test_capacity_sweep.py", name): "measures a known capacity ratio within 10 %"
+       for name in ("test_four_slots_against_six_measure_the_known_ratio",
+                    "test_identical_servers_give_a_ratio_whose_interval_covers_one",
+                    "test_a_killed_sweep_resumes_where_it_stopped")},
+    ("test_watch_restarts.py",
+     "test_a_watch_killed_ten_times_mid_stage_decides_as_an_uninterrupted_one"):
+        "restarts within the webhooks' retries and a fixed deadline",
 }
 
 
@@ -39,22 +45,25 @@ STARTS = Starts()  # what each fixture and test starts, against its marks (tier 
 
 def pytest_configure(config: pytest.Config) -> None:
     STARTS.install()
+    # the workers take files in the order below: pytest-xdist would reorder them by their
+    # number of tests, which leaves the long files of few tests (the stack, the demo) last
+    config.option.loadscopereorder = False
 
 
-# files with one of these marks start first: the workers take files in order
+# files with more of these marks start first: the workers take files in order
 # (--dist loadfile), and a long file taken last leaves the other worker idle at the end
-LONG_FIRST = {"docker", "vllm", "model", "llamacpp", "chromium", "slow"}
+LONG_FIRST = {"docker", "vllm", "model", "llamacpp", "chromium", "peers", "slow"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m reads the marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    long_files = set()
+    weight: dict = {}
     for item in items:
         if item.path.name in SOLO or (item.path.name, item.originalname) in SOLO_TESTS:
             item.add_marker(pytest.mark.solo)
-        if LONG_FIRST & {m.name for m in item.iter_markers()}:
-            long_files.add(item.path)
-    items.sort(key=lambda item: item.path not in long_files)  # stable: files stay whole
+        marks = LONG_FIRST & {m.name for m in item.iter_markers()}
+        weight[item.path] = max(weight.get(item.path, 0), len(marks))
+    items.sort(key=lambda item: -weight[item.path])  # stable: files stay whole
 
 
 @pytest.hookimpl(wrapper=True)
