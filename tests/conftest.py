@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -38,6 +39,17 @@ SOLO_TESTS = {
      "test_a_watch_killed_ten_times_mid_stage_decides_as_an_uninterrupted_one"):
         "restarts within the webhooks' retries and a fixed deadline",
 }
+
+SOLO_FILES = set(SOLO) | {name for name, _ in SOLO_TESTS}
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """`-m solo` alone (the second part of `make test`) reads only the files with solo tests:
+    the others would be collected (seconds of imports) to be deselected."""
+    if config.option.markexpr == "solo" and collection_path.name.startswith("test_") \
+            and collection_path.suffix == ".py":
+        return collection_path.name not in SOLO_FILES or None
+    return None
 
 
 STARTS = Starts()  # what each fixture and test starts, against its marks (tier marks)
