@@ -5,17 +5,11 @@ workers (see `runner`, `master`, `channel`, `locustfile`).
 The names below load their module on first use, so a Locust process importing one of this
 package's modules (`locustfile` and what it needs) does not import the runner's."""
 
-import importlib
-from typing import Any
+from layergate.exporters.lazy import lazy_names
 
 _HOMES = {"ConfigError": "config", "ReplayConfig": "config", "ReplayError": "errors",
           "StopHook": "runner", "run_replay": "runner"}
 
 __all__ = sorted(_HOMES)
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+__getattr__ = lazy_names(__name__, _HOMES)

@@ -5,8 +5,7 @@ for a crash at any point (see `sqlite.py`). No SQL about a run lives outside thi
 The names below load their module on first use: a Locust worker takes the work items
 (`items.py`) and never opens a store, and pays nothing for SQLite or the readers."""
 
-import importlib
-from typing import Any
+from layergate.exporters.lazy import lazy_names
 
 _HOMES = {"ArmState": "items", "Completion": "items", "QueueEntry": "items",
           "QueueProgress": "items", "TurnDone": "items", "WorkItem": "items",
@@ -15,9 +14,4 @@ _HOMES = {"ArmState": "items", "Completion": "items", "QueueEntry": "items",
 
 __all__ = sorted(_HOMES)
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+__getattr__ = lazy_names(__name__, _HOMES)

@@ -41,7 +41,7 @@ _QUOTED = ", ".join(f'"{name}"' for name in _NAMES)
 _TO_JSON = json.JSONEncoder(ensure_ascii=False).encode
 _JSON_AT = [(i, name) for i, name in enumerate(_COLUMNS) if name in _JSON_FIELDS]
 _OK_AT = _COLUMNS.index("ok")
-_EMPTY = {tuple: lambda _: "[]", list: lambda _: "[]", dict: lambda _: "{}"}
+_EMPTY = {tuple: "[]", list: "[]", dict: "{}"}
 _INSERT = (f"INSERT OR REPLACE INTO results ({_QUOTED}) "
            f"VALUES ({', '.join('?' * len(_NAMES))})")
 
@@ -101,8 +101,8 @@ def _encode(result: ArmResult) -> list[Any]:
         if name == "tool_calls":
             row[i] = _TO_JSON(to_json(value)) if value else None
         elif value is not None:
-            # most rows hold no quirks, no extension: the text JSON gives them, unencoded
-            row[i] = _EMPTY.get(type(value), _TO_JSON)(value) if not value else _TO_JSON(value)
+            # most rows hold no quirks, no extension: their JSON text, unencoded
+            row[i] = (not value and _EMPTY.get(type(value))) or _TO_JSON(value)
     row[_OK_AT] = int(row[_OK_AT])
     return row
 
