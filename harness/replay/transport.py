@@ -44,7 +44,8 @@ class Response(Protocol):
         """The whole (rest of the) body."""
 
     def lines(self) -> Iterator[str]:
-        """The body line by line, without line endings, until it ends."""
+        """The body line by line, without line endings, until it ends; blank lines (an
+        SSE event's separator) may be left out."""
 
 
 class Transport(Protocol):
