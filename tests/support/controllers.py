@@ -53,8 +53,6 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
-from layergate.harness.processes import free_port
-
 # one attempt: (hook, payload, timeout in test seconds) -> (status, Retry-After seconds or
 # None); raises TimeoutError past the timeout, another OSError for no answer (refused, reset)
 Attempt = Callable[[str, dict, float], tuple[int, float | None]]
@@ -220,9 +218,9 @@ class FlaggerWeight:
         self.registry = CollectorRegistry()
         self.gauge = Gauge("flagger_canary_weight", "The virtual service destination weight "
                            "current value", ("workload", "namespace"), registry=self.registry)
-        self.port = free_port()
-        self.server, _ = start_http_server(self.port, addr="127.0.0.1",
-                                           registry=self.registry)
+        # port 0: bound by the kernel at once, where a free_port() could be taken meanwhile
+        self.server, _ = start_http_server(0, addr="127.0.0.1", registry=self.registry)
+        self.port = self.server.server_port
         self.set(0)
 
     @property

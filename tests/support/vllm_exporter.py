@@ -23,8 +23,6 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from layergate.harness.processes import free_port
-
 RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "metrics" / "vllm_spec_after.prom"
 
 
@@ -68,7 +66,7 @@ class FakeVllm:
         self.hits = Counter(HITS, _help(HITS), LABELS, registry=r)
         self.http = Counter("http_requests_total", "Total number of requests by method, "
                             "status and handler.", ("handler", "method", "status"), registry=r)
-        self.port = free_port()
+        self.port = 0  # the port the kernel gives when it starts: a free_port() could be taken
         self._stop = threading.Event()
         self._server = None
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -78,7 +76,8 @@ class FakeVllm:
         return f"127.0.0.1:{self.port}"
 
     def __enter__(self) -> FakeVllm:
-        self._server, _ = start_http_server(self.port, addr="127.0.0.1", registry=self.registry)
+        self._server, _ = start_http_server(0, addr="127.0.0.1", registry=self.registry)
+        self.port = self._server.server_port
         self._thread.start()
         return self
 
