@@ -1,5 +1,5 @@
 """`layergate capacity` end to end against echo servers of known capacity (benchmarks/
-echo_server.py --slots: N requests at once, 0.1 s a token, the rest queue): 4 slots against
+echo_server.py --slots: N requests at once, 0.05 s a token, the rest queue): 4 slots against
 6 slots, with a second 4-slot server as baseline2. The sweep is killed mid-way and resumed;
 the measured ratio must fall within 10 % of the true one (an M/D/c queue, simulated in
 tests/support/slots.py) with its interval covering it, and the identical servers' ratio
@@ -31,16 +31,18 @@ from tests.support.traffic import traffic
 # a sweep is several replays: minutes on two busy cores
 pytestmark = [pytest.mark.slow, pytest.mark.locust]
 
-TOKEN_S, TOKENS = 0.1, 4  # traffic() asks for 4 tokens: 0.4 s a request
-# a request may wait one service time (0.4 s) for a slot: a looser SLO lets the saturation
+# traffic() asks for 4 tokens: 0.2 s a request (benchmarks/capacity_slots_real.py's servers
+# at half the time scale: the same ratio in half the wall time)
+TOKEN_S, TOKENS = 0.05, 4
+# a request may wait one service time (0.2 s) for a slot: a looser SLO lets the saturation
 # detector end the arms first (queueing grows before the SLO is missed)
-SLO, LIMIT_S, ATTAINMENT = "ttft:500ms", 0.5, 0.9
+SLO, LIMIT_S, ATTAINMENT = "ttft:250ms", 0.25, 0.9
 SLOTS = {BASELINE: 4, BASELINE2: 4, CANDIDATE: 6}
-# steps of 2 s warm-up and 5 s measured (5 and 12 service times): a finite step measures
+# steps of 1 s warm-up and 2.5 s measured (5 and 12 service times): a finite step measures
 # within a few % of the steady state the truth is computed for; the knee's steps as long as
 # the others (--knee-steps 1) keep the sweep short
-LADDER = ("--knee-steps", "1", "--start", "5", "--factor", "2", "--bisections", "2",
-          "--warmup", "2", "--min-duration", "5", "--min-requests", "30", "--max-in-flight", "64",
+LADDER = ("--knee-steps", "1", "--start", "10", "--factor", "2", "--bisections", "2",
+          "--warmup", "1", "--min-duration", "2.5", "--min-requests", "30", "--max-in-flight", "64",
           "--resamples", "400", "--slo-attainment", str(ATTAINMENT), "--no-progress")
 
 
@@ -151,7 +153,7 @@ def test_a_killed_sweep_resumes_where_it_stopped(sweep) -> None:
 
 
 def test_no_capacity_and_a_lower_bound_are_reported_as_such(servers, tmp_path: Path) -> None:
-    """A 50 ms TTFT is missed even unloaded (the first token takes 0.1 s): no capacity,
+    """A 25 ms TTFT is missed even unloaded (the first token takes 0.05 s): no capacity,
     not 0. An arm that meets a loose SLO up to --max-load has only a capacity >= it. Both
     exit 3. A sweep stopped by SIGTERM (as by Ctrl-C) is interrupted with its report."""
     arms = _arm_args({BASELINE: servers[BASELINE], CANDIDATE: servers[CANDIDATE]})
@@ -165,7 +167,7 @@ def test_no_capacity_and_a_lower_bound_are_reported_as_such(servers, tmp_path: P
                                                 "--slo", slo, *extra),
                               capture_output=True, text=True, timeout=300)
 
-    tight = capacity("tight", "ttft:50ms")
+    tight = capacity("tight", "ttft:25ms")
     assert tight.returncode == ExitCode.INCONCLUSIVE, tight.stdout + tight.stderr
     assert "capacity baseline: none (fails the SLO at its lowest step, 1 req/s)" in tight.stdout
     report = json.loads((tmp_path / "tight" / REPORT).read_text())

@@ -58,9 +58,11 @@ def test_the_lag_is_each_arrival_less_its_intended_time(tmp_path: Path) -> None:
                     pass
     arrivals = list(read_truth(timeline).arrivals)
     lag = schedule.lags(arrivals, (0.0, 0.1, 0.2))
-    # the server's view of each request's lateness is the client's, to loopback's delay
+    # the server's view of each request's lateness is the client's, to loopback's delay and
+    # the connection's making, which a busy machine stretches (over 20 ms seen): still far
+    # below the 200 ms it must tell apart
     behind = [s - sent[0] - offset for s, offset in zip(sent, (0.0, 0.1, 0.2), strict=True)]
-    assert lag[0] == 0 and all(abs(x - y) < 0.02 for x, y in zip(lag, behind, strict=True))
+    assert lag[0] == 0 and all(abs(x - y) < 0.06 for x, y in zip(lag, behind, strict=True))
     assert lag[2] > late - 0.02
     got = schedule.step("x", 10.0, arrivals, schedule.Trace((0.0, 0.1, 0.2)), 1, 0.95, 50.0)
     assert got.seen == got.sent == 3 and not got.sustained  # lag p99 ~200 ms
