@@ -1,7 +1,7 @@
 """Each load tool, run for real (its venv from benchmarks/peers, made on first use: a tool
 that cannot be installed or run fails the test), three times at once against the suite's
 echo servers: twice against the same server (A and A') and once against the same server made
-twice as slow (its first token and every token after it). Each run is imported with `layergate
+20 % slower (its first token and every token after it). Each run is imported with `layergate
 import-results` and judged by the `load-tools` policy: the A/A run (baseline A, candidate
 A') must not fail (at 24 requests it passes or is inconclusive); the slowed run (baseline A,
 baseline2 A', candidate the slow server) must fail on its time ratios. The arms sent the
@@ -62,8 +62,8 @@ def test_a_tools_a_a_run_does_not_fail_and_a_slower_server_fails(tool: str,
         BASELINE: runs["a"], BASELINE2: runs["a2"], CANDIDATE: runs["slow"]})
     assert slowed.verdict == FAIL
     assert any(c.status == FAIL for c in times.values())
-    # 2 by the server; less where the tool adds its own time, more or less where the tools'
-    # processes starve beside the suite's other work (A against A' seen 0.81 to 1.39 a 1.2
-    # apart): still a slowdown, and far from a unit mixed up or the arms swapped
+    # 1.2 by the server; less where the tool adds its own time, more where the tool's own
+    # process is starved beside the suite's other servers: still a slowdown, and far from a
+    # unit mixed up or the arms swapped
     for name, check in times.items():
-        assert check.value is None or 1.3 < check.value < 3.5, (name, check.value)
+        assert check.value is None or 1.0 < check.value < 1.5, (name, check.value)

@@ -113,7 +113,7 @@ def test_benchmarks_take_from_the_tests_only_their_rigs() -> None:
 
 # what several rooms share, each one concept: beside every room, importing none
 SHARED = {"manifest", "scenarios", "processes", "openai_stream", "policy_file", "store",
-          "stops", "install_source", "readiness", "prometheus_api"}
+          "stops", "install_source", "readiness", "prometheus_api", "interrupts"}
 # room of harness -> the rooms it may import (its own and `exporters` always): a request's
 # data goes forward only, so no room imports one after it on the way
 PIPELINE = ("capture", "traces", "replay", "rundir", "sweepdir", "gate", "report")

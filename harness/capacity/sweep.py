@@ -30,6 +30,7 @@ from layergate.harness.capacity.idle import IdleCheck, IdleWait
 from layergate.harness.capacity.ladder import next_step
 from layergate.harness.capacity.live import SweepMetrics
 from layergate.harness.capacity.report import build_report, sweep_figures
+from layergate.harness.interrupts import raise_if_interrupted
 from layergate.harness.manifest import now_iso
 from layergate.harness.replay.config import ConfigError, ReplayConfig
 from layergate.harness.replay.runner import run_replay
@@ -170,6 +171,7 @@ def _ladder(config: CapacityConfig, sweep: SweepDir, state: SweepState,
     idle = IdleCheck(config.arms, config.models, source[0], config.idle_timeout,
                      idle_s=state.idle_s) if config.idle_timeout > 0 else None
     while True:
+        raise_if_interrupted()
         outcomes = {arm: [] for arm in config.arms}
         for r in state.arm_steps():
             outcomes.setdefault(r.arm, []).append(

@@ -13,8 +13,8 @@ from layergate.exporters.catalogue import ExitCode
 from layergate.exporters.cli_options import config_values, field_option
 from layergate.harness.capacity.config import CapacityConfig, sweep_arms
 from layergate.harness.cli.exits import exits
-from layergate.harness.cli.interrupts import sigterm_interrupts
 from layergate.harness.cli.options import arm_options, arms_and_models
+from layergate.harness.interrupts import sigterm_interrupts
 
 
 def _option(name: str, *flags: str, **attrs: Any):

@@ -11,8 +11,8 @@ import click
 from layergate.exporters.catalogue import COMPLETE, ExitCode
 from layergate.exporters.cli_options import config_values, field_option
 from layergate.harness.cli.exits import exits
-from layergate.harness.cli.interrupts import sigterm_interrupts
 from layergate.harness.cli.options import arm_options, arms_and_models
+from layergate.harness.interrupts import sigterm_interrupts
 from layergate.harness.replay.config import ReplayConfig
 
 

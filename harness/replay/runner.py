@@ -52,6 +52,7 @@ from layergate.exporters.figures.schedule_lag import schedule_lag
 from layergate.exporters.metrics_server import serve_metrics
 from layergate.exporters.records import ArmResult
 from layergate.exporters.traffic import TrafficRecord
+from layergate.harness.interrupts import raise_if_interrupted
 from layergate.harness.manifest import Manifest, now_iso
 from layergate.harness.processes import ManagedProcess, free_port, spawn
 from layergate.harness.replay import auth
@@ -297,6 +298,7 @@ def _follow(proc: ManagedProcess, store: ResultStore, tail: StoreTail,
     with Progress(*columns, disable=not show, transient=False) as bar:
         task = bar.add_task("replay", total=total, rows=0)
         while True:
+            raise_if_interrupted()
             tail.poll()
             if breaker.tripped and outcome.broken is None:
                 store.queue.stop()  # the records in flight finish; nothing more goes out

@@ -14,11 +14,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from layergate.harness.interrupts import interrupt
 from layergate.harness.processes import ManagedProcess, spawn
-
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
 class ProcessSet:
@@ -33,7 +30,7 @@ class ProcessSet:
         atexit.register(self.close)
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGHUP):
-                self._previous_handlers[sig] = signal.signal(sig, _raise_interrupt)
+                self._previous_handlers[sig] = signal.signal(sig, interrupt)
 
     @property
     def processes(self) -> tuple[ManagedProcess, ...]:

@@ -24,11 +24,11 @@ ADAPTERS: dict[str, ModuleType] = {"guidellm": guidellm, "aiperf": aiperf,
 # small: the suite runs each tool three times (requests at 8/s, 8 tokens each)
 LOAD = Load(url="", model="echo", rate=8.0, requests=24, prompt_tokens=16, output_tokens=8,
             tokenizer=TOKENIZER, seed=0)
-# the echo server's timing, and the same made twice as slow. Slow enough that a starved tool's
+# the echo server's timing, and the same made 20 % slower. Slow enough that a starved tool's
 # own delay is small beside it: at 50 ms + 10 ms a token, three tools at once beside the
-# suite read A against A' 20 % apart and a 20 % slower server as 0.89 to 1.71
+# suite read A against A' 20 % apart and the slower server as 0.89 to 1.71
 FAST = ("--first-token-delay", "0.2", "--token-delay", "0.04")
-SLOW = ("--first-token-delay", "0.4", "--token-delay", "0.08")
+SLOW = ("--first-token-delay", "0.24", "--token-delay", "0.048")
 
 
 def venv(tool: str) -> Path:
