@@ -113,13 +113,16 @@ peers: $(TEST_STAMP)
 validity: $(TEST_STAMP)
 	PYTHONPATH=. $(BIN)/python benchmarks/validity.py
 
-# two workers (one file each at a time: module fixtures stay shared), then the solo files
-# alone (tests/conftest.py SOLO); both parts run, and either failing fails the target
+# two workers (one file each at a time: module fixtures stay shared), then the light solo
+# tests two at a time, then the other solo tests alone (tests/conftest.py SOLO, PAIRED); every
+# part runs, and any failing fails the target
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not solo" $(PYTEST_ARGS); \
-	rest=$$?; $(BIN)/python -m pytest -q -m solo $(PYTEST_ARGS); solo=$$?; \
-	test $$rest = 0 && test $$solo = 0
+	rest=$$?; \
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "solo and paired" $(PYTEST_ARGS); \
+	paired=$$?; $(BIN)/python -m pytest -q -m "solo and not paired" $(PYTEST_ARGS); solo=$$?; \
+	test $$rest = 0 && test $$paired = 0 && test $$solo = 0
 
 # the inner loop: no model, no Docker, no llama.cpp, no Chromium, nothing slow or solo (the marks
 # of tests/support/starts.py, checked as the tests run); the demo's install suffices

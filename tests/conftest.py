@@ -2,8 +2,9 @@
 needs a full-depth baseline over HTTP; tests that need other policies start their own.
 
 `make test` runs the suite on two workers (pytest-xdist, one file per worker at a time), then
-the files in SOLO and the tests in SOLO_TESTS alone: they judge real servers against a clock
-or a known rate, which a second worker's load would move."""
+the files in SOLO and the tests in SOLO_TESTS: they judge real servers against a clock or a
+known rate, which a second worker's load would move. The light ones among them (PAIRED) run
+two at a time, the others alone."""
 
 from __future__ import annotations
 
@@ -41,12 +42,17 @@ SOLO_TESTS = {
 }
 
 SOLO_FILES = set(SOLO) | {name for name, _ in SOLO_TESTS}
+# solo files whose solo tests mostly wait on their clocks (about half a core each: two share
+# the two cores), run by `-m "solo and paired"` on two workers, the other solo tests alone.
+# pytest-xdist (--dist loadfile) gives the first file to one worker, the second to the other
+# and the third to the first: the longest (the engines' watch, about 2 min) comes second
+PAIRED = ("test_watch_restarts.py", "test_watch_engines.py", "test_capacity_sweep.py")
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """`-m solo` alone (the second part of `make test`) reads only the files with solo tests:
+    """The solo parts of `make test` (`-m "solo ..."`) read only the files with solo tests:
     the others would be collected (seconds of imports) to be deselected."""
-    if config.option.markexpr == "solo" and collection_path.name.startswith("test_") \
+    if config.option.markexpr.startswith("solo") and collection_path.name.startswith("test_") \
             and collection_path.suffix == ".py":
         return collection_path.name not in SOLO_FILES or None
     return None
@@ -73,9 +79,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.name in SOLO or (item.path.name, item.originalname) in SOLO_TESTS:
             item.add_marker(pytest.mark.solo)
+            if item.path.name in PAIRED:
+                item.add_marker(pytest.mark.paired)
         marks = LONG_FIRST & {m.name for m in item.iter_markers()}
         weight[item.path] = max(weight.get(item.path, 0), len(marks))
-    items.sort(key=lambda item: -weight[item.path])  # stable: files stay whole
+
+    def order(item: pytest.Item) -> tuple[int, int]:  # stable: files stay whole
+        if item.get_closest_marker("paired"):  # selected only with each other
+            return 1, PAIRED.index(item.path.name)
+        return 0, -weight[item.path]
+    items.sort(key=order)
 
 
 @pytest.hookimpl(wrapper=True)
