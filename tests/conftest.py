@@ -71,11 +71,13 @@ def pytest_configure(config: pytest.Config) -> None:
 # files with more of these marks start first: the workers take files in order
 # (--dist loadfile), and a long file taken last leaves the other worker idle at the end
 LONG_FIRST = {"docker", "vllm", "model", "llamacpp", "chromium", "peers", "slow"}
-# long files that mostly wait, taken among the files of one such mark instead: after the
-# first files (the stack, the demo, vLLM), which fill both cores, and beside lighter ones
+# long files that mostly wait, taken as files of one such mark: after the first files (the
+# stack, the demo, vLLM), which fill both cores, and before the short ones, which end the run
 WAITING = {
     "test_import_results_tools.py": "the tools wait on a slow server, about 0.6 of a core; "
                                     "beside the first files their A/A runs drew apart by 13 %",
+    "test_watch_prometheus.py": "the watches wait on their windows; taken last (no mark), "
+                                "the file ran alone for its last minute",
 }
 
 
@@ -88,8 +90,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             if item.path.name in PAIRED:
                 item.add_marker(pytest.mark.paired)
         marks = LONG_FIRST & {m.name for m in item.iter_markers()}
-        weight[item.path] = max(weight.get(item.path, 0),
-                                min(len(marks), 1) if item.path.name in WAITING else len(marks))
+        weight[item.path] = 1 if item.path.name in WAITING else max(
+            weight.get(item.path, 0), len(marks))
 
     def order(item: pytest.Item) -> tuple[int, int]:  # stable: files stay whole
         if item.get_closest_marker("paired"):  # selected only with each other

@@ -2,8 +2,9 @@
 mapping file, hooks, the HTTP answers for Flagger and Argo Rollouts, and the no-data
 states (a selector that matches nothing, Prometheus stopped mid-watch).
 
-The arms are `tests/support/vllm_exporter.py` stand-ins serving vLLM's documented metric
-names and labels (vLLM needs a GPU); Prometheus, the CLI, its HTTP server and the hooks are
+The arms are `tests/support/vllm_exporter.py` stand-ins serving vLLM's metric names and
+labels as vLLM 0.32 serves them (the real vLLM runs in tests/test_vllm_arms.py; here an arm's
+latency must turn at a chosen moment); Prometheus, the CLI, its HTTP server and the hooks are
 the real ones. Windows of 2 s over a 0.5 s scrape keep each test within seconds.
 """
 
